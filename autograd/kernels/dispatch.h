@@ -1,0 +1,32 @@
+#pragma once
+// Internal: run-time dtype to compile-time element type. f(T{}) is called with a value of the
+// element type, so kernels are written once as templates and instantiated for float and double.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "autograd/dtype.h"
+
+namespace tg::kernels {
+
+template <class F>
+decltype(auto) dispatch_floating(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    default:
+      throw std::invalid_argument(std::string(op) + ": expects a floating-point tensor, got " +
+                                  std::string(dtype_name(dtype)));
+  }
+}
+
+template <class F>
+decltype(auto) dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    default: return f(std::int64_t{});
+  }
+}
+
+}  // namespace tg::kernels

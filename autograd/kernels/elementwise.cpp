@@ -1,0 +1,242 @@
+#include "autograd/kernels/elementwise.h"
+
+#include <stdexcept>
+#include <string>
+
+#include <xsimd/xsimd.hpp>
+
+#include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/parallel_for.h"
+
+namespace tg::kernels {
+
+namespace {
+
+template <class T> using Batch = xsimd::batch<T>;
+
+// Every element, tail included, goes through the same SIMD function: a scalar tail would round
+// differently and make results depend on where chunk boundaries fall (i.e. on the thread count).
+template <class T, class F>
+void map1(const T* x, T* y, std::int64_t n, const F& f) {
+  constexpr std::int64_t W = Batch<T>::size;
+  std::int64_t i = 0;
+  for (; i + W <= n; i += W) f(Batch<T>::load_unaligned(x + i)).store_unaligned(y + i);
+  if (i < n) {
+    alignas(64) T buf[W] = {};
+    std::copy(x + i, x + n, buf);
+    f(Batch<T>::load_aligned(buf)).store_aligned(buf);
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
+// Inner loop of a binary op; a_step/b_step are 1 (contiguous) or 0 (broadcast scalar).
+template <class T, class F>
+void map2(const T* a, std::int64_t a_step, const T* b, std::int64_t b_step, T* y, std::int64_t n, const F& f) {
+  constexpr std::int64_t W = Batch<T>::size;
+  std::int64_t i = 0;
+  auto load = [](const T* p, std::int64_t step, std::int64_t i) {
+    return step ? Batch<T>::load_unaligned(p + i) : Batch<T>(*p);
+  };
+  for (; i + W <= n; i += W) f(load(a, a_step, i), load(b, b_step, i)).store_unaligned(y + i);
+  if (i < n) {
+    alignas(64) T ba[W] = {}, bb[W] = {};
+    for (std::int64_t k = i; k < n; ++k) {
+      ba[k - i] = a[a_step * k];
+      bb[k - i] = b[b_step * k];
+    }
+    f(Batch<T>::load_aligned(ba), Batch<T>::load_aligned(bb)).store_aligned(ba);
+    std::copy(ba, ba + (n - i), y + i);
+  }
+}
+
+bool is_transcendental(Unary op) {
+  return op == Unary::exp || op == Unary::log || op == Unary::tanh || op == Unary::sigmoid ||
+         op == Unary::pow_scalar;
+}
+
+template <class T, class Fn>
+void with_unary(Unary op, T p, const Fn& fn) {
+  using B = Batch<T>;
+  const B P(p);
+  switch (op) {
+    case Unary::neg: return fn([](B x) { return -x; });
+    case Unary::exp: return fn([](B x) { return xsimd::exp(x); });
+    case Unary::log: return fn([](B x) { return xsimd::log(x); });
+    case Unary::sqrt: return fn([](B x) { return xsimd::sqrt(x); });
+    case Unary::tanh: return fn([](B x) { return xsimd::tanh(x); });
+    case Unary::sigmoid: return fn([](B x) { return B(T(1)) / (B(T(1)) + xsimd::exp(-x)); });
+    case Unary::relu: return fn([](B x) { return xsimd::max(x, B(T(0))); });
+    case Unary::square: return fn([](B x) { return x * x; });
+    case Unary::abs: return fn([](B x) { return xsimd::abs(x); });
+    case Unary::add_scalar: return fn([P](B x) { return x + P; });
+    case Unary::mul_scalar: return fn([P](B x) { return x * P; });
+    case Unary::pow_scalar: return fn([P](B x) { return xsimd::pow(x, P); });
+    case Unary::rsub_scalar: return fn([P](B x) { return P - x; });
+    case Unary::rdiv_scalar: return fn([P](B x) { return P / x; });
+  }
+}
+
+template <class T, class Fn>
+void with_binary(Binary op, const Fn& fn) {
+  using B = Batch<T>;
+  const B one(T(1)), zero(T(0));
+  switch (op) {
+    case Binary::add: return fn([](B a, B b) { return a + b; });
+    case Binary::sub: return fn([](B a, B b) { return a - b; });
+    case Binary::mul: return fn([](B a, B b) { return a * b; });
+    case Binary::div: return fn([](B a, B b) { return a / b; });
+    case Binary::maximum: return fn([](B a, B b) { return xsimd::max(a, b); });
+    case Binary::minimum: return fn([](B a, B b) { return xsimd::min(a, b); });
+    case Binary::gt: return fn([=](B a, B b) { return xsimd::select(a > b, one, zero); });
+    case Binary::eq: return fn([=](B a, B b) { return xsimd::select(a == b, one, zero); });
+    case Binary::tanh_grad: return fn([=](B a, B b) { return a * (one - b * b); });
+    case Binary::sigmoid_grad: return fn([=](B a, B b) { return a * b * (one - b); });
+    case Binary::relu_grad: return fn([=](B a, B b) { return xsimd::select(b > zero, a, zero); });
+  }
+}
+
+// A broadcast binary op reduced to an outer odometer and a contiguous-or-scalar inner run.
+struct BroadcastPlan {
+  Shape out;
+  int outer_ndim = 0;
+  std::int64_t outer_shape[Shape::kMaxDims] = {};
+  std::int64_t a_stride[Shape::kMaxDims] = {}, b_stride[Shape::kMaxDims] = {};
+  std::int64_t inner = 1, a_inner_step = 1, b_inner_step = 1;
+  std::int64_t outer_count = 1;
+};
+
+BroadcastPlan plan_broadcast(const char* name, const Shape& sa, const Shape& sb) {
+  BroadcastPlan plan;
+  plan.out = broadcast_shapes(name, sa, sb);
+  const int n = plan.out.size();
+  // Per-dimension strides in elements, 0 where an input is broadcast; drop size-1 dimensions.
+  std::int64_t dims[Shape::kMaxDims], as[Shape::kMaxDims], bs[Shape::kMaxDims];
+  int m = 0;
+  std::int64_t a_acc = 1, b_acc = 1;
+  std::int64_t a_str[Shape::kMaxDims], b_str[Shape::kMaxDims];
+  for (int i = n - 1; i >= 0; --i) {
+    const int ia = i - (n - sa.size()), ib = i - (n - sb.size());
+    const std::int64_t da = ia >= 0 ? sa[ia] : 1, db = ib >= 0 ? sb[ib] : 1;
+    a_str[i] = da == 1 ? 0 : a_acc;
+    b_str[i] = db == 1 ? 0 : b_acc;
+    a_acc *= da;
+    b_acc *= db;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (plan.out[i] == 1) continue;
+    // Merge with the previous kept dimension when both inputs are contiguous across the pair.
+    if (m > 0 && as[m - 1] == a_str[i] * plan.out[i] && bs[m - 1] == b_str[i] * plan.out[i]) {
+      dims[m - 1] *= plan.out[i];
+      as[m - 1] = a_str[i];
+      bs[m - 1] = b_str[i];
+      continue;
+    }
+    dims[m] = plan.out[i];
+    as[m] = a_str[i];
+    bs[m] = b_str[i];
+    ++m;
+  }
+  if (m == 0) return plan;  // every dimension is 1: one element
+  plan.inner = dims[m - 1];
+  plan.a_inner_step = as[m - 1];
+  plan.b_inner_step = bs[m - 1];
+  plan.outer_ndim = m - 1;
+  for (int i = 0; i < m - 1; ++i) {
+    plan.outer_shape[i] = dims[i];
+    plan.a_stride[i] = as[i];
+    plan.b_stride[i] = bs[i];
+    plan.outer_count *= dims[i];
+  }
+  return plan;
+}
+
+template <class T, class F>
+void run_broadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, std::int64_t grain, const F& f) {
+  auto rows = [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      std::int64_t rem = r, ao = 0, bo = 0;
+      for (int d = p.outer_ndim - 1; d >= 0; --d) {
+        const std::int64_t idx = rem % p.outer_shape[d];
+        rem /= p.outer_shape[d];
+        ao += idx * p.a_stride[d];
+        bo += idx * p.b_stride[d];
+      }
+      map2(a + ao, p.a_inner_step, b + bo, p.b_inner_step, y + r * p.inner, p.inner, f);
+    }
+  };
+  if (p.outer_count == 1) {
+    // One long run: split it into SIMD-aligned chunks.
+    constexpr std::int64_t W = Batch<T>::size;
+    const std::int64_t chunks = (p.inner + grain - 1) / grain;
+    parallel_for(chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
+      for (std::int64_t c = c0; c < c1; ++c) {
+        const std::int64_t s = c * grain, e = std::min(p.inner, s + grain);
+        static_assert(kGrainTranscendental % W == 0 && kGrainCheap % W == 0);
+        map2(a + s * p.a_inner_step, p.a_inner_step, b + s * p.b_inner_step, p.b_inner_step, y + s, e - s, f);
+      }
+    });
+  } else {
+    const std::int64_t row_grain = std::max<std::int64_t>(1, grain / std::max<std::int64_t>(1, p.inner));
+    parallel_for(p.outer_count, row_grain, rows);
+  }
+}
+
+void check_same(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(std::string(op) + ": dtypes differ: " + std::string(dtype_name(a.dtype())) +
+                                " and " + std::string(dtype_name(b.dtype())));
+}
+
+}  // namespace
+
+Tensor unary(Unary op, const Tensor& x, double param) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  dispatch_floating("unary", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    const std::int64_t n = x.numel();
+    const std::int64_t grain = is_transcendental(op) ? kGrainTranscendental : kGrainCheap;
+    with_unary<T>(op, static_cast<T>(param), [&](const auto& f) {
+      parallel_for(n, grain, [&](std::int64_t s, std::int64_t e) { map1(px + s, py + s, e - s, f); });
+    });
+  });
+  return y;
+}
+
+Tensor binary(Binary op, const Tensor& a, const Tensor& b, const char* name) {
+  check_same(name, a, b);
+  const BroadcastPlan plan = plan_broadcast(name, a.shape(), b.shape());
+  Tensor y = Tensor::empty(plan.out, a.dtype());
+  if (y.numel() == 0) return y;
+  dispatch_floating(name, a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    with_binary<T>(op, [&](const auto& f) { run_broadcast(plan, a.data<T>(), b.data<T>(), y.data<T>(), kGrainCheap, f); });
+  });
+  return y;
+}
+
+void add_inplace(Tensor& dst, const Tensor& src) {
+  if (!(dst.shape() == src.shape())) throw std::invalid_argument("add_inplace: " + dst.shape().str() + " vs " + src.shape().str());
+  check_same("add_inplace", dst, src);
+  dispatch_floating("add_inplace", dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    parallel_for(dst.numel(), kGrainCheap, [&](std::int64_t b, std::int64_t e) {
+      map2(d + b, 1, s + b, 1, d + b, e - b, [](Batch<T> x, Batch<T> y) { return x + y; });
+    });
+  });
+}
+
+void scale_inplace(Tensor& dst, double s) {
+  dispatch_floating("scale_inplace", dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = dst.data<T>();
+    const Batch<T> S(static_cast<T>(s));
+    parallel_for(dst.numel(), kGrainCheap,
+                 [&](std::int64_t b, std::int64_t e) { map1(d + b, d + b, e - b, [S](Batch<T> x) { return x * S; }); });
+  });
+}
+
+}  // namespace tg::kernels

@@ -1,0 +1,574 @@
+// BLIS-style GEMM (see gemm.h for the contract).
+//
+// Loop nest per task (a task owns a rectangle of C and every K for it):
+//   jc (NC columns) -> pc (kc depth, fixed by K only) -> ic (MC rows, pack A block)
+//     -> jr (NR-column strip; packed into the B slab during the first ic block, reused after)
+//        -> ir (MR-row strip) -> micro-kernel (MR x NR register tile, xsimd FMA).
+// Tasks split C into column chunks (and row ranges when N alone gives too few tasks); K is never
+// split and kc depends on K alone, so every element of C sees the same sequence of operations for
+// any thread count: results are bitwise identical with 1 or n threads.
+#include "autograd/kernels/gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <tbb/blocked_range2d.h>
+#include <tbb/parallel_for.h>
+#include <xsimd/xsimd.hpp>
+
+#include "autograd/parallel.h"
+
+namespace tg::kernels {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Block sizes.
+template <class T>
+struct Blocking;
+template <>
+struct Blocking<float> {
+  static constexpr int MR = 6;       // rows of the register tile
+  static constexpr int NR = 16;      // columns of the register tile (2 x 8 lanes)
+  static constexpr int64_t KC = 384;  // depth of one pass; A strip 9 KB + B strip 24 KB in L1
+  static constexpr int64_t MC = 144;  // rows of a packed A block (216 KB, L2)
+  static constexpr int64_t NC = 3072;  // columns of a packed B slab (4.5 MB, L3)
+};
+template <>
+struct Blocking<double> {
+  static constexpr int MR = 6;
+  static constexpr int NR = 8;  // 2 x 4 lanes
+  static constexpr int64_t KC = 256;
+  static constexpr int64_t MC = 96;
+  static constexpr int64_t NC = 2048;
+};
+
+/// Products below this many flops (2*M*N*K) run on the calling thread: a TBB task costs ~1-5 us.
+constexpr double kParallelFlops = 2.0 * 96 * 96 * 96;
+/// Aim for at least this many flops per task.
+constexpr double kTaskFlops = 1.5e6;
+
+// ---------------------------------------------------------------------------------------------
+// Thread-local packing buffers: grown once, 64-byte aligned, reused.
+struct AlignedBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  bool in_use = false;
+  ~AlignedBuffer() { std::free(ptr); }
+  void* get(size_t need) {
+    if (need > bytes) {
+      std::free(ptr);
+      size_t cap = (std::max(need, bytes + bytes / 2) + 63) & ~size_t(63);
+      ptr = std::aligned_alloc(64, cap);
+      if (!ptr) throw std::bad_alloc();
+      bytes = cap;
+    }
+    return ptr;
+  }
+};
+
+struct Workspace {
+  AlignedBuffer a, b;
+};
+thread_local Workspace t_workspace;
+
+/// Borrows the thread's workspace; if it is already borrowed (re-entrant call) uses a private one.
+class WorkspaceLease {
+ public:
+  WorkspaceLease() : ws_(&t_workspace) {
+    if (ws_->a.in_use) {
+      own_ = new Workspace;
+      ws_ = own_;
+    }
+    ws_->a.in_use = true;
+  }
+  ~WorkspaceLease() {
+    ws_->a.in_use = false;
+    delete own_;
+  }
+  WorkspaceLease(const WorkspaceLease&) = delete;
+  WorkspaceLease& operator=(const WorkspaceLease&) = delete;
+  Workspace& operator*() { return *ws_; }
+
+ private:
+  Workspace* ws_;
+  Workspace* own_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Packing. A panel holds W lanes (rows of A or columns of B) for kc steps: dst[k*W + r].
+// Element (k, r) of the source is at src[k*sk + r*sr]; exactly one of sk, sr is 1.
+
+inline void transpose8x8(__m256& r0, __m256& r1, __m256& r2, __m256& r3, __m256& r4, __m256& r5,
+                         __m256& r6, __m256& r7) {
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r0 = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r1 = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r2 = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r3 = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r4 = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r5 = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r6 = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r7 = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+inline void transpose4x4(__m256d& r0, __m256d& r1, __m256d& r2, __m256d& r3) {
+  __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+  __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+  r0 = _mm256_permute2f128_pd(t0, t2, 0x20);
+  r1 = _mm256_permute2f128_pd(t1, t3, 0x20);
+  r2 = _mm256_permute2f128_pd(t0, t2, 0x31);
+  r3 = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+/// Scalar packing of any panel (edges, tails).
+template <class T, int W>
+void pack_scalar(const T* src, int64_t sk, int64_t sr, int lanes, int64_t k0, int64_t k1, T* dst) {
+  for (int64_t k = k0; k < k1; ++k) {
+    T* d = dst + k * W;
+    const T* s = src + k * sk;
+    int r = 0;
+    for (; r < lanes; ++r) d[r] = s[r * sr];
+    for (; r < W; ++r) d[r] = T(0);
+  }
+}
+
+/// Lanes contiguous in memory (sr == 1): copy rows of W values.
+template <class T, int W>
+void pack_copy(const T* src, int64_t sk, int lanes, int64_t kc, T* dst) {
+  if (lanes == W) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* s = src + k * sk;
+      T* d = dst + k * W;
+#pragma GCC unroll 16
+      for (int r = 0; r < W; ++r) d[r] = s[r];
+    }
+  } else {
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* s = src + k * sk;
+      T* d = dst + k * W;
+      int r = 0;
+      for (; r < lanes; ++r) d[r] = s[r];
+      for (; r < W; ++r) d[r] = T(0);
+    }
+  }
+}
+
+/// Lanes strided, k contiguous (sk == 1): transpose blocks of 8 (float) / 4 (double).
+template <class T, int W>
+void pack_transpose(const T* src, int64_t sr, int lanes, int64_t kc, T* dst);
+
+template <>
+void pack_transpose<float, 16>(const float* src, int64_t sr, int lanes, int64_t kc, float* dst) {
+  if (lanes != 16) return pack_scalar<float, 16>(src, 1, sr, lanes, 0, kc, dst);
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    for (int g = 0; g < 2; ++g) {
+      const float* s = src + g * 8 * sr + k;
+      __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + sr), r2 = _mm256_loadu_ps(s + 2 * sr),
+             r3 = _mm256_loadu_ps(s + 3 * sr), r4 = _mm256_loadu_ps(s + 4 * sr),
+             r5 = _mm256_loadu_ps(s + 5 * sr), r6 = _mm256_loadu_ps(s + 6 * sr),
+             r7 = _mm256_loadu_ps(s + 7 * sr);
+      transpose8x8(r0, r1, r2, r3, r4, r5, r6, r7);
+      float* d = dst + k * 16 + g * 8;
+      _mm256_store_ps(d, r0);
+      _mm256_store_ps(d + 16, r1);
+      _mm256_store_ps(d + 32, r2);
+      _mm256_store_ps(d + 48, r3);
+      _mm256_store_ps(d + 64, r4);
+      _mm256_store_ps(d + 80, r5);
+      _mm256_store_ps(d + 96, r6);
+      _mm256_store_ps(d + 112, r7);
+    }
+  }
+  pack_scalar<float, 16>(src, 1, sr, 16, k, kc, dst);
+}
+
+template <>
+void pack_transpose<float, 6>(const float* src, int64_t sr, int lanes, int64_t kc, float* dst) {
+  if (lanes != 6) return pack_scalar<float, 6>(src, 1, sr, lanes, 0, kc, dst);
+  int64_t k = 0;
+  const __m256 z = _mm256_setzero_ps();
+  for (; k + 8 <= kc; k += 8) {
+    const float* s = src + k;
+    __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + sr), r2 = _mm256_loadu_ps(s + 2 * sr),
+           r3 = _mm256_loadu_ps(s + 3 * sr), r4 = _mm256_loadu_ps(s + 4 * sr),
+           r5 = _mm256_loadu_ps(s + 5 * sr), r6 = z, r7 = z;
+    transpose8x8(r0, r1, r2, r3, r4, r5, r6, r7);
+    float* d = dst + k * 6;
+    // Overlapping 8-wide stores: each one's two extra lanes are overwritten by the next.
+    _mm256_storeu_ps(d, r0);
+    _mm256_storeu_ps(d + 6, r1);
+    _mm256_storeu_ps(d + 12, r2);
+    _mm256_storeu_ps(d + 18, r3);
+    _mm256_storeu_ps(d + 24, r4);
+    _mm256_storeu_ps(d + 30, r5);
+    _mm256_storeu_ps(d + 36, r6);
+    _mm_storeu_ps(d + 42, _mm256_castps256_ps128(r7));
+    _mm_storel_pi(reinterpret_cast<__m64*>(d + 46), _mm256_extractf128_ps(r7, 1));
+  }
+  pack_scalar<float, 6>(src, 1, sr, 6, k, kc, dst);
+}
+
+template <>
+void pack_transpose<double, 8>(const double* src, int64_t sr, int lanes, int64_t kc, double* dst) {
+  if (lanes != 8) return pack_scalar<double, 8>(src, 1, sr, lanes, 0, kc, dst);
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    for (int g = 0; g < 2; ++g) {
+      const double* s = src + g * 4 * sr + k;
+      __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + sr), r2 = _mm256_loadu_pd(s + 2 * sr),
+              r3 = _mm256_loadu_pd(s + 3 * sr);
+      transpose4x4(r0, r1, r2, r3);
+      double* d = dst + k * 8 + g * 4;
+      _mm256_store_pd(d, r0);
+      _mm256_store_pd(d + 8, r1);
+      _mm256_store_pd(d + 16, r2);
+      _mm256_store_pd(d + 24, r3);
+    }
+  }
+  pack_scalar<double, 8>(src, 1, sr, 8, k, kc, dst);
+}
+
+template <>
+void pack_transpose<double, 6>(const double* src, int64_t sr, int lanes, int64_t kc, double* dst) {
+  if (lanes != 6) return pack_scalar<double, 6>(src, 1, sr, lanes, 0, kc, dst);
+  int64_t k = 0;
+  const __m256d z = _mm256_setzero_pd();
+  for (; k + 4 <= kc; k += 4) {
+    const double* s = src + k;
+    __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + sr), r2 = _mm256_loadu_pd(s + 2 * sr),
+            r3 = _mm256_loadu_pd(s + 3 * sr);
+    transpose4x4(r0, r1, r2, r3);
+    __m256d q0 = _mm256_loadu_pd(s + 4 * sr), q1 = _mm256_loadu_pd(s + 5 * sr), q2 = z, q3 = z;
+    transpose4x4(q0, q1, q2, q3);
+    double* d = dst + k * 6;
+    _mm256_storeu_pd(d, r0);
+    _mm_storeu_pd(d + 4, _mm256_castpd256_pd128(q0));
+    _mm256_storeu_pd(d + 6, r1);
+    _mm_storeu_pd(d + 10, _mm256_castpd256_pd128(q1));
+    _mm256_storeu_pd(d + 12, r2);
+    _mm_storeu_pd(d + 16, _mm256_castpd256_pd128(q2));
+    _mm256_storeu_pd(d + 18, r3);
+    _mm_storeu_pd(d + 22, _mm256_castpd256_pd128(q3));
+  }
+  pack_scalar<double, 6>(src, 1, sr, 6, k, kc, dst);
+}
+
+/// Packs one panel of W lanes x kc; `lanes` < W only at the matrix edge (zero-padded).
+template <class T, int W>
+inline void pack_panel(const T* src, int64_t sk, int64_t sr, int lanes, int64_t kc, T* dst) {
+  if (sr == 1)
+    pack_copy<T, W>(src, sk, lanes, kc, dst);
+  else
+    pack_transpose<T, W>(src, sr, lanes, kc, dst);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Micro-kernel: C[R x (NB*L)] (=|+=) alpha * A_strip * B_strip, R <= MR, from packed panels.
+// `first`: this is the first K pass, so apply the caller's beta (beta == 0: do not read C);
+// later passes accumulate (beta = 1). Columns >= nr are computed and dropped.
+template <class T, int R, int NB>
+void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* __restrict c,
+                  int64_t ldc, int nr, T alpha, T beta) {
+  using batch = xsimd::batch<T>;
+  constexpr int L = static_cast<int>(batch::size);
+  constexpr int MR = Blocking<T>::MR;
+  constexpr int NR = Blocking<T>::NR;
+  static_assert(NB * L <= NR);
+
+  for (int i = 0; i < R; ++i) {
+    __builtin_prefetch(c + i * ldc, 1, 3);
+    __builtin_prefetch(c + i * ldc + NB * L - 1, 1, 3);
+  }
+
+  batch acc[R][NB];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) acc[i][j] = batch(T(0));
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    batch bv[NB];
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) bv[j] = batch::load_aligned(b + j * L);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      batch av(a[i]);
+#pragma GCC unroll 2
+      for (int j = 0; j < NB; ++j) acc[i][j] = xsimd::fma(av, bv[j], acc[i][j]);
+    }
+    a += MR;
+    b += NR;
+  }
+
+  const batch va(alpha);
+  if (nr == NB * L) {
+    if (beta == T(0)) {
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) (va * acc[i][j]).store_unaligned(c + i * ldc + j * L);
+    } else if (beta == T(1)) {
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) {
+          T* p = c + i * ldc + j * L;
+          xsimd::fma(va, acc[i][j], batch::load_unaligned(p)).store_unaligned(p);
+        }
+    } else {
+      const batch vb(beta);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) {
+          T* p = c + i * ldc + j * L;
+          xsimd::fma(va, acc[i][j], vb * batch::load_unaligned(p)).store_unaligned(p);
+        }
+    }
+  } else {
+    alignas(64) T tmp[NB * L];
+    for (int i = 0; i < R; ++i) {
+      for (int j = 0; j < NB; ++j) (va * acc[i][j]).store_aligned(tmp + j * L);
+      T* p = c + i * ldc;
+      if (beta == T(0))
+        for (int j = 0; j < nr; ++j) p[j] = tmp[j];
+      else if (beta == T(1))
+        for (int j = 0; j < nr; ++j) p[j] = tmp[j] + p[j];
+      else
+        for (int j = 0; j < nr; ++j) p[j] = tmp[j] + beta * p[j];
+    }
+  }
+}
+
+template <class T>
+using KernelFn = void (*)(int64_t, const T*, const T*, T*, int64_t, int, T, T);
+
+/// kernels[R-1][NB-1]
+template <class T, int NB>
+constexpr KernelFn<T> kernel_for_rows(int r) {
+  switch (r) {
+    case 1: return &micro_kernel<T, 1, NB>;
+    case 2: return &micro_kernel<T, 2, NB>;
+    case 3: return &micro_kernel<T, 3, NB>;
+    case 4: return &micro_kernel<T, 4, NB>;
+    case 5: return &micro_kernel<T, 5, NB>;
+    default: return &micro_kernel<T, 6, NB>;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+template <class T>
+struct Problem {
+  bool trans_a, trans_b;
+  int64_t M, N, K;
+  T alpha;
+  const T* A;
+  int64_t lda;
+  const T* B;
+  int64_t ldb;
+  T beta;
+  T* C;
+  int64_t ldc;
+  int64_t kc;  // depth of one pass; depends on K only (determinism)
+};
+
+template <class T>
+int64_t choose_kc(int64_t K) {
+  constexpr int64_t KC = Blocking<T>::KC;
+  int64_t passes = (K + KC - 1) / KC;
+  int64_t kc = (K + passes - 1) / passes;
+  return (kc + 7) & ~int64_t(7);  // multiple of 8: whole transpose blocks
+}
+
+template <class T>
+size_t a_buffer_elems(int64_t kc) {
+  return size_t(Blocking<T>::MC) * kc + 64;
+}
+template <class T>
+size_t b_buffer_elems(int64_t kc, int64_t nc) {
+  constexpr int NR = Blocking<T>::NR;
+  return size_t((nc + NR - 1) / NR) * NR * kc + 64;
+}
+
+/// Computes the C rectangle [m0, m1) x [n0, n1) for all of K.
+template <class T>
+void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  constexpr int MR = Blocking<T>::MR;
+  constexpr int NR = Blocking<T>::NR;
+  constexpr int64_t MC = Blocking<T>::MC;
+  constexpr int64_t NC = Blocking<T>::NC;
+  constexpr int L = static_cast<int>(xsimd::batch<T>::size);
+
+  WorkspaceLease lease;
+  const int64_t kc_max = std::min(p.kc, p.K);
+  T* abuf = static_cast<T*>((*lease).a.get(a_buffer_elems<T>(kc_max) * sizeof(T)));
+  T* bbuf = static_cast<T*>(
+      (*lease).b.get(b_buffer_elems<T>(kc_max, std::min(NC, n1 - n0)) * sizeof(T)));
+
+  // Strides of op(A)(i, k) and op(B)(k, j) in memory.
+  const int64_t a_si = p.trans_a ? 1 : p.lda, a_sk = p.trans_a ? p.lda : 1;
+  const int64_t b_sk = p.trans_b ? 1 : p.ldb, b_sj = p.trans_b ? p.ldb : 1;
+
+  for (int64_t jc = n0; jc < n1; jc += NC) {
+    const int64_t nc = std::min(NC, n1 - jc);
+    for (int64_t pc = 0; pc < p.K; pc += p.kc) {
+      const int64_t kc = std::min(p.kc, p.K - pc);
+      const T beta = pc == 0 ? p.beta : T(1);
+      for (int64_t ic = m0; ic < m1; ic += MC) {
+        const int64_t mc = std::min(MC, m1 - ic);
+        // Pack the A block: MR-row strips.
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+          pack_panel<T, MR>(p.A + (ic + ir) * a_si + pc * a_sk, a_sk, a_si, rows, kc,
+                            abuf + ir * kc);
+        }
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int cols = static_cast<int>(std::min<int64_t>(NR, nc - jr));
+          T* bstrip = bbuf + jr * kc;
+          // The B strip is packed right before its first use (still in L1 for the ir loop),
+          // and reused by the later ic blocks.
+          if (ic == m0)
+            pack_panel<T, NR>(p.B + pc * b_sk + (jc + jr) * b_sj, b_sk, b_sj, cols, kc, bstrip);
+          T* cblock = p.C + ic * p.ldc + jc + jr;
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+            KernelFn<T> fn = cols > L ? kernel_for_rows<T, 2>(rows) : kernel_for_rows<T, 1>(rows);
+            fn(kc, abuf + ir * kc, bstrip, cblock + ir * p.ldc, p.ldc, cols, p.alpha, beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    if (beta == T(0))
+      std::fill(c, c + N, T(0));
+    else
+      for (int64_t j = 0; j < N; ++j) c[j] *= beta;
+  }
+}
+
+template <class T>
+void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (beta != T(1)) scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  constexpr int MR = Blocking<T>::MR;
+  constexpr int NR = Blocking<T>::NR;
+  const Problem<T> p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, choose_kc<T>(K)};
+
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const int threads = allow_parallel ? tg::num_threads() : 1;
+  if (threads <= 1 || flops < kParallelFlops) {
+    run_tile(p, 0, M, 0, N);
+    return;
+  }
+  // Task grid: prefer column chunks (A is re-packed per task, B is not); split rows only when
+  // the columns alone give too few tasks. Aim for 2 tasks per thread when the work allows.
+  const int64_t n_strips = (N + NR - 1) / NR;
+  const int64_t m_strips = (M + MR - 1) / MR;
+  int64_t want = std::min<int64_t>(int64_t(threads) * 2, std::max<int64_t>(threads, int64_t(flops / kTaskFlops)));
+  int64_t n_parts = std::min(want, n_strips);
+  int64_t m_parts = std::min((want + n_parts - 1) / n_parts, m_strips);
+  const int64_t n_per = (n_strips + n_parts - 1) / n_parts;  // strips per column chunk
+  const int64_t m_per = (m_strips + m_parts - 1) / m_parts;  // strips per row range
+  n_parts = (n_strips + n_per - 1) / n_per;
+  m_parts = (m_strips + m_per - 1) / m_per;
+
+  tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, m_parts, 1, 0, n_parts, 1),
+                    [&](const tbb::blocked_range2d<int64_t>& r) {
+                      for (int64_t mi = r.rows().begin(); mi < r.rows().end(); ++mi)
+                        for (int64_t ni = r.cols().begin(); ni < r.cols().end(); ++ni) {
+                          const int64_t m0 = mi * m_per * MR, m1 = std::min(M, (mi + 1) * m_per * MR);
+                          const int64_t n0 = ni * n_per * NR, n1 = std::min(N, (ni + 1) * n_per * NR);
+                          run_tile(p, m0, m1, n0, n1);
+                        }
+                    },
+                    tbb::simple_partitioner());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+template <class T>
+void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                    int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      T acc = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        T a = trans_a ? A[k * lda + i] : A[i * lda + k];
+        T b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+        acc += a * b;
+      }
+      C[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * C[i * ldc + j]);
+    }
+}
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, true);
+}
+
+template <class T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha,
+                  const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b,
+                  T beta, T* C, int64_t ldc, int64_t stride_c) {
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  // Shared B with A and C stacked row after row: one tall product (same per-element arithmetic).
+  if (batch > 1 && stride_b == 0 && !trans_a && stride_a == M * lda && stride_c == M * ldc) {
+    gemm_impl(false, trans_b, batch * M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, true);
+    return;
+  }
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const int threads = tg::num_threads();
+  // Large entries, a single entry, or entries writing the same C: one (parallel) product at a time.
+  if (batch == 1 || threads <= 1 || stride_c == 0 || flops * double(batch) < kParallelFlops ||
+      flops >= 8.0 * kParallelFlops) {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                C + i * stride_c, ldc, true);
+    return;
+  }
+  // Many small entries: one serial product per task.
+  const int64_t grain = std::max<int64_t>(1, int64_t(kTaskFlops / std::max(flops, 1.0)));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t i = r.begin(); i < r.end(); ++i)
+      gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                C + i * stride_c, ldc, false);
+  });
+}
+
+#define TG_INSTANTIATE_GEMM(T)                                                                     \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*,   \
+                        int64_t, T, T*, int64_t);                                                 \
+  template void gemm_reference<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t,   \
+                                  const T*, int64_t, T, T*, int64_t);                             \
+  template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, int64_t, T, const T*,     \
+                                int64_t, int64_t, const T*, int64_t, int64_t, T, T*, int64_t,     \
+                                int64_t);
+TG_INSTANTIATE_GEMM(float)
+TG_INSTANTIATE_GEMM(double)
+
+}  // namespace tg::kernels

@@ -1,0 +1,29 @@
+#pragma once
+// Internal: TBB loops with explicit grain sizes. Included by kernel sources only.
+#include <cstdint>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+namespace tg::kernels {
+
+/// Grain sizes measured on the target machine (TOOLCHAIN.md): TBB pays off above ~16K elements
+/// for transcendental ops and ~256K for cheap ones; below that a task costs more than it saves.
+inline constexpr int64_t kGrainTranscendental = 4096;
+inline constexpr int64_t kGrainCheap = 65536;
+
+/// Calls fn(begin, end) over [0, n) in chunks of at least `grain`; serially when n <= grain.
+/// Callers must make each element's result independent of the chunking (it is, for elementwise
+/// kernels) so that results do not depend on the thread count.
+template <class Fn>
+void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  if (n <= grain) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
+}  // namespace tg::kernels

@@ -1,0 +1,189 @@
+#include "autograd/kernels/reduce.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include <xsimd/xsimd.hpp>
+
+#include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/parallel_for.h"
+
+namespace tg::kernels {
+
+namespace {
+
+template <class T> using Batch = xsimd::batch<T>;
+
+// Sum of n contiguous values in a fixed order: four SIMD accumulators, then lanes, then the tail.
+template <class T>
+T sum_contiguous(const T* x, std::int64_t n) {
+  constexpr std::int64_t W = Batch<T>::size;
+  Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+  std::int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    a0 += Batch<T>::load_unaligned(x + i);
+    a1 += Batch<T>::load_unaligned(x + i + W);
+    a2 += Batch<T>::load_unaligned(x + i + 2 * W);
+    a3 += Batch<T>::load_unaligned(x + i + 3 * W);
+  }
+  for (; i + W <= n; i += W) a0 += Batch<T>::load_unaligned(x + i);
+  T s = xsimd::hadd((a0 + a1) + (a2 + a3));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+// Fixed block size for splitting one long row: independent of the thread count.
+constexpr std::int64_t kSumBlock = 1 << 15;
+
+template <class T>
+void sum_outer_r_inner(const T* x, T* y, std::int64_t outer, std::int64_t R, std::int64_t inner) {
+  if (inner == 1) {
+    if (outer == 1 && R > kSumBlock) {
+      const std::int64_t blocks = (R + kSumBlock - 1) / kSumBlock;
+      std::vector<T> partial(static_cast<std::size_t>(blocks));
+      parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b)
+          partial[b] = sum_contiguous(x + b * kSumBlock, std::min(kSumBlock, R - b * kSumBlock));
+      });
+      T s = 0;
+      for (T p : partial) s += p;
+      y[0] = s;
+      return;
+    }
+    parallel_for(outer, std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(R, 1)),
+                 [&](std::int64_t o0, std::int64_t o1) {
+                   for (std::int64_t o = o0; o < o1; ++o) y[o] = sum_contiguous(x + o * R, R);
+                 });
+    return;
+  }
+  // Rows of `inner` values added one after another, vectorised across `inner`.
+  constexpr std::int64_t W = Batch<T>::size;
+  const std::int64_t work = outer * R * inner;
+  const std::int64_t grain_outer = std::max<std::int64_t>(1, outer * kGrainCheap / std::max<std::int64_t>(work, 1));
+  parallel_for(outer, work > kGrainCheap ? grain_outer : outer, [&](std::int64_t o0, std::int64_t o1) {
+    for (std::int64_t o = o0; o < o1; ++o) {
+      T* out = y + o * inner;
+      const T* base = x + o * R * inner;
+      std::int64_t j = 0;
+      for (; j + W <= inner; j += W) {
+        Batch<T> acc(T(0));
+        for (std::int64_t r = 0; r < R; ++r) acc += Batch<T>::load_unaligned(base + r * inner + j);
+        acc.store_unaligned(out + j);
+      }
+      for (; j < inner; ++j) {
+        T acc = 0;
+        for (std::int64_t r = 0; r < R; ++r) acc += base[r * inner + j];
+        out[j] = acc;
+      }
+    }
+  });
+}
+
+// (outer, R, inner) for reducing the contiguous axis block [first, last].
+void split_dims(const Shape& s, int first, int last, std::int64_t& outer, std::int64_t& R, std::int64_t& inner) {
+  outer = R = inner = 1;
+  for (int i = 0; i < s.size(); ++i) (i < first ? outer : i <= last ? R : inner) *= s[i];
+}
+
+}  // namespace
+
+Shape reduced_shape(const Shape& shape, const std::vector<int>& axes, bool keepdim) {
+  Shape out;
+  for (int i = 0; i < shape.size(); ++i) {
+    const bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+    if (!reduced) out.push_back(shape[i]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+Tensor sum(const Tensor& x, std::vector<int> axes, bool keepdim) {
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  const Shape out_shape = reduced_shape(x.shape(), axes, keepdim);
+  if (axes.empty()) {
+    Tensor y = Tensor::empty(out_shape, x.dtype());
+    y.copy_(x);
+    return y;
+  }
+  const bool contiguous_block = axes.back() - axes.front() + 1 == static_cast<int>(axes.size());
+  if (!contiguous_block) {
+    // Reduce the last axis, then the rest: a fixed order, so still deterministic.
+    Tensor partial = sum(x, {axes.back()}, true);
+    axes.pop_back();
+    Tensor rest = sum(partial, axes, true);
+    Tensor y = Tensor::empty(out_shape, x.dtype());
+    dispatch_floating("sum", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      std::copy(rest.data<T>(), rest.data<T>() + rest.numel(), y.data<T>());
+    });
+    return y;
+  }
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  std::int64_t outer, R, inner;
+  split_dims(x.shape(), axes.front(), axes.back(), outer, R, inner);
+  dispatch_floating("sum", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (R == 0) std::fill(y.data<T>(), y.data<T>() + y.numel(), T(0));
+    else sum_outer_r_inner(x.data<T>(), y.data<T>(), outer, R, inner);
+  });
+  return y;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int lead = g.dim() - shape.size();
+  if (lead < 0) throw std::logic_error("sum_to: " + g.shape().str() + " cannot reduce to " + shape.str());
+  std::vector<int> axes;
+  for (int i = 0; i < g.dim(); ++i) {
+    if (i < lead) axes.push_back(i);
+    else if (shape[i - lead] == 1 && g.shape()[i] != 1) axes.push_back(i);
+    else if (shape[i - lead] != g.shape()[i])
+      throw std::logic_error("sum_to: " + g.shape().str() + " cannot reduce to " + shape.str());
+  }
+  Tensor reduced = sum(g, axes, true);
+  // Same elements in the same order; only the shape changes (leading dims dropped).
+  auto impl = std::make_shared<TensorImpl>(*reduced.impl());
+  impl->shape = shape;
+  impl->meta.reset();
+  return Tensor(std::move(impl));
+}
+
+Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax) {
+  if (x.shape()[axis] == 0) throw std::invalid_argument("max: cannot reduce an axis of size 0");
+  const Shape out_shape = reduced_shape(x.shape(), {axis}, keepdim);
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  Tensor idx = Tensor::empty(out_shape, DType::i64);
+  std::int64_t outer, R, inner;
+  split_dims(x.shape(), axis, axis, outer, R, inner);
+  dispatch_floating("max", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    std::int64_t* pi = idx.data<std::int64_t>();
+    parallel_for(outer, std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(R * inner, 1)),
+                 [&](std::int64_t o0, std::int64_t o1) {
+                   for (std::int64_t o = o0; o < o1; ++o)
+                     for (std::int64_t j = 0; j < inner; ++j) {
+                       const T* base = px + o * R * inner + j;
+                       T best = base[0];
+                       std::int64_t arg = 0;
+                       for (std::int64_t r = 1; r < R; ++r) {
+                         const T v = base[r * inner];
+                         // NaN propagates, as in torch.max.
+                         if (v > best || (v != v && best == best)) {
+                           best = v;
+                           arg = r;
+                         }
+                       }
+                       py[o * inner + j] = best;
+                       pi[o * inner + j] = arg;
+                     }
+                 });
+  });
+  if (argmax) *argmax = idx;
+  return y;
+}
+
+}  // namespace tg::kernels

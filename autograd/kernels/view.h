@@ -1,0 +1,19 @@
+#pragma once
+// Internal: a handle to the same elements under another shape, outside autograd.
+#include <memory>
+#include <stdexcept>
+
+#include "autograd/tensor.h"
+
+namespace tg::kernels {
+
+inline Tensor view_as(const Tensor& x, const Shape& shape) {
+  if (shape.numel() != x.numel())
+    throw std::logic_error("view_as: " + x.shape().str() + " has a different size than " + shape.str());
+  auto impl = std::make_shared<TensorImpl>(*x.impl());
+  impl->shape = shape;
+  impl->meta.reset();
+  return Tensor(std::move(impl));
+}
+
+}  // namespace tg::kernels

@@ -1,0 +1,110 @@
+// Matrix products. Every product goes through kernels::gemm, with transposes expressed as
+// gemm flags (no transposed copies), so forward and backward share one tuned kernel.
+#include <stdexcept>
+#include <string>
+
+#include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/gemm.h"
+#include "autograd/kernels/reduce.h"
+#include "autograd/kernels/view.h"
+#include "autograd/ops.h"
+#include "autograd/tape.h"
+
+namespace tg {
+
+namespace {
+
+[[noreturn]] void shape_error(const char* op, const Tensor& a, const Tensor& b, const char* why) {
+  throw std::invalid_argument(std::string(op) + ": " + why + ": got " + a.shape().str() + " and " + b.shape().str());
+}
+
+// C (batch x M x N) = op(A) op(B), each operand either batched (stride = matrix size) or shared.
+struct Product {
+  bool ta = false, tb = false;
+  std::int64_t batch = 1, M = 0, N = 0, K = 0;
+  std::int64_t lda = 0, ldb = 0, sa = 0, sb = 0;
+};
+
+Tensor run(const Product& p, const Tensor& A, const Tensor& B, const Shape& out_shape) {
+  Tensor C = Tensor::empty(out_shape, A.dtype());
+  kernels::dispatch_floating("matmul", A.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::gemm_batched<T>(p.ta, p.tb, p.batch, p.M, p.N, p.K, T(1), A.data<T>(), p.lda, p.sa, B.data<T>(), p.ldb,
+                             p.sb, T(0), C.template data<T>(), p.N, p.M * p.N);
+  });
+  return C;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) shape_error("matmul", a, b, "dtypes differ");
+  if (a.dim() < 2 || b.dim() < 2) shape_error("matmul", a, b, "both operands need at least 2 dimensions");
+  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  if (b.size(-2) != K) shape_error("matmul", a, b, "inner dimensions differ");
+  Shape out_shape = a.shape();
+  out_shape[out_shape.size() - 1] = N;
+
+  if (b.dim() == 2) {
+    // (..., M, K) x (K, N): leading dimensions fold into M.
+    const std::int64_t rows = a.numel() / std::max<std::int64_t>(K, 1);
+    Tensor y = run({false, false, 1, rows, N, K, K, N, 0, 0}, a, b, out_shape);
+    return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), rows, M, N, K](BackwardContext& ctx) {
+      const Tensor& g = ctx.grad_output();
+      if (ctx.needs_grad(0))  // dA = G Bᵀ
+        ctx.accumulate(0, run({false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape()));
+      if (ctx.needs_grad(1))  // dB = Aᵀ G
+        ctx.accumulate(1, run({true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape()));
+      (void)M;
+    });
+  }
+  if (a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0))
+    shape_error("matmul", a, b, "batched operands must be (B, M, K) and (B, K, N)");
+  const std::int64_t B = a.size(0);
+  Tensor y = run({false, false, B, M, N, K, K, N, M * K, K * N}, a, b, out_shape);
+  return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), B, M, N, K](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, run({false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape()));
+    if (ctx.needs_grad(1)) ctx.accumulate(1, run({true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape()));
+  });
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  auto fail = [&](const char* why) {
+    throw std::invalid_argument(std::string("linear: ") + why + ": input " + x.shape().str() + ", weight " +
+                                weight.shape().str() + ", bias " + (bias.defined() ? bias.shape().str() : "none"));
+  };
+  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype())) fail("dtypes differ");
+  if (weight.dim() != 2 || x.dim() < 1) fail("weight must be (out, in) and input (..., in)");
+  const std::int64_t in = weight.size(1), out = weight.size(0);
+  if (x.size(-1) != in) fail("input features differ from weight's in_features");
+  if (bias.defined() && !(bias.shape() == Shape{out})) fail("bias must be (out)");
+  const std::int64_t rows = x.numel() / std::max<std::int64_t>(in, 1);
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = out;
+
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  kernels::dispatch_floating("linear", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* py = y.template data<T>();
+    T beta = 0;
+    if (bias.defined()) {  // start from the bias rows, then add x Wᵀ
+      const T* pb = bias.data<T>();
+      for (std::int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
+      beta = 1;
+    }
+    kernels::gemm<T>(false, true, rows, out, in, T(1), x.data<T>(), in, weight.data<T>(), in, beta, py, out);
+  });
+  std::vector<Tensor> inputs{x, weight};
+  if (bias.defined()) inputs.push_back(bias);
+  return record("linear", y, inputs, [x = x.detach(), w = weight.detach(), rows, in, out](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0))  // dx = G W
+      ctx.accumulate(0, run({false, false, 1, rows, in, out, out, in, 0, 0}, g, w, x.shape()));
+    if (ctx.needs_grad(1))  // dW = Gᵀ x
+      ctx.accumulate(1, run({true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape()));
+    if (ctx.needs_grad(2)) ctx.accumulate(2, kernels::sum(kernels::view_as(g, Shape{rows, out}), {0}, false));
+  });
+}
+
+}  // namespace tg

@@ -1,0 +1,175 @@
+#include "autograd/tape.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "autograd/kernels/elementwise.h"
+
+namespace tg {
+
+namespace {
+
+struct NodeInput {
+  std::shared_ptr<AutogradMeta> meta;  // null when this input does not require grad
+  Shape shape;
+  DType dtype;
+};
+
+struct Node {
+  const char* name = "";
+  BackwardFn backward;
+  std::vector<NodeInput> inputs;
+  std::shared_ptr<AutogradMeta> output;
+  bool alive = true;
+};
+
+struct Tape {
+  std::vector<Node> nodes;
+  std::uint64_t epoch = 1;
+  std::size_t live = 0;
+
+  void clear() {
+    nodes.clear();  // keeps capacity: steady-state steps do not reallocate the node array
+    live = 0;
+    ++epoch;
+  }
+  /// Whether `meta` (an op output) still has its node on this tape.
+  bool holds(const AutogradMeta& meta) const {
+    return meta.tape == this && meta.epoch == epoch && meta.node >= 0 &&
+           static_cast<std::size_t>(meta.node) < nodes.size() && nodes[meta.node].alive;
+  }
+};
+
+thread_local Tape t_tape;
+thread_local bool t_grad_enabled = true;
+
+[[noreturn]] void throw_freed(const char* op) {
+  throw std::runtime_error(std::string("backward: '") + op +
+                           "' needs the gradient of a tensor whose graph was already freed (backward "
+                           "already ran through it, or tape::reset() was called). detach() values kept "
+                           "across steps.");
+}
+
+void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
+  if (!(grad.shape() == in.shape) || grad.dtype() != in.dtype)
+    throw std::logic_error(std::string("internal error in backward of '") + op + "': gradient for input " +
+                           std::to_string(i) + " has shape " + grad.shape().str() + " " +
+                           std::string(dtype_name(grad.dtype())) + ", expected " + in.shape.str() + " " +
+                           std::string(dtype_name(in.dtype)));
+  AutogradMeta& meta = *in.meta;
+  if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(op);
+  if (!meta.grad.defined()) {
+    // A leaf's gradient outlives the pass and may be scaled in place (clipping), so it must own
+    // its buffer; an intermediate gradient is read once and dropped, so it can alias.
+    const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1;
+    meta.grad = (meta.is_leaf && !exclusive) ? grad.clone() : std::move(grad);
+  } else if (meta.is_leaf) {
+    kernels::add_inplace(meta.grad, grad);
+  } else {
+    meta.grad = kernels::add(meta.grad, grad);
+  }
+}
+
+}  // namespace
+
+bool GradMode::enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+bool BackwardContext::needs_grad(int i) const {
+  const Node& node = *static_cast<Node*>(node_);
+  return i >= 0 && static_cast<std::size_t>(i) < node.inputs.size() && node.inputs[i].meta != nullptr;
+}
+
+void BackwardContext::accumulate(int i, Tensor grad) {
+  Node& node = *static_cast<Node*>(node_);
+  if (i < 0 || static_cast<std::size_t>(i) >= node.inputs.size())
+    throw std::logic_error(std::string("internal error in backward of '") + node.name + "': input " +
+                           std::to_string(i) + " does not exist");
+  if (!node.inputs[i].meta) return;
+  accumulate_into(node.name, i, node.inputs[i], std::move(grad));
+}
+
+namespace tape {
+void reset() { t_tape.clear(); }
+std::size_t size() { return t_tape.live; }
+}  // namespace tape
+
+namespace detail {
+
+bool should_record(const Tensor* inputs, std::size_t n) {
+  if (!t_grad_enabled) return false;
+  for (std::size_t i = 0; i < n; ++i)
+    if (inputs[i].requires_grad()) return true;
+  return false;
+}
+
+Tensor record_node(const char* name, Tensor output, const Tensor* inputs, std::size_t n, BackwardFn fn) {
+  Tape& tape = t_tape;
+  Node node;
+  node.name = name;
+  node.backward = std::move(fn);
+  node.inputs.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Tensor& x = inputs[i];
+    node.inputs.push_back({x.requires_grad() ? x.impl()->meta : nullptr, x.shape(), x.dtype()});
+  }
+  // The output gets fresh autograd state even if it shares storage with an input (a view).
+  if (output.impl()->meta || output.impl_ptr().use_count() > 1) output = Tensor(std::make_shared<TensorImpl>(*output.impl()));
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->requires_grad = true;
+  meta->is_leaf = false;
+  meta->node = static_cast<std::int64_t>(tape.nodes.size());
+  meta->epoch = tape.epoch;
+  meta->tape = &tape;
+  output.impl()->meta = meta;
+  node.output = std::move(meta);
+  tape.nodes.push_back(std::move(node));
+  ++tape.live;
+  return output;
+}
+
+}  // namespace detail
+
+class Engine {
+ public:
+  static void run(const Tensor& root, const Tensor& seed) {
+    if (!root.requires_grad())
+      throw std::runtime_error("backward: the tensor does not require grad (no input of the ops that made "
+                               "it requires grad, or it was made under NoGradGuard)");
+    if (!is_floating(root.dtype())) throw std::runtime_error("backward: only floating tensors have gradients");
+    AutogradMeta& root_meta = *root.impl()->meta;
+    if (root_meta.is_leaf) {
+      NodeInput leaf{root.impl()->meta, root.shape(), root.dtype()};
+      accumulate_into("backward", 0, leaf, seed);
+      return;
+    }
+    Tape& tape = t_tape;
+    if (!tape.holds(root_meta))
+      throw std::runtime_error("backward: the graph of this tensor was already freed (backward already ran "
+                               "through it, or tape::reset() was called)");
+    NoGradGuard no_grad;  // backward closures compute with ops; none of that is recorded
+    root_meta.grad = seed;
+    for (std::int64_t i = root_meta.node; i >= 0; --i) {
+      Node& node = tape.nodes[i];
+      if (!node.alive || !node.output->grad.defined()) continue;  // not on a path from the root
+      Tensor grad_output = std::move(node.output->grad);
+      node.output->grad = Tensor();
+      {
+        BackwardContext ctx(&node, std::move(grad_output));
+        node.backward(ctx);
+      }
+      node.backward = nullptr;  // frees what the closure saved
+      node.inputs.clear();
+      node.output.reset();
+      node.alive = false;
+      --tape.live;
+    }
+    if (tape.live == 0) tape.clear();
+  }
+};
+
+namespace detail {
+void run_backward(const Tensor& root, const Tensor& seed) { Engine::run(root, seed); }
+}  // namespace detail
+
+}  // namespace tg

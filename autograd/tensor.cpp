@@ -1,0 +1,380 @@
+#include "autograd/tensor.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <variant>
+
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
+#include <xtensor/xstorage.hpp>
+
+#include "autograd/kernels/dispatch.h"
+#include "autograd/memory.h"
+#include "autograd/random.h"
+#include "autograd/tape.h"
+
+namespace tg {
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i64: return "int64";
+  }
+  return "?";
+}
+
+std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 8; }
+
+void throw_dtype_mismatch(DType have, DType want) {
+  throw std::invalid_argument("tensor has dtype " + std::string(dtype_name(have)) + ", accessed as " +
+                              std::string(dtype_name(want)));
+}
+
+namespace {
+std::atomic<std::int64_t> g_live_bytes{0};
+std::atomic<std::int64_t> g_live_buffers{0};
+
+// 64-byte alignment: whole cache lines, and aligned AVX loads are always legal.
+template <class T> using Buffer = xt::uvector<T, xsimd::aligned_allocator<T, 64>>;
+}  // namespace
+
+struct Storage {
+  std::variant<Buffer<float>, Buffer<double>, Buffer<std::int64_t>> buffer;
+  std::int64_t bytes = 0;
+
+  Storage(DType dtype, std::int64_t n) : bytes(n * static_cast<std::int64_t>(dtype_size(dtype))) {
+    kernels::dispatch_any(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      buffer.emplace<Buffer<T>>(static_cast<std::size_t>(n));
+    });
+    g_live_bytes += bytes;
+    ++g_live_buffers;
+  }
+  ~Storage() {
+    g_live_bytes -= bytes;
+    --g_live_buffers;
+  }
+  void* data() {
+    return std::visit([](auto& b) -> void* { return b.data(); }, buffer);
+  }
+};
+
+namespace memory {
+std::int64_t live_bytes() { return g_live_bytes.load(); }
+std::int64_t live_buffers() { return g_live_buffers.load(); }
+}  // namespace memory
+
+// ---- factories ---------------------------------------------------------------------------
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (auto d : shape)
+    if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape " + shape.str());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(dtype, shape.numel());
+  impl->data = impl->storage->data();
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+void Tensor::fill_(double value) {
+  check_defined("fill_");
+  kernels::dispatch_any(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = data<T>();
+    std::fill(p, p + numel(), static_cast<T>(value));
+  });
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::scalar(double value, DType dtype) { return full(Shape{}, value, dtype); }
+
+Tensor Tensor::arange(double start, double end, double step, DType dtype) {
+  if (step == 0) throw std::invalid_argument("arange: step must be non-zero");
+  const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((end - start) / step)));
+  Tensor t = empty(Shape{n}, dtype);
+  kernels::dispatch_any(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+namespace {
+template <class T>
+Tensor from_typed(const std::vector<T>& values, const Shape& shape) {
+  if (static_cast<std::int64_t>(values.size()) != shape.numel())
+    throw std::invalid_argument("from_vector: " + std::to_string(values.size()) +
+                                " values do not fill shape " + shape.str());
+  Tensor t = Tensor::empty(shape, dtype_of_v<T>);
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+}  // namespace
+
+Tensor Tensor::from_vector(const std::vector<float>& v, const Shape& s) { return from_typed(v, s); }
+Tensor Tensor::from_vector(const std::vector<double>& v, const Shape& s) { return from_typed(v, s); }
+Tensor Tensor::from_vector(const std::vector<std::int64_t>& v, const Shape& s) { return from_typed(v, s); }
+
+Tensor Tensor::from_values(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  return from_typed(values, shape).to(dtype);
+}
+
+Tensor Tensor::uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  kernels::dispatch_floating("uniform", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(low + (high - low) * gen.uniform());
+  });
+  return t;
+}
+
+Tensor Tensor::normal(const Shape& shape, double mean, double stddev, Generator& gen, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  kernels::dispatch_floating("normal", dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(mean + stddev * gen.normal());
+  });
+  return t;
+}
+
+// ---- metadata and elements ---------------------------------------------------------------
+
+void Tensor::check_defined(const char* what) const {
+  if (!impl_) throw std::logic_error(std::string(what) + ": the tensor is undefined");
+}
+
+const Shape& Tensor::shape() const {
+  check_defined("shape");
+  return impl_->shape;
+}
+
+DType Tensor::dtype() const {
+  check_defined("dtype");
+  return impl_->dtype;
+}
+
+std::int64_t Tensor::size(std::int64_t axis) const { return shape()[normalize_axis("size", axis, dim())]; }
+
+namespace {
+double element_as_double(const TensorImpl& impl, std::int64_t flat) {
+  switch (impl.dtype) {
+    case DType::f32: return static_cast<const float*>(impl.data)[flat];
+    case DType::f64: return static_cast<const double*>(impl.data)[flat];
+    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(impl.data)[flat]);
+  }
+  return 0;
+}
+}  // namespace
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw std::invalid_argument("item: tensor of shape " + shape().str() + " has " +
+                                std::to_string(numel()) + " elements, not 1");
+  return element_as_double(*impl_, 0);
+}
+
+double Tensor::at(std::initializer_list<std::int64_t> index) const {
+  const Shape& s = shape();
+  if (static_cast<int>(index.size()) != s.size())
+    throw std::invalid_argument("at: " + std::to_string(index.size()) + " indices for shape " + s.str());
+  std::int64_t flat = 0;
+  int axis = 0;
+  for (auto i : index) {
+    if (i < 0 || i >= s[axis])
+      throw std::out_of_range("at: index " + std::to_string(i) + " out of range for axis " +
+                              std::to_string(axis) + " of shape " + s.str());
+    flat = flat * s[axis] + i;
+    ++axis;
+  }
+  return element_as_double(*impl_, flat);
+}
+
+template <class T> std::vector<T> Tensor::to_vector() const {
+  check_defined("to_vector");
+  std::vector<T> out(static_cast<std::size_t>(numel()));
+  for (std::int64_t i = 0; i < numel(); ++i) {
+    if constexpr (std::is_same_v<T, std::int64_t>)
+      out[i] = dtype() == DType::i64 ? static_cast<const std::int64_t*>(impl_->data)[i]
+                                     : static_cast<std::int64_t>(element_as_double(*impl_, i));
+    else
+      out[i] = static_cast<T>(element_as_double(*impl_, i));
+  }
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+
+bool Tensor::shares_storage(const Tensor& other) const {
+  return impl_ && other.impl_ && impl_->storage == other.impl_->storage;
+}
+
+void Tensor::copy_(const Tensor& src) {
+  check_defined("copy_");
+  if (!(src.shape() == shape()) || src.dtype() != dtype())
+    throw std::invalid_argument("copy_: source " + src.shape().str() + " " + std::string(dtype_name(src.dtype())) +
+                                " does not match destination " + shape().str() + " " +
+                                std::string(dtype_name(dtype())));
+  if (src.impl_->data != impl_->data)
+    std::memcpy(impl_->data, src.impl_->data, static_cast<std::size_t>(numel()) * dtype_size(dtype()));
+}
+
+// ---- conversions and copies --------------------------------------------------------------
+
+namespace {
+Tensor convert(const Tensor& x, DType to) {
+  Tensor y = Tensor::empty(x.shape(), to);
+  kernels::dispatch_any(x.dtype(), [&](auto from_tag) {
+    using From = decltype(from_tag);
+    kernels::dispatch_any(to, [&](auto to_tag) {
+      using To = decltype(to_tag);
+      const From* src = x.data<From>();
+      To* dst = y.data<To>();
+      for (std::int64_t i = 0; i < x.numel(); ++i) dst[i] = static_cast<To>(src[i]);
+    });
+  });
+  return y;
+}
+}  // namespace
+
+Tensor Tensor::to(DType target) const {
+  check_defined("to");
+  if (target == dtype()) return *this;
+  const DType source = dtype();
+  return record("to", convert(*this, target), {*this}, [source](BackwardContext& ctx) {
+    ctx.accumulate(0, convert(ctx.grad_output(), source));
+  });
+}
+
+Tensor Tensor::clone() const {
+  check_defined("clone");
+  Tensor y = Tensor::empty(shape(), dtype());
+  y.copy_(*this);
+  return record("clone", y, {*this}, [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
+}
+
+Tensor Tensor::detach() const {
+  check_defined("detach");
+  auto impl = std::make_shared<TensorImpl>(*impl_);
+  impl->meta.reset();
+  return Tensor(std::move(impl));
+}
+
+// ---- autograd ----------------------------------------------------------------------------
+
+bool Tensor::requires_grad() const { return impl_ && impl_->meta && impl_->meta->requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  check_defined("requires_grad_");
+  if (!is_leaf())
+    throw std::logic_error("requires_grad_: only leaf tensors can change requires_grad; use detach() first");
+  if (on && !is_floating(dtype()))
+    throw std::invalid_argument("requires_grad_: only floating-point tensors can require grad, got " +
+                                std::string(dtype_name(dtype())));
+  if (!impl_->meta) impl_->meta = std::make_shared<AutogradMeta>();
+  impl_->meta->requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return !impl_ || !impl_->meta || impl_->meta->is_leaf; }
+
+Tensor Tensor::grad() const {
+  check_defined("grad");
+  return impl_->meta ? impl_->meta->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& grad) {
+  check_defined("set_grad");
+  if (grad.defined() && (!(grad.shape() == shape()) || grad.dtype() != dtype()))
+    throw std::invalid_argument("set_grad: gradient " + grad.shape().str() + " does not match tensor " +
+                                shape().str());
+  if (!impl_->meta) impl_->meta = std::make_shared<AutogradMeta>();
+  impl_->meta->grad = grad;
+}
+
+void Tensor::zero_grad() {
+  if (impl_ && impl_->meta) impl_->meta->grad = Tensor();
+}
+
+void Tensor::backward() const {
+  check_defined("backward");
+  if (numel() != 1)
+    throw std::invalid_argument("backward: a gradient can be created implicitly only for a one-element "
+                                "output, got shape " + shape().str() + "; pass a seed gradient");
+  detail::run_backward(*this, Tensor::ones(shape(), dtype()));
+}
+
+void Tensor::backward(const Tensor& seed) const {
+  check_defined("backward");
+  if (!seed.defined() || !(seed.shape() == shape()) || seed.dtype() != dtype())
+    throw std::invalid_argument("backward: seed gradient " + (seed.defined() ? seed.shape().str() : "undefined") +
+                                " does not match output " + shape().str());
+  detail::run_backward(*this, seed);
+}
+
+// ---- printing ----------------------------------------------------------------------------
+
+namespace {
+void print_rec(std::ostream& os, const TensorImpl& t, int axis, std::int64_t& flat, int indent) {
+  const Shape& s = t.shape;
+  if (s.size() == 0) {
+    if (t.dtype == DType::i64) os << static_cast<std::int64_t>(element_as_double(t, flat++));
+    else os << element_as_double(t, flat++);
+    return;
+  }
+  os << '[';
+  const std::int64_t n = s[axis];
+  const bool summarize = n > 12;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (summarize && i == 6) {
+      os << "..., ";
+      std::int64_t skip = (n - 12);
+      for (int a = axis + 1; a < s.size(); ++a) skip *= s[a];
+      flat += skip;
+      i = n - 6;
+    }
+    if (axis + 1 == s.size()) {
+      if (t.dtype == DType::i64) os << static_cast<std::int64_t>(element_as_double(t, flat++));
+      else os << std::setw(9) << element_as_double(t, flat++);
+    } else {
+      print_rec(os, t, axis + 1, flat, indent + 1);
+    }
+    if (i + 1 < n) os << (axis + 1 == s.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
+  }
+  os << ']';
+}
+}  // namespace
+
+std::string Tensor::str() const {
+  if (!impl_) return "tensor(undefined)";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(4) << "tensor(";
+  std::int64_t flat = 0;
+  if (numel() == 0) os << "[], shape=" << shape().str();
+  else print_rec(os, *impl_, 0, flat, 7);
+  os << ", dtype=" << dtype_name(dtype());
+  if (requires_grad()) os << ", requires_grad=true";
+  os << ')';
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.str(); }
+
+}  // namespace tg

@@ -1,0 +1,130 @@
+#pragma once
+// Tensor: a handle (shared, like torch.Tensor) to row-major contiguous data of a run-time dtype,
+// plus the autograd state that links it to the tape. Copying a Tensor copies the handle.
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/dtype.h"
+#include "autograd/shape.h"
+
+namespace tg {
+
+class Generator;
+class Tensor;
+struct Storage;  // owns the buffer (an xtensor uvector, aligned for SIMD); defined in tensor.cpp
+
+/// Autograd state of one tensor. Leaves (user-created tensors, parameters) keep their
+/// accumulated gradient here; an op's output also records which tape node produced it.
+struct AutogradMeta;
+
+[[noreturn]] void throw_dtype_mismatch(DType have, DType want);
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  void* data = nullptr;  // start of this tensor's elements inside storage
+  Shape shape;
+  DType dtype = DType::f32;
+  std::shared_ptr<AutogradMeta> meta;  // null until the tensor takes part in autograd
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- factories -------------------------------------------------------------------------
+  /// Uninitialised elements: for kernels that overwrite every element.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  /// A 0-dimensional tensor holding `value`.
+  static Tensor scalar(double value, DType dtype = DType::f32);
+  /// [start, start + step, ...) up to but excluding `end`, as torch.arange.
+  static Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32);
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+  static Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape);
+  /// Values converted to `dtype` (handy in tests: the same literals in f32 and f64).
+  static Tensor from_values(const std::vector<double>& values, const Shape& shape, DType dtype);
+  static Tensor uniform(const Shape& shape, double low, double high, Generator& gen,
+                        DType dtype = DType::f32);
+  static Tensor normal(const Shape& shape, double mean, double stddev, Generator& gen,
+                       DType dtype = DType::f32);
+
+  // ---- metadata and elements -------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  int dim() const { return shape().size(); }
+  /// Size of one axis; negative axes count from the end.
+  std::int64_t size(std::int64_t axis) const;
+  std::int64_t numel() const { return shape().numel(); }
+  DType dtype() const;
+
+  /// The only element of a one-element tensor, as double.
+  double item() const;
+  /// One element, as double, by full index (for tests and debugging, not for hot loops).
+  double at(std::initializer_list<std::int64_t> index) const;
+  /// Typed pointer to the elements; throws if T does not match dtype().
+  template <class T> T* data();
+  template <class T> const T* data() const;
+  /// Copy of the elements converted to T.
+  template <class T> std::vector<T> to_vector() const;
+
+  /// Converted copy (differentiable); returns *this when the dtype already matches.
+  Tensor to(DType dtype) const;
+  /// Deep copy (differentiable).
+  Tensor clone() const;
+  /// Same data, cut from the graph: no grad, never recorded.
+  Tensor detach() const;
+  /// Copies `src` (same shape and dtype) into this tensor's buffer, outside autograd. For
+  /// optimizers, initialisers and checkpoint loading.
+  void copy_(const Tensor& src);
+  /// Sets every element to `value`, outside autograd.
+  void fill_(double value);
+
+  // ---- autograd --------------------------------------------------------------------------
+  bool requires_grad() const;
+  /// Marks a leaf as a variable whose gradient backward() accumulates (like requires_grad_).
+  Tensor& requires_grad_(bool on = true);
+  /// True for tensors not produced by a recorded op.
+  bool is_leaf() const;
+  /// Accumulated gradient of a leaf; undefined (defined() == false) until a backward reaches it.
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);
+  /// Drops the accumulated gradient (PyTorch's zero_grad(set_to_none=True)).
+  void zero_grad();
+  /// Reverse-mode pass from this scalar. Gradients accumulate into leaves' grad().
+  void backward() const;
+  /// Reverse-mode pass seeded with d(objective)/d(this) = `seed` (same shape).
+  void backward(const Tensor& seed) const;
+
+  /// "tensor([[1.0000, 2.0000]], dtype=float32, requires_grad=true)".
+  std::string str() const;
+
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  /// True if both handles share one buffer.
+  bool shares_storage(const Tensor& other) const;
+
+ private:
+  void check_defined(const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+template <class T> T* Tensor::data() {
+  check_defined("data");
+  if (impl_->dtype != dtype_of_v<T>) throw_dtype_mismatch(impl_->dtype, dtype_of_v<T>);
+  return static_cast<T*>(impl_->data);
+}
+template <class T> const T* Tensor::data() const {
+  return const_cast<Tensor*>(this)->data<T>();
+}
+
+}  // namespace tg

@@ -1,0 +1,96 @@
+// SGEMM throughput of tapegrad's kernel, and of OpenBLAS as a yardstick when it is available.
+// Arguments: M, K, N, trans_a, trans_b, threads. Counter "GFLOPS" = 2*M*N*K per second / 1e9.
+//   build-gemm/bin/bench_gemm --benchmark_repetitions=3 --benchmark_min_time=0.5
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "autograd/kernels/gemm.h"
+#include "autograd/parallel.h"
+
+#ifdef TG_HAVE_OPENBLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
+
+namespace {
+
+struct Operands {
+  std::vector<float> A, B, C;
+};
+
+Operands make_operands(int64_t M, int64_t K, int64_t N) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  Operands o;
+  o.A.resize(size_t(M * K));
+  o.B.resize(size_t(K * N));
+  o.C.assign(size_t(M * N), 0.f);
+  for (auto& x : o.A) x = dist(rng);
+  for (auto& x : o.B) x = dist(rng);
+  return o;
+}
+
+void set_counters(benchmark::State& state, int64_t M, int64_t K, int64_t N) {
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * double(M) * double(N) * double(K) / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_tapegrad_sgemm(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int threads = static_cast<int>(state.range(5));
+  Operands o = make_operands(M, K, N);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  tg::set_num_threads(threads);
+  for (auto _ : state) {
+    tg::kernels::gemm<float>(ta, tb, M, N, K, 1.f, o.A.data(), lda, o.B.data(), ldb, 0.f, o.C.data(), N);
+    benchmark::DoNotOptimize(o.C.data());
+    benchmark::ClobberMemory();
+  }
+  tg::set_num_threads(0);
+  set_counters(state, M, K, N);
+}
+
+#ifdef TG_HAVE_OPENBLAS
+void BM_openblas_sgemm(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int threads = static_cast<int>(state.range(5));
+  Operands o = make_operands(M, K, N);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  openblas_set_num_threads(threads);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N),
+                int(K), 1.f, o.A.data(), int(lda), o.B.data(), int(ldb), 0.f, o.C.data(), int(N));
+    benchmark::DoNotOptimize(o.C.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, M, K, N);
+}
+#endif
+
+// (M, K, N, trans_a, trans_b) shapes: the TOOLCHAIN.md reference shapes, then model shapes.
+void shapes(benchmark::internal::Benchmark* b) {
+  const int64_t list[][5] = {
+      {64, 32, 96, 0, 0},     {64, 288, 768, 0, 0},   {80, 1620, 3000, 0, 0}, {512, 512, 512, 0, 0},
+      {640, 32, 96, 0, 0},    {64, 1000, 3000, 0, 0}, {80, 2620, 1000, 0, 0}, {1280, 1000, 30000, 0, 0},
+      // x * W^T (trans_b) and weight gradients gy^T * x (trans_a: M = out, K = rows, N = in).
+      {64, 1000, 3000, 0, 1}, {80, 1620, 3000, 0, 1}, {3000, 64, 1000, 1, 0}, {96, 640, 32, 1, 0},
+      {1000, 1280, 3000, 1, 0},
+  };
+  for (auto& s : list)
+    for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], s[3], s[4], threads});
+  b->ArgNames({"M", "K", "N", "ta", "tb", "threads"});
+  b->UseRealTime();
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_tapegrad_sgemm)->Apply(shapes);
+#ifdef TG_HAVE_OPENBLAS
+BENCHMARK(BM_openblas_sgemm)->Apply(shapes);
+#endif
+
+}  // namespace
