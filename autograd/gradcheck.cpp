@@ -70,9 +70,9 @@ GradcheckReport gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     for (std::int64_t e = 0; e < xs[i].numel(); ++e) {
       const double saved = px[e];
       px[e] = saved + opt.eps;
-      const Tensor yp = run_detached(fn, xs).detach();
+      const Tensor yp = run_detached(fn, xs).detach().clone();  // fn may return an input itself
       px[e] = saved - opt.eps;
-      const Tensor ym = run_detached(fn, xs).detach();
+      const Tensor ym = run_detached(fn, xs).detach().clone();
       px[e] = saved;
       const double* a = yp.data<double>();
       const double* b = ym.data<double>();

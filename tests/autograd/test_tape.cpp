@@ -1,0 +1,153 @@
+#include <gtest/gtest.h>
+
+#include "autograd/tapegrad.h"
+
+using namespace tg;
+
+namespace {
+Tensor vec(std::vector<double> v) { return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}); }
+}  // namespace
+
+TEST(Tape, BackwardAccumulatesIntoLeaves) {
+  Tensor x = vec({1, 2, 3}).requires_grad_();
+  Tensor y = sum(x * x);  // dy/dx = 2x
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 4, 6}));
+  // A second forward/backward adds to the same .grad until zeroed.
+  sum(x * 3.0).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{5, 7, 9}));
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Tape, InputUsedTwiceGetsBothContributions) {
+  Tensor x = vec({2.0}).requires_grad_();
+  Tensor y = sum(x * x + x);  // 2x + 1
+  y.backward();
+  EXPECT_EQ(x.grad().item(), 5.0);
+}
+
+TEST(Tape, LeafGradDoesNotAliasOtherGradients) {
+  // add's backward passes the same gradient to both inputs; scaling one must not touch the other.
+  Tensor a = vec({1, 1}).requires_grad_();
+  Tensor b = vec({1, 1}).requires_grad_();
+  sum(a + b).backward();
+  Tensor ga = a.grad();
+  ga.fill_(10);
+  EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+}
+
+TEST(Tape, NonScalarNeedsSeed) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor y = x * 2.0;
+  EXPECT_THROW(y.backward(), std::invalid_argument);
+  y.backward(vec({1, 10}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 20}));
+  tape::reset();
+}
+
+TEST(Tape, NoGradRecordsNothing) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  const auto before = tape::size();
+  {
+    NoGradGuard guard;
+    Tensor y = tanh(x) * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(tape::size(), before);
+    EXPECT_THROW(sum(y).backward(), std::runtime_error);
+  }
+  EXPECT_TRUE(GradMode::enabled());
+  EXPECT_TRUE(tanh(x).requires_grad());
+  tape::reset();
+}
+
+TEST(Tape, DetachCutsTheGraph) {
+  Tensor x = vec({3.0}).requires_grad_();
+  Tensor y = x * x;
+  Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.shares_storage(y));
+  sum(d * x).backward();  // d is a constant: d(d*x)/dx = d = 9
+  EXPECT_EQ(x.grad().item(), 9.0);
+  tape::reset();
+}
+
+TEST(Tape, BackwardWithoutGradIsAClearError) {
+  Tensor c = vec({1, 2});
+  try {
+    sum(c).backward();
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not require grad"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tape, BackwardTwiceThroughAGraphIsAClearError) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor h = tanh(x);
+  Tensor a = sum(h);
+  Tensor b = sum(h * 2.0);  // shares h with a
+  a.backward();
+  // a's pass freed h's node; b still needs it.
+  try {
+    b.backward();
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("already freed"), std::string::npos) << e.what();
+  }
+  try {
+    a.backward();
+    FAIL() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("already freed"), std::string::npos) << e.what();
+  }
+  tape::reset();
+}
+
+TEST(Tape, ResetFreesTheGraph) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor y = sum(tanh(x));
+  EXPECT_GT(tape::size(), 0u);
+  tape::reset();
+  EXPECT_EQ(tape::size(), 0u);
+  EXPECT_THROW(y.backward(), std::runtime_error);
+}
+
+TEST(Tape, BackwardEmptiesTheTapeAndMemoryStaysFlatOver1000Steps) {
+  Generator gen(0);
+  Tensor w = Tensor::uniform({64, 32}, -0.1, 0.1, gen).requires_grad_();
+  Tensor x = Tensor::uniform({16, 32}, -1, 1, gen);
+  auto step = [&] {
+    Tensor loss = mean(square(tanh(linear(x, w))));
+    loss.backward();
+    EXPECT_EQ(tape::size(), 0u);
+    w.zero_grad();
+  };
+  for (int i = 0; i < 10; ++i) step();  // warm up
+  const auto bytes = memory::live_bytes();
+  const auto buffers = memory::live_buffers();
+  for (int i = 0; i < 1000; ++i) step();
+  EXPECT_EQ(memory::live_bytes(), bytes);
+  EXPECT_EQ(memory::live_buffers(), buffers);
+}
+
+TEST(Tape, ForwardOnlyLoopStaysFlatWithReset) {
+  Generator gen(0);
+  Tensor w = Tensor::uniform({8, 8}, -1, 1, gen).requires_grad_();
+  const auto bytes = memory::live_bytes();
+  for (int i = 0; i < 1000; ++i) {
+    Tensor y = tanh(matmul(w, w));
+    tape::reset();
+  }
+  EXPECT_EQ(tape::size(), 0u);
+  EXPECT_EQ(memory::live_bytes(), bytes);
+}
+
+TEST(Tape, RequiresGradOnlyOnFloatingLeaves) {
+  Tensor x = vec({1}).requires_grad_();
+  Tensor y = x * 2.0;
+  EXPECT_FALSE(y.is_leaf());
+  EXPECT_THROW(y.requires_grad_(false), std::logic_error);
+  EXPECT_THROW(Tensor::zeros({2}, DType::i64).requires_grad_(), std::invalid_argument);
+  tape::reset();
+}
