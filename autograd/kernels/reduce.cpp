@@ -33,6 +33,46 @@ T sum_contiguous(const T* x, std::int64_t n) {
   return s;
 }
 
+// out[0:n] += x[0:n]
+template <class T>
+void add_row(T* out, const T* x, std::int64_t n) {
+  constexpr std::int64_t W = Batch<T>::size;
+  std::int64_t j = 0;
+  for (; j + W <= n; j += W) (Batch<T>::load_unaligned(out + j) + Batch<T>::load_unaligned(x + j)).store_unaligned(out + j);
+  for (; j < n; ++j) out[j] += x[j];
+}
+
+// Index of the first maximum of x[0:n] (the first NaN if there is one): a SIMD max, then a scan.
+template <class T>
+std::int64_t argmax_contiguous(const T* x, std::int64_t n) {
+  constexpr std::int64_t W = Batch<T>::size;
+  T best = x[0];
+  std::int64_t j = 0;
+  if (n >= W) {
+    Batch<T> m = Batch<T>::load_unaligned(x);
+    auto nan = m != m;
+    for (j = W; j + W <= n; j += W) {
+      const Batch<T> v = Batch<T>::load_unaligned(x + j);
+      m = xsimd::max(m, v);
+      nan = nan | (v != v);
+    }
+    if (xsimd::any(nan)) {
+      for (std::int64_t i = 0; i < n; ++i)
+        if (x[i] != x[i]) return i;
+    }
+    alignas(64) T lanes[W];
+    m.store_aligned(lanes);
+    for (std::int64_t l = 0; l < W; ++l) best = std::max(best, lanes[l]);
+  }
+  for (; j < n; ++j) {
+    if (x[j] != x[j]) return j;
+    best = std::max(best, x[j]);
+  }
+  for (std::int64_t i = 0; i < n; ++i)
+    if (x[i] == best) return i;
+  return 0;
+}
+
 // Fixed block size for splitting one long row: independent of the thread count.
 constexpr std::int64_t kSumBlock = 1 << 15;
 
@@ -57,27 +97,23 @@ void sum_outer_r_inner(const T* x, T* y, std::int64_t outer, std::int64_t R, std
                  });
     return;
   }
-  // Rows of `inner` values added one after another, vectorised across `inner`.
-  constexpr std::int64_t W = Batch<T>::size;
-  const std::int64_t work = outer * R * inner;
-  const std::int64_t grain_outer = std::max<std::int64_t>(1, outer * kGrainCheap / std::max<std::int64_t>(work, 1));
-  parallel_for(outer, work > kGrainCheap ? grain_outer : outer, [&](std::int64_t o0, std::int64_t o1) {
-    for (std::int64_t o = o0; o < o1; ++o) {
-      T* out = y + o * inner;
-      const T* base = x + o * R * inner;
-      std::int64_t j = 0;
-      for (; j + W <= inner; j += W) {
-        Batch<T> acc(T(0));
-        for (std::int64_t r = 0; r < R; ++r) acc += Batch<T>::load_unaligned(base + r * inner + j);
-        acc.store_unaligned(out + j);
-      }
-      for (; j < inner; ++j) {
-        T acc = 0;
-        for (std::int64_t r = 0; r < R; ++r) acc += base[r * inner + j];
-        out[j] = acc;
-      }
-    }
-  });
+  // Rows of `inner` values added one after another (r outermost, so memory is read in order),
+  // vectorised across `inner`; columns are split into L1-sized chunks that threads may share.
+  constexpr std::int64_t kCols = 512;
+  const std::int64_t col_chunks = (inner + kCols - 1) / kCols;
+  const std::int64_t tasks = outer * col_chunks;
+  const std::int64_t work_per_task = R * std::min(inner, kCols);
+  parallel_for(tasks, std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(work_per_task, 1)),
+               [&](std::int64_t t0, std::int64_t t1) {
+                 for (std::int64_t t = t0; t < t1; ++t) {
+                   const std::int64_t o = t / col_chunks, j0 = (t % col_chunks) * kCols;
+                   const std::int64_t n = std::min(inner, j0 + kCols) - j0;
+                   T* out = y + o * inner + j0;
+                   const T* base = x + o * R * inner + j0;
+                   std::copy(base, base + n, out);
+                   for (std::int64_t r = 1; r < R; ++r) add_row(out, base + r * inner, n);
+                 }
+               });
 }
 
 // (outer, R, inner) for reducing the contiguous axis block [first, last].
@@ -164,22 +200,27 @@ Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax) {
     std::int64_t* pi = idx.data<std::int64_t>();
     parallel_for(outer, std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(R * inner, 1)),
                  [&](std::int64_t o0, std::int64_t o1) {
-                   for (std::int64_t o = o0; o < o1; ++o)
-                     for (std::int64_t j = 0; j < inner; ++j) {
-                       const T* base = px + o * R * inner + j;
-                       T best = base[0];
-                       std::int64_t arg = 0;
-                       for (std::int64_t r = 1; r < R; ++r) {
-                         const T v = base[r * inner];
-                         // NaN propagates, as in torch.max.
-                         if (v > best || (v != v && best == best)) {
-                           best = v;
-                           arg = r;
-                         }
-                       }
-                       py[o * inner + j] = best;
-                       pi[o * inner + j] = arg;
+                   for (std::int64_t o = o0; o < o1; ++o) {
+                     const T* base = px + o * R * inner;
+                     if (inner == 1) {
+                       pi[o] = argmax_contiguous(base, R);
+                       py[o] = base[pi[o]];
+                       continue;
                      }
+                     // r outermost: rows are read in memory order. NaN wins, as in torch.max.
+                     T* best = py + o * inner;
+                     std::int64_t* arg = pi + o * inner;
+                     std::copy(base, base + inner, best);
+                     std::fill(arg, arg + inner, 0);
+                     for (std::int64_t r = 1; r < R; ++r) {
+                       const T* row = base + r * inner;
+                       for (std::int64_t j = 0; j < inner; ++j)
+                         if (row[j] > best[j] || (row[j] != row[j] && best[j] == best[j])) {
+                           best[j] = row[j];
+                           arg[j] = r;
+                         }
+                     }
+                   }
                  });
   });
   if (argmax) *argmax = idx;
