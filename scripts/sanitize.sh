@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds and runs the test suite under sanitizers:
+#   scripts/sanitize.sh address   # ASan + UBSan  (build-asan/)
+#   scripts/sanitize.sh thread    # TSan, for the TBB-parallel kernels (build-tsan/)
+# Optional GoogleTest filter as second argument, e.g. 'Determinism*:Gemm*'.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:-address}
+filter=${2:-}
+case "$kind" in
+  address) dir=build-asan ;;
+  thread) dir=build-tsan ;;
+  *) echo "usage: scripts/sanitize.sh address|thread [gtest-filter]" >&2; exit 2 ;;
+esac
+scripts/setup.sh >/dev/null  # dependencies
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE="$kind" \
+  -DTG_BUILD_BENCH=OFF -DTG_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$dir" -j"$(nproc)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1
+status=0
+for t in "$dir"/bin/test_*; do
+  echo "== $t" >&2
+  "$t" ${filter:+--gtest_filter="$filter"} --gtest_brief=1 || status=1
+done
+exit $status
