@@ -1,0 +1,99 @@
+#pragma once
+// Encoder-decoder translators behind one interface, so that decoding, training, checkpoints and
+// the CLI work for every variant and a new variant is one small file:
+//   - "d2l":       d2l's Bahdanau-attention chapter model (Seq2SeqAttentionDecoder), PyTorch names.
+//   - "rnnsearch": the paper's RNNsearch: bidirectional encoder, s_0 = tanh(W_s ←h_1), additive
+//                  attention with the key projection U_a h_j computed once per sentence, GRU
+//                  decoder on [E y_{i-1}; c_i], maxout (or linear) deep output from (s_i, E y_{i-1}, c_i).
+//   - "rnnencdec": the paper's baseline without attention: a fixed context c from the encoder.
+//
+//   auto model = make_model(config, gen);
+//   Tensor logits = model->forward(src, src_valid_len, dec_input);    // teacher forcing, (B, T, V)
+//   DecoderState state = model->begin(src, src_valid_len);            // decoding, step by step
+//   Tensor step_logits = model->step(y_prev, state);                  // (B, V); state.attention (B, S)
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "nn/module.h"
+
+namespace tg {
+class Generator;
+}
+
+namespace tg::models {
+
+/// Everything that defines a model's architecture; stored as config.json in checkpoints.
+struct ModelConfig {
+  std::string model = "d2l";        ///< d2l | rnnsearch | rnnencdec
+  std::int64_t src_vocab = 0;
+  std::int64_t tgt_vocab = 0;
+  std::int64_t embed_size = 32;
+  std::int64_t num_hiddens = 32;
+  std::int64_t num_layers = 2;      ///< d2l only (rnnsearch/rnnencdec are single-layer, as the paper)
+  double dropout = 0.1;
+  std::int64_t num_steps = 10;      ///< sequence length used for training and decoding
+  std::string readout = "maxout";   ///< rnnsearch/rnnencdec: maxout | linear
+  std::int64_t maxout_units = 0;    ///< maxout output size (0 = num_hiddens / 2, the paper's 500 for 1000)
+  std::string attention = "additive";  ///< additive | dot | scaled_dot (dot scores need num_hiddens-sized keys)
+  /// rnnsearch decoder-path ablations: none | zero_init (s_0 = 0) | state_only_output (output sees
+  /// only s_i) | no_prev_token (no y_{i-1} anywhere in the decoder) | recurrence_only (s_i = f(s_{i-1})).
+  std::string ablation = "none";
+
+  /// Throws std::invalid_argument naming the first bad field.
+  void validate() const;
+};
+
+/// What a decoder carries from step to step. Every tensor has the batch on the axis noted, so
+/// beam search can reorder hypotheses generically (reorder()).
+struct DecoderState {
+  Tensor hidden;         ///< (L, B, H) recurrent state
+  Tensor memory;         ///< (B, S, D) encoder outputs attended over (values)
+  Tensor memory_proj;    ///< (B, S, A) key projection, computed once per sentence
+  Tensor valid_len;      ///< (B) i64 source valid lengths
+  Tensor context;        ///< (B, D) fixed context (rnnencdec)
+  Tensor attention;      ///< (B, S) weights used by the last step (undefined for rnnencdec)
+
+  /// Keeps batch rows `index` (i64, 1-D), in that order, in every defined tensor.
+  DecoderState reorder(const Tensor& index) const;
+};
+
+class Seq2Seq : public nn::Module {
+ public:
+  explicit Seq2Seq(ModelConfig config) : config_(std::move(config)) {}
+  const ModelConfig& config() const { return config_; }
+
+  /// Encodes a batch and returns the decoder's initial state. src: i64 (B, S); src_valid_len: i64 (B).
+  virtual DecoderState begin(const Tensor& src, const Tensor& src_valid_len) = 0;
+  /// One decoder step from the previous tokens y_prev (i64 (B)): returns logits (B, V) and
+  /// advances `state` (state.attention = this step's weights).
+  virtual Tensor step(const Tensor& y_prev, DecoderState& state) = 0;
+  /// Teacher forcing: logits (B, T, V) for decoder inputs dec_input (i64 (B, T), <bos> then the
+  /// shifted target). The default runs step() T times; models override it to batch work across
+  /// steps. If `attention` is given it receives (B, T, S) weights.
+  virtual Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input,
+                         Tensor* attention = nullptr);
+  /// Whether step() produces attention weights.
+  virtual bool has_attention() const { return true; }
+
+ protected:
+  ModelConfig config_;
+};
+
+/// Builds the model named by config.model, initialised from `gen`. Dropout masks come from a
+/// generator the model owns, seeded from `gen`.
+std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen);
+
+/// Names of the available models.
+std::vector<std::string> model_names();
+
+/// Mean cross-entropy over the valid target tokens: logits (B, T, V), target i64 (B, T),
+/// target_valid_len i64 (B); positions t >= valid length are ignored.
+Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len);
+
+/// d2l's decoder input: <bos> followed by the target shifted right by one (last token dropped).
+Tensor teacher_forcing_input(const Tensor& target, std::int64_t bos_id);
+
+}  // namespace tg::models
