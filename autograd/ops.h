@@ -88,9 +88,10 @@ Tensor squeeze(const Tensor& x, std::int64_t axis);  // axis must have size 1
 Tensor squeeze(const Tensor& x);                      // drops every size-1 axis
 Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis = 0);
 Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis = 0);
-/// Elements [start, start + length) along `axis` (torch.narrow).
+/// Elements [start, start + length) along `axis` (torch.narrow; a negative start counts from the end).
 Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t length);
-/// Elements start, start+step, ... below end along `axis`; negative start/end count from the end.
+/// Elements start, start+step, ... below end along `axis`; negative start/end count from the end,
+/// then both are clamped to [0, size] as in Python slicing (so start >= end gives an empty axis). step > 0.
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
 
 // ---- indexing, masking, dropout (ops_index.cpp) ----------------------------------------------
@@ -103,7 +104,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// x with `value` wherever mask (broadcast to x) is nonzero; no gradient flows there.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
-/// !training or p == 0. The mask comes from `gen`.
+/// !training or p == 0 (returns x itself; `gen` is not advanced). The mask comes from `gen`, one
+/// gen.uniform() per element in element order (< p drops). p must be in [0, 1): p == 1 throws
+/// std::invalid_argument (use a zero tensor if you really want no signal).
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 
 }  // namespace tg

@@ -1,0 +1,251 @@
+// Indexing, masking and dropout: index_select, embedding, where, masked_fill, dropout.
+//
+// index_select/embedding copy whole rows of `inner` contiguous elements. Their backward is a
+// scatter-add into zeros that walks the indices in order (repeated indices add up in a fixed
+// order), parallel only across independent output positions (outer index, feature chunk), so the
+// gradient is bitwise identical for any thread count.
+//
+// dropout: p must be in [0, 1); p == 1 throws std::invalid_argument (the 1/(1-p) scaling is
+// undefined, and a layer that always outputs zeros is almost certainly a configuration error).
+// The mask is drawn from `gen` in element order, one gen.uniform() per element (< p drops). With
+// !training or p == 0 the input is returned unchanged and `gen` is not advanced.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/elementwise.h"
+#include "autograd/kernels/parallel_for.h"
+#include "autograd/kernels/reduce.h"
+#include "autograd/kernels/view.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "autograd/tape.h"
+
+namespace tg {
+
+namespace {
+
+// ---- gather / scatter-add of rows ----------------------------------------------------------------
+
+/// x viewed as (outer, size, inner); `index` holds K validated row numbers in [0, size).
+struct RowsView {
+  std::int64_t outer = 1, size = 1, inner = 1;
+};
+
+RowsView rows_view(const Shape& s, int axis) {
+  RowsView v;
+  for (int i = 0; i < axis; ++i) v.outer *= s[i];
+  v.size = s[axis];
+  for (int i = axis + 1; i < s.size(); ++i) v.inner *= s[i];
+  return v;
+}
+
+void check_index(const char* op, const Tensor& index, const char* what) {
+  if (index.dtype() != DType::i64)
+    throw std::invalid_argument(std::string(op) + ": " + what + " must be int64, got " +
+                                std::string(dtype_name(index.dtype())) + " of shape " + index.shape().str());
+}
+
+void check_range(const char* op, const std::int64_t* idx, std::int64_t n, std::int64_t size, const Shape& x_shape, int axis) {
+  for (std::int64_t k = 0; k < n; ++k)
+    if (idx[k] < 0 || idx[k] >= size)
+      throw std::out_of_range(std::string(op) + ": index " + std::to_string(idx[k]) + " is out of range for axis " +
+                              std::to_string(axis) + " of size " + std::to_string(size) + " (shape " + x_shape.str() + ")");
+}
+
+/// out (outer, K, inner) = x (outer, size, inner) at rows idx.
+Tensor gather_rows(const Tensor& x, const RowsView& v, const std::int64_t* idx, std::int64_t K, const Shape& out_shape) {
+  Tensor y = Tensor::empty(out_shape, x.dtype());
+  if (y.numel() == 0) return y;
+  kernels::dispatch_any(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    const std::int64_t inner = v.inner;
+    kernels::parallel_for(v.outer * K, std::max<std::int64_t>(1, kernels::kGrainCheap / inner), [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t o = r / K, k = r % K;
+        const T* s = src + (o * v.size + idx[k]) * inner;
+        std::copy(s, s + inner, dst + r * inner);
+      }
+    });
+  });
+  return y;
+}
+
+/// The backward of gather_rows: zeros of x_shape, then g's rows added at their indices in order.
+Tensor scatter_add_rows(const Tensor& g, const RowsView& v, const Tensor& index, const Shape& x_shape) {
+  Tensor gx = Tensor::zeros(x_shape, g.dtype());
+  const std::int64_t K = index.numel();
+  if (g.numel() == 0) return gx;
+  const std::int64_t* idx = index.data<std::int64_t>();
+  kernels::dispatch_floating("scatter_add", g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = g.template data<T>();
+    T* dst = gx.template data<T>();
+    // Work units: (outer index, chunk of the feature dimension); each owns disjoint outputs and
+    // adds the K rows in index order, so the result does not depend on the split.
+    constexpr std::int64_t kChunk = 1024;
+    const std::int64_t inner = v.inner, chunks = (inner + kChunk - 1) / kChunk;
+    const std::int64_t grain = std::max<std::int64_t>(1, kernels::kGrainCheap / std::max<std::int64_t>(1, K * std::min(inner, kChunk)));
+    kernels::parallel_for(v.outer * chunks, grain, [&](std::int64_t u0, std::int64_t u1) {
+      for (std::int64_t u = u0; u < u1; ++u) {
+        const std::int64_t o = u / chunks, j0 = (u % chunks) * kChunk, j1 = std::min(inner, j0 + kChunk);
+        for (std::int64_t k = 0; k < K; ++k) {
+          const T* s = src + (o * K + k) * inner;
+          T* d = dst + (o * v.size + idx[k]) * inner;
+          for (std::int64_t j = j0; j < j1; ++j) d[j] += s[j];
+        }
+      }
+    });
+  });
+  return gx;
+}
+
+// ---- where ---------------------------------------------------------------------------------------
+
+/// Strides of `s` inside the broadcast shape `out` (0 along broadcast or missing dimensions).
+void broadcast_strides(const Shape& s, const Shape& out, std::int64_t* strides) {
+  const int n = out.size(), lead = n - s.size();
+  std::int64_t acc = 1;
+  for (int i = n - 1; i >= 0; --i) {
+    const std::int64_t d = i >= lead ? s[i - lead] : 1;
+    strides[i] = d == 1 ? 0 : acc;
+    acc *= d;
+  }
+}
+
+Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& out) {
+  Tensor y = Tensor::empty(out, a.dtype());
+  const std::int64_t total = out.numel();
+  if (total == 0) return y;
+  const int n = out.size();
+  std::int64_t cs[Shape::kMaxDims] = {}, as[Shape::kMaxDims] = {}, bs[Shape::kMaxDims] = {};
+  broadcast_strides(cond.shape(), out, cs);
+  broadcast_strides(a.shape(), out, as);
+  broadcast_strides(b.shape(), out, bs);
+  const std::int64_t inner = n == 0 ? 1 : out[n - 1];
+  const std::int64_t ci = n == 0 ? 0 : cs[n - 1], ai = n == 0 ? 0 : as[n - 1], bi = n == 0 ? 0 : bs[n - 1];
+  const int outer_n = std::max(0, n - 1);
+  kernels::dispatch_any(cond.dtype(), [&](auto ctag) {
+    using C = decltype(ctag);
+    kernels::dispatch_any(a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const C* pc = cond.data<C>();
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* py = y.data<T>();
+      kernels::parallel_for(total / inner, std::max<std::int64_t>(1, kernels::kGrainCheap / inner), [&](std::int64_t r0, std::int64_t r1) {
+        for (std::int64_t r = r0; r < r1; ++r) {
+          std::int64_t rem = r, co = 0, ao = 0, bo = 0;
+          for (int d = outer_n - 1; d >= 0; --d) {
+            const std::int64_t i = rem % out[d];
+            rem /= out[d];
+            co += i * cs[d];
+            ao += i * as[d];
+            bo += i * bs[d];
+          }
+          T* dst = py + r * inner;
+          for (std::int64_t j = 0; j < inner; ++j) dst[j] = pc[co + j * ci] != C(0) ? pa[ao + j * ai] : pb[bo + j * bi];
+        }
+      });
+    });
+  });
+  return y;
+}
+
+}  // namespace
+
+// ---- ops -----------------------------------------------------------------------------------------
+
+Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
+  check_index("index_select", index, "index");
+  if (index.dim() != 1)
+    throw std::invalid_argument("index_select: index must be 1-D, got shape " + index.shape().str() + " (x shape " +
+                                x.shape().str() + ")");
+  if (x.dim() == 0) throw std::invalid_argument("index_select: x must have at least one dimension, got shape []");
+  if (axis < -x.dim() || axis >= x.dim())
+    throw std::invalid_argument("index_select: axis " + std::to_string(axis) + " is out of range for shape " +
+                                x.shape().str());
+  const int a = normalize_axis("index_select", axis, x.dim());
+  const RowsView v = rows_view(x.shape(), a);
+  const std::int64_t K = index.numel();
+  const std::int64_t* idx = index.data<std::int64_t>();
+  check_range("index_select", idx, K, v.size, x.shape(), a);
+  Shape out = x.shape();
+  out[a] = K;
+  Tensor y = gather_rows(x, v, idx, K, out);
+  return record("index_select", y, {x}, [v, index = index.detach(), in = x.shape()](BackwardContext& ctx) {
+    ctx.accumulate(0, scatter_add_rows(ctx.grad_output(), v, index, in));
+  });
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  check_index("embedding", ids, "ids");
+  if (weight.dim() != 2)
+    throw std::invalid_argument("embedding: weight must be 2-D (V, D), got shape " + weight.shape().str() +
+                                " (ids shape " + ids.shape().str() + ")");
+  const RowsView v = rows_view(weight.shape(), 0);
+  const std::int64_t K = ids.numel();
+  const std::int64_t* idx = ids.data<std::int64_t>();
+  check_range("embedding", idx, K, v.size, weight.shape(), 0);
+  Shape out = ids.shape();
+  out.push_back(weight.shape()[1]);
+  Tensor y = gather_rows(weight, v, idx, K, out);
+  return record("embedding", y, {weight}, [v, ids = ids.detach(), in = weight.shape()](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    ctx.accumulate(0, scatter_add_rows(kernels::view_as(g, Shape{ids.numel(), in[1]}), v, ids, in));
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument("where: a and b dtypes differ: " + std::string(dtype_name(a.dtype())) + " " +
+                                a.shape().str() + " and " + std::string(dtype_name(b.dtype())) + " " + b.shape().str());
+  Shape out;
+  try {
+    out = broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("where: shapes cond " + cond.shape().str() + ", a " + a.shape().str() + ", b " +
+                                b.shape().str() + " cannot be broadcast together");
+  }
+  Tensor y = where_kernel(cond, a, b, out);
+  return record("where", y, {a, b}, [cond = cond.detach(), sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    const Tensor zero = Tensor::zeros(Shape{}, g.dtype());
+    if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(where_kernel(cond, g, zero, g.shape()), sa));
+    if (ctx.needs_grad(1)) ctx.accumulate(1, kernels::sum_to(where_kernel(cond, zero, g, g.shape()), sb));
+  });
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  bool ok = mask.dim() <= x.dim();
+  for (int i = 0; ok && i < mask.dim(); ++i) {
+    const std::int64_t dm = mask.shape()[i], dx = x.shape()[i + (x.dim() - mask.dim())];
+    ok = dm == 1 || dm == dx;
+  }
+  if (!ok)
+    throw std::invalid_argument("masked_fill: mask of shape " + mask.shape().str() +
+                                " cannot be broadcast to x of shape " + x.shape().str());
+  return where(mask, Tensor::scalar(value, x.dtype()), x);
+}
+
+Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
+  if (!(p >= 0.0 && p < 1.0))
+    throw std::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p) + " (x shape " +
+                                x.shape().str() + ")");
+  if (!training || p == 0.0) return x;
+  // The mask holds 0 or 1/(1-p) in x's dtype: forward and backward are one multiply each.
+  Tensor mask = Tensor::empty(x.shape(), x.dtype());
+  kernels::dispatch_floating("dropout", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* m = mask.data<T>();
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    for (std::int64_t i = 0; i < mask.numel(); ++i) m[i] = gen.uniform() < p ? T(0) : scale;
+  });
+  return record("dropout", kernels::mul(x, mask), {x},
+                [mask](BackwardContext& ctx) { ctx.accumulate(0, kernels::mul(ctx.grad_output(), mask)); });
+}
+
+}  // namespace tg

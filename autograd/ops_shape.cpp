@@ -1,12 +1,238 @@
-// Shape ops. reshape is a view (shares storage); the others copy into a new contiguous tensor.
+// Shape ops. reshape (and flatten/unsqueeze/squeeze, which are reshapes) is a view sharing storage;
+// the others copy into a new contiguous tensor. All work for every dtype (i64 included); i64
+// tensors never require grad, so only floating inputs are ever recorded.
+//
+// Two copy kernels serve every op here, forward and backward:
+//  - copy_blocks: dst[o, m, :] = src[o, m, :] over an (outer, mid, inner) view of both sides with
+//    their own strides; concat, stack, narrow, slice and the scatter backward of narrow/slice.
+//  - permute_copy: a general permutation. Dimensions are merged where the permutation keeps them
+//    adjacent; if the innermost output run is contiguous in the input it is copied with std::copy
+//    per row, otherwise a tiled 2-D transpose moves TxT blocks (both sides stay in cache).
+#include <algorithm>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
+#include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/view.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 
 namespace tg {
+
+namespace {
+
+// ---- kernels ---------------------------------------------------------------------------------
+
+/// dst[o*d_o + m*d_m + j] = src[o*s_o + m*s_m + j] for o < outer, m < mid, j < inner.
+template <class T>
+void copy_blocks_typed(const T* src, T* dst, std::int64_t outer, std::int64_t mid, std::int64_t inner, std::int64_t s_o,
+                       std::int64_t s_m, std::int64_t d_o, std::int64_t d_m) {
+  if (outer == 0 || mid == 0 || inner == 0) return;
+  // Rows contiguous on both sides along mid: one run of mid*inner per outer index.
+  if (s_m == inner && d_m == inner) {
+    inner *= mid;
+    mid = 1;
+  }
+  // Fully contiguous on both sides: one flat run, split in fixed chunks.
+  if (mid == 1 && (outer == 1 || (s_o == inner && d_o == inner))) {
+    const std::int64_t n = outer * inner;
+    const std::int64_t chunks = (n + kernels::kGrainCheap - 1) / kernels::kGrainCheap;
+    kernels::parallel_for(chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
+      const std::int64_t b = c0 * kernels::kGrainCheap, e = std::min(n, c1 * kernels::kGrainCheap);
+      std::copy(src + b, src + e, dst + b);
+    });
+    return;
+  }
+  const std::int64_t rows = outer * mid;
+  const std::int64_t grain = std::max<std::int64_t>(1, kernels::kGrainCheap / inner);
+  kernels::parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    std::int64_t o = r0 / mid, m = r0 % mid;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* s = src + o * s_o + m * s_m;
+      std::copy(s, s + inner, dst + o * d_o + m * d_m);
+      if (++m == mid) {
+        m = 0;
+        ++o;
+      }
+    }
+  });
+}
+
+void copy_blocks(const Tensor& src, std::int64_t src_offset, Tensor& dst, std::int64_t dst_offset,
+                 std::int64_t outer, std::int64_t mid, std::int64_t inner, std::int64_t s_o, std::int64_t s_m,
+                 std::int64_t d_o, std::int64_t d_m) {
+  kernels::dispatch_any(src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    copy_blocks_typed(src.data<T>() + src_offset, dst.data<T>() + dst_offset, outer, mid, inner, s_o, s_m, d_o, d_m);
+  });
+}
+
+/// normalize_axis, with x's shape in the message.
+int axis_of(const char* op, std::int64_t axis, int ndim, const Shape& shape) {
+  if (axis < -ndim || axis >= ndim)
+    throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for shape " +
+                                shape.str() + " (" + std::to_string(ndim) + " valid axes)");
+  return normalize_axis(op, axis, ndim);
+}
+
+/// Product of shape[begin, end).
+std::int64_t prod(const Shape& s, int begin, int end) {
+  std::int64_t p = 1;
+  for (int i = begin; i < end; ++i) p *= s[i];
+  return p;
+}
+
+/// Odometer over `n` dimensions with per-dimension strides: tracks the offset of a linear index.
+struct Odometer {
+  int n = 0;
+  const std::int64_t* dims = nullptr;
+  const std::int64_t* strides = nullptr;
+  std::int64_t idx[Shape::kMaxDims] = {};
+  std::int64_t offset = 0;
+
+  Odometer(int n_, const std::int64_t* dims_, const std::int64_t* strides_, std::int64_t linear)
+      : n(n_), dims(dims_), strides(strides_) {
+    for (int d = n - 1; d >= 0; --d) {
+      idx[d] = linear % dims[d];
+      linear /= dims[d];
+      offset += idx[d] * strides[d];
+    }
+  }
+  void next() {
+    for (int d = n - 1; d >= 0; --d) {
+      offset += strides[d];
+      if (++idx[d] < dims[d]) return;
+      offset -= idx[d] * strides[d];
+      idx[d] = 0;
+    }
+  }
+};
+
+template <class T>
+void permute_typed(const T* src, T* dst, const Shape& in_shape, const std::vector<int>& perm) {
+  const int n = in_shape.size();
+  std::int64_t in_stride[Shape::kMaxDims];
+  for (int d = n - 1; d >= 0; --d) in_stride[d] = d == n - 1 ? 1 : in_stride[d + 1] * in_shape[d + 1];
+  // Output dimensions with their input strides; size-1 dims dropped, adjacent runs merged.
+  std::int64_t D[Shape::kMaxDims], S[Shape::kMaxDims];
+  int m = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::int64_t size = in_shape[perm[i]], stride = in_stride[perm[i]];
+    if (size == 1) continue;
+    if (m > 0 && S[m - 1] == stride * size) {
+      D[m - 1] *= size;
+      S[m - 1] = stride;
+      continue;
+    }
+    D[m] = size;
+    S[m] = stride;
+    ++m;
+  }
+  const std::int64_t total = in_shape.numel();
+  if (total == 0) return;
+  if (m == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  if (S[m - 1] == 1) {
+    // The innermost output run is contiguous in the input: copy whole rows.
+    const std::int64_t L = D[m - 1], rows = total / L;
+    kernels::parallel_for(rows, std::max<std::int64_t>(1, kernels::kGrainCheap / L), [&](std::int64_t r0, std::int64_t r1) {
+      Odometer od(m - 1, D, S, r0);
+      for (std::int64_t r = r0; r < r1; ++r, od.next()) std::copy(src + od.offset, src + od.offset + L, dst + r * L);
+    });
+    return;
+  }
+  // Tiled transpose between output dim k (input stride 1) and the innermost output dim.
+  std::int64_t O[Shape::kMaxDims];  // output strides
+  O[m - 1] = 1;
+  for (int d = m - 2; d >= 0; --d) O[d] = O[d + 1] * D[d + 1];
+  int k = 0;
+  while (S[k] != 1) ++k;  // exists: the input's innermost non-unit dim keeps stride 1
+  std::int64_t OD[Shape::kMaxDims], OS_in[Shape::kMaxDims], OS_out[Shape::kMaxDims];
+  int q = 0;
+  for (int d = 0; d < m - 1; ++d) {
+    if (d == k) continue;
+    OD[q] = D[d];
+    OS_in[q] = S[d];
+    OS_out[q] = O[d];
+    ++q;
+  }
+  constexpr std::int64_t kTile = 32;
+  const std::int64_t A = D[k], B = D[m - 1], a_out = O[k], b_in = S[m - 1];
+  const std::int64_t a_tiles = (A + kTile - 1) / kTile;
+  const std::int64_t units = (total / (A * B)) * a_tiles;
+  kernels::parallel_for(units, std::max<std::int64_t>(1, kernels::kGrainCheap / (kTile * B)), [&](std::int64_t u0, std::int64_t u1) {
+    for (std::int64_t u = u0; u < u1; ++u) {
+      const std::int64_t outer = u / a_tiles, ta = u % a_tiles;
+      const Odometer in_od(q, OD, OS_in, outer), out_od(q, OD, OS_out, outer);
+      const T* s = src + in_od.offset;
+      T* d = dst + out_od.offset;
+      const std::int64_t a0 = ta * kTile, a1 = std::min(A, a0 + kTile);
+      for (std::int64_t b0 = 0; b0 < B; b0 += kTile) {
+        const std::int64_t b1 = std::min(B, b0 + kTile);
+        for (std::int64_t a = a0; a < a1; ++a)
+          for (std::int64_t b = b0; b < b1; ++b) d[a * a_out + b] = s[a + b * b_in];
+      }
+    }
+  });
+}
+
+Tensor permute_kernel(const Tensor& x, const std::vector<int>& perm) {
+  Shape out;
+  for (int p : perm) out.push_back(x.shape()[p]);
+  Tensor y = Tensor::empty(out, x.dtype());
+  kernels::dispatch_any(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    permute_typed(x.data<T>(), y.data<T>(), x.shape(), perm);
+  });
+  return y;
+}
+
+/// Elements [start, start + length) of x along `axis` (already validated), contiguous.
+Tensor narrow_kernel(const Tensor& x, int axis, std::int64_t start, std::int64_t length) {
+  Shape out = x.shape();
+  out[axis] = length;
+  Tensor y = Tensor::empty(out, x.dtype());
+  const std::int64_t outer = prod(x.shape(), 0, axis), inner = prod(x.shape(), axis + 1, x.dim());
+  const std::int64_t size = x.shape()[axis];
+  copy_blocks(x, start * inner, y, 0, outer, 1, length * inner, size * inner, 0, length * inner, 0);
+  return y;
+}
+
+/// Scatters g (x narrowed/sliced along `axis`: start, start+step, ...) into zeros of `shape`.
+Tensor scatter_slice(const Tensor& g, const Shape& shape, int axis, std::int64_t start, std::int64_t step) {
+  Tensor gx = Tensor::zeros(shape, g.dtype());
+  const std::int64_t outer = prod(shape, 0, axis), inner = prod(shape, axis + 1, shape.size());
+  const std::int64_t size = shape[axis], count = g.shape()[axis];
+  copy_blocks(g, 0, gx, start * inner, outer, count, inner, count * inner, inner, size * inner, step * inner);
+  return gx;
+}
+
+std::string shapes_str(const std::vector<Tensor>& xs) {
+  std::string s;
+  for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + xs[i].shape().str();
+  return s;
+}
+
+std::vector<int> inverse(const std::vector<int>& perm) {
+  std::vector<int> inv(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
+  return inv;
+}
+
+Tensor permute_impl(const char* op, const Tensor& x, std::vector<int> perm) {
+  Tensor y = permute_kernel(x, perm);
+  return record(op, y, {x}, [inv = inverse(perm)](BackwardContext& ctx) {
+    ctx.accumulate(0, permute_kernel(ctx.grad_output(), inv));
+  });
+}
+
+}  // namespace
+
+// ---- views ---------------------------------------------------------------------------------------
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
   Shape target = shape;
@@ -36,5 +262,170 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor view(const Tensor& x, const Shape& shape) { return reshape(x, shape); }
+
+Tensor flatten(const Tensor& x, std::int64_t start_axis, std::int64_t end_axis) {
+  if (x.dim() == 0) return reshape(x, Shape{1});  // as torch.flatten of a scalar
+  const int s = axis_of("flatten", start_axis, x.dim(), x.shape()), e = axis_of("flatten", end_axis, x.dim(), x.shape());
+  if (s > e)
+    throw std::invalid_argument("flatten: start axis " + std::to_string(start_axis) + " comes after end axis " +
+                                std::to_string(end_axis) + " for shape " + x.shape().str());
+  Shape out;
+  for (int i = 0; i < s; ++i) out.push_back(x.shape()[i]);
+  out.push_back(prod(x.shape(), s, e + 1));
+  for (int i = e + 1; i < x.dim(); ++i) out.push_back(x.shape()[i]);
+  return reshape(x, out);
+}
+
+Tensor unsqueeze(const Tensor& x, std::int64_t axis) {
+  const int a = axis_of("unsqueeze", axis, x.dim() + 1, x.shape());
+  Shape out = x.shape();
+  out.insert(a, 1);
+  return reshape(x, out);
+}
+
+Tensor squeeze(const Tensor& x, std::int64_t axis) {
+  const int a = axis_of("squeeze", axis, x.dim(), x.shape());
+  if (x.shape()[a] != 1)
+    throw std::invalid_argument("squeeze: axis " + std::to_string(axis) + " of shape " + x.shape().str() +
+                                " has size " + std::to_string(x.shape()[a]) + ", not 1");
+  Shape out = x.shape();
+  out.erase(a);
+  return reshape(x, out);
+}
+
+Tensor squeeze(const Tensor& x) {
+  Shape out;
+  for (auto d : x.shape())
+    if (d != 1) out.push_back(d);
+  return reshape(x, out);
+}
+
+// ---- permutations --------------------------------------------------------------------------------
+
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
+  const int a = axis_of("transpose", axis0, x.dim(), x.shape()), b = axis_of("transpose", axis1, x.dim(), x.shape());
+  std::vector<int> perm(x.dim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[a], perm[b]);
+  return permute_impl("transpose", x, std::move(perm));
+}
+
+Tensor permute(const Tensor& x, const std::vector<std::int64_t>& order) {
+  auto bad = [&](const std::string& why) {
+    std::string o = "(";
+    for (std::size_t i = 0; i < order.size(); ++i) o += (i ? ", " : "") + std::to_string(order[i]);
+    return std::invalid_argument("permute: order " + o + ") " + why + " for shape " + x.shape().str());
+  };
+  if (static_cast<int>(order.size()) != x.dim()) throw bad("has the wrong length");
+  std::vector<int> perm;
+  std::vector<bool> seen(x.dim(), false);
+  for (auto a : order) {
+    if (a < -x.dim() || a >= x.dim()) throw bad("has an axis out of range");
+    const int n = axis_of("permute", a, x.dim(), x.shape());
+    if (seen[n]) throw bad("repeats an axis");
+    seen[n] = true;
+    perm.push_back(n);
+  }
+  return permute_impl("permute", x, std::move(perm));
+}
+
+// ---- joining -------------------------------------------------------------------------------------
+
+Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
+  if (xs.empty()) throw std::invalid_argument("concat: expects at least one tensor");
+  const Tensor& x0 = xs[0];
+  if (x0.dim() == 0) throw std::invalid_argument("concat: cannot concatenate 0-dimensional tensors (shapes " + shapes_str(xs) + ")");
+  const int a = axis_of("concat", axis, x0.dim(), x0.shape());
+  Shape out = x0.shape();
+  out[a] = 0;
+  for (const Tensor& x : xs) {
+    if (x.dtype() != x0.dtype())
+      throw std::invalid_argument("concat: dtypes differ: " + std::string(dtype_name(x0.dtype())) + " and " +
+                                  std::string(dtype_name(x.dtype())) + " (shapes " + shapes_str(xs) + ")");
+    bool ok = x.dim() == x0.dim();
+    for (int i = 0; ok && i < x.dim(); ++i) ok = i == a || x.shape()[i] == x0.shape()[i];
+    if (!ok)
+      throw std::invalid_argument("concat: shapes " + shapes_str(xs) + " differ outside axis " + std::to_string(axis));
+    out[a] += x.shape()[a];
+  }
+  Tensor y = Tensor::empty(out, x0.dtype());
+  const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
+  std::vector<std::int64_t> sizes;
+  std::int64_t offset = 0;
+  for (const Tensor& x : xs) {
+    const std::int64_t len = x.shape()[a] * inner;
+    copy_blocks(x, 0, y, offset * inner, outer, 1, len, len, 0, out[a] * inner, 0);
+    sizes.push_back(x.shape()[a]);
+    offset += x.shape()[a];
+  }
+  return record("concat", y, xs, [a, sizes = std::move(sizes)](BackwardContext& ctx) {
+    std::int64_t start = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), narrow_kernel(ctx.grad_output(), a, start, sizes[i]));
+      start += sizes[i];
+    }
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis) {
+  if (xs.empty()) throw std::invalid_argument("stack: expects at least one tensor");
+  const Tensor& x0 = xs[0];
+  const int a = axis_of("stack", axis, x0.dim() + 1, x0.shape());
+  for (const Tensor& x : xs) {
+    if (!(x.shape() == x0.shape())) throw std::invalid_argument("stack: expects tensors of one shape, got " + shapes_str(xs));
+    if (x.dtype() != x0.dtype())
+      throw std::invalid_argument("stack: dtypes differ: " + std::string(dtype_name(x0.dtype())) + " and " +
+                                  std::string(dtype_name(x.dtype())) + " (shapes " + shapes_str(xs) + ")");
+  }
+  Shape out = x0.shape();
+  out.insert(a, static_cast<std::int64_t>(xs.size()));
+  Tensor y = Tensor::empty(out, x0.dtype());
+  const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
+  const std::int64_t n = static_cast<std::int64_t>(xs.size());
+  for (std::int64_t i = 0; i < n; ++i) copy_blocks(xs[i], 0, y, i * inner, outer, 1, inner, inner, 0, n * inner, 0);
+  return record("stack", y, xs, [a, in = x0.shape()](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    for (std::int64_t i = 0; i < g.shape()[a]; ++i)
+      if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), kernels::view_as(narrow_kernel(g, a, i, 1), in));
+  });
+}
+
+// ---- slicing -------------------------------------------------------------------------------------
+
+Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t length) {
+  const int a = axis_of("narrow", axis, x.dim(), x.shape());
+  const std::int64_t size = x.shape()[a];
+  const std::int64_t s = start < 0 ? start + size : start;  // negative start counts from the end
+  if (s < 0 || length < 0 || s + length > size)
+    throw std::invalid_argument("narrow: start " + std::to_string(start) + " and length " + std::to_string(length) +
+                                " are out of range for axis " + std::to_string(axis) + " of shape " + x.shape().str());
+  return record("narrow", narrow_kernel(x, a, s, length), {x}, [a, s, in = x.shape()](BackwardContext& ctx) {
+    ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, a, s, 1));
+  });
+}
+
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step) {
+  const int a = axis_of("slice", axis, x.dim(), x.shape());
+  if (step <= 0)
+    throw std::invalid_argument("slice: step must be positive, got " + std::to_string(step) + " for shape " + x.shape().str());
+  const std::int64_t size = x.shape()[a];
+  // Python slicing: negative bounds count from the end, then both are clamped to [0, size].
+  auto clamp = [size](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? v + size : v, 0, size); };
+  const std::int64_t s = clamp(start), e = clamp(end);
+  const std::int64_t count = e > s ? (e - s + step - 1) / step : 0;
+  if (step == 1) {
+    return record("slice", narrow_kernel(x, a, s, count), {x}, [a, s, in = x.shape()](BackwardContext& ctx) {
+      ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, a, s, 1));
+    });
+  }
+  Shape out = x.shape();
+  out[a] = count;
+  Tensor y = Tensor::empty(out, x.dtype());
+  const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
+  copy_blocks(x, s * inner, y, 0, outer, count, inner, size * inner, step * inner, count * inner, inner);
+  return record("slice", y, {x}, [a, s, step, in = x.shape()](BackwardContext& ctx) {
+    ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, a, s, step));
+  });
+}
 
 }  // namespace tg

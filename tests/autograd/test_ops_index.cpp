@@ -1,0 +1,261 @@
+// Indexing, masking and dropout: values, float64 gradchecks, determinism, error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autograd/tapegrad.h"
+
+using namespace tg;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+using I = std::vector<std::int64_t>;
+using D = std::vector<double>;
+using F = std::vector<float>;
+
+Tensor rand64(const Shape& shape, Generator& gen) {
+  return Tensor::uniform(shape, -1.0, 1.0, gen, DType::f64).requires_grad_();
+}
+
+::testing::AssertionResult passes_gradcheck(const Fn& fn, const std::vector<Tensor>& inputs) {
+  const GradcheckReport r = gradcheck(fn, inputs);
+  if (!r.ok) return ::testing::AssertionFailure() << r;
+  if (r.checked == 0) return ::testing::AssertionFailure() << "gradcheck compared no entries";
+  return ::testing::AssertionSuccess();
+}
+
+template <class E = std::invalid_argument>
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception thrown; expected one mentioning " << parts[0];
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
+
+}  // namespace
+
+// ---- index_select / embedding --------------------------------------------------------------------
+
+TEST(IndexOps, IndexSelectValues) {
+  Tensor x = Tensor::from_values({1, 2, 3, 4, 5, 6}, {3, 2}, DType::f32);
+  Tensor idx = Tensor::from_vector(I{2, 0, 2}, {3});
+  Tensor r0 = index_select(x, 0, idx);
+  EXPECT_EQ(r0.shape(), Shape({3, 2}));
+  EXPECT_EQ(r0.to_vector<float>(), (F{5, 6, 1, 2, 5, 6}));
+  Tensor r1 = index_select(x, -1, Tensor::from_vector(I{1, 1, 0}, {3}));
+  EXPECT_EQ(r1.shape(), Shape({3, 3}));
+  EXPECT_EQ(r1.to_vector<float>(), (F{2, 2, 1, 4, 4, 3, 6, 6, 5}));
+  // Middle axis of an int64 tensor; an empty index.
+  Tensor xi = Tensor::from_vector(I{0, 1, 2, 3, 4, 5, 6, 7}, {2, 2, 2});
+  EXPECT_EQ(index_select(xi, 1, Tensor::from_vector(I{1}, {1})).to_vector<std::int64_t>(), (I{2, 3, 6, 7}));
+  EXPECT_EQ(index_select(xi, 1, Tensor::from_vector(I{1}, {1})).dtype(), DType::i64);
+  EXPECT_EQ(index_select(x, 0, Tensor::zeros({0}, DType::i64)).shape(), Shape({0, 2}));
+}
+
+TEST(IndexOps, IndexSelectBackwardAddsRepeats) {
+  Tensor x = Tensor::from_values({1, 2, 3, 4, 5, 6}, {3, 2}, DType::f64).requires_grad_();
+  Tensor y = index_select(x, 0, Tensor::from_vector(I{0, 2, 0, 0}, {4}));
+  sum(y).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (D{3, 3, 0, 0, 1, 1}));
+}
+
+TEST(IndexOps, IndexSelectGradcheck) {
+  Generator gen(11);
+  const Tensor rep = Tensor::from_vector(I{1, 0, 1, 3, 1}, {5});
+  for (std::int64_t axis : {0, 1, 2, -1}) {
+    const Tensor idx = axis == 0 ? Tensor::from_vector(I{1, 0, 1}, {3}) : rep;
+    EXPECT_TRUE(passes_gradcheck([axis](const std::vector<Tensor>& v) { return index_select(v[0], axis, v[1]); },
+                                 {rand64({2, 4, 4}, gen), idx}))
+        << "axis " << axis;
+  }
+}
+
+TEST(IndexOps, EmbeddingValues) {
+  Tensor w = Tensor::from_values({0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32}, {4, 3}, DType::f32);
+  Tensor ids = Tensor::from_vector(I{3, 0, 1, 3}, {2, 2});
+  Tensor e = embedding(w, ids);
+  EXPECT_EQ(e.shape(), Shape({2, 2, 3}));
+  EXPECT_EQ(e.to_vector<float>(), (F{30, 31, 32, 0, 1, 2, 10, 11, 12, 30, 31, 32}));
+  EXPECT_EQ(embedding(w, Tensor::from_vector(I{2}, {1})).to_vector<float>(), (F{20, 21, 22}));
+  EXPECT_EQ(embedding(w, Tensor::scalar(1, DType::i64)).shape(), Shape({3}));
+  EXPECT_EQ(embedding(w, Tensor::zeros({2, 0}, DType::i64)).shape(), Shape({2, 0, 3}));
+}
+
+TEST(IndexOps, EmbeddingGradcheckWithRepeatedIds) {
+  Generator gen(12);
+  Tensor ids = Tensor::from_vector(I{2, 0, 2, 4, 2, 0}, {2, 3});
+  EXPECT_TRUE(passes_gradcheck([](const std::vector<Tensor>& v) { return embedding(v[0], v[1]); }, {rand64({5, 3}, gen), ids}));
+}
+
+TEST(IndexOps, EmbeddingBackwardMatchesSerialScatterAdd) {
+  // Large enough that the scatter-add is split across feature chunks and threads; the result must
+  // equal a plain loop that adds the rows in id order, bit for bit.
+  const std::int64_t V = 40, Dm = 2500, N = 300;
+  Generator gen(13);
+  Tensor w = Tensor::uniform({V, Dm}, -1, 1, gen, DType::f32).requires_grad_();
+  I idv(N);
+  for (auto& v : idv) v = static_cast<std::int64_t>(gen.below(V / 4));  // many repeats
+  Tensor ids = Tensor::from_vector(idv, {N});
+  Tensor seed = Tensor::uniform({N, Dm}, -1, 1, gen, DType::f32);
+  embedding(w, ids).backward(seed);
+  const F s = seed.to_vector<float>();
+  F ref(static_cast<std::size_t>(V * Dm), 0.0f);
+  for (std::int64_t k = 0; k < N; ++k)
+    for (std::int64_t j = 0; j < Dm; ++j) ref[idv[k] * Dm + j] += s[k * Dm + j];
+  EXPECT_EQ(w.grad().to_vector<float>(), ref);
+}
+
+// ---- where / masked_fill -------------------------------------------------------------------------
+
+TEST(IndexOps, WhereValues) {
+  Tensor a = Tensor::from_values({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f32);
+  Tensor b = Tensor::from_values({-1, -2, -3}, {3}, DType::f32);
+  Tensor c = Tensor::from_vector(I{1, 0, 1, 0, 0, 7}, {2, 3});
+  EXPECT_EQ(where(c, a, b).to_vector<float>(), (F{1, -2, 3, -1, -2, 6}));
+  // Float cond: any nonzero (incl. negative) is true; cond broadcast over columns.
+  Tensor cf = Tensor::from_values({-0.5, 0}, {2, 1}, DType::f64);
+  EXPECT_EQ(where(cf, a, b).to_vector<float>(), (F{1, 2, 3, -1, -2, -3}));
+  // All three broadcast: cond (3), a (2, 1), b scalar.
+  Tensor r = where(Tensor::from_vector(I{0, 1, 1}, {3}), Tensor::from_values({10, 20}, {2, 1}, DType::f64),
+                   Tensor::scalar(0, DType::f64));
+  EXPECT_EQ(r.shape(), Shape({2, 3}));
+  EXPECT_EQ(r.to_vector<double>(), (D{0, 10, 10, 0, 20, 20}));
+  // int64 values.
+  Tensor ri = where(Tensor::from_vector(I{1, 0}, {2}), Tensor::from_vector(I{5, 6}, {2}), Tensor::from_vector(I{7, 8}, {2}));
+  EXPECT_EQ(ri.dtype(), DType::i64);
+  EXPECT_EQ(ri.to_vector<std::int64_t>(), (I{5, 8}));
+}
+
+TEST(IndexOps, WhereGradcheckWithBroadcasting) {
+  Generator gen(14);
+  auto rand_cond = [&](const Shape& s) {
+    Tensor c = Tensor::empty(s, DType::i64);
+    for (std::int64_t i = 0; i < c.numel(); ++i) c.data<std::int64_t>()[i] = static_cast<std::int64_t>(gen.below(2));
+    return c;
+  };
+  Fn fn = [](const std::vector<Tensor>& v) { return where(v[0], v[1], v[2]); };
+  // (cond, a, b): each of them the broadcast one in turn.
+  const std::vector<std::vector<Shape>> cases = {
+      {{2, 1, 4}, {3, 1}, {4}},     // cond, a and b all broadcast
+      {{4}, {2, 3, 4}, {}},          // cond and b broadcast, a full
+      {{2, 3, 1}, {1, 4}, {2, 3, 4}},  // a broadcast on both sides
+      {{2, 3, 4}, {2, 3, 4}, {3, 1}},  // only b broadcast
+  };
+  for (const auto& s : cases) {
+    EXPECT_TRUE(passes_gradcheck(fn, {rand_cond(s[0]), rand64(s[1], gen), rand64(s[2], gen)}))
+        << "cond " << s[0] << " a " << s[1] << " b " << s[2];
+  }
+  // Float cond that does not require grad; only a requires grad.
+  Tensor cf = Tensor::from_values({1, 0, 0.25}, {3}, DType::f64);
+  EXPECT_TRUE(passes_gradcheck(fn, {cf, rand64({2, 3}, gen), Tensor::uniform({2, 1}, -1, 1, gen, DType::f64)}));
+}
+
+TEST(IndexOps, MaskedFill) {
+  Tensor x = Tensor::from_values({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f32);
+  Tensor m = Tensor::from_vector(I{0, 1, 1}, {3});
+  EXPECT_EQ(masked_fill(x, m, -1e6).to_vector<float>(), (F{1, -1e6, -1e6, 4, -1e6, -1e6}));
+  Tensor mrow = Tensor::from_values({1, 0}, {2, 1}, DType::f32);
+  EXPECT_EQ(masked_fill(x, mrow, 0).to_vector<float>(), (F{0, 0, 0, 4, 5, 6}));
+  Tensor xi = Tensor::from_vector(I{1, 2, 3}, {3});
+  EXPECT_EQ(masked_fill(xi, m, 9).to_vector<std::int64_t>(), (I{1, 9, 9}));
+  EXPECT_EQ(masked_fill(xi, m, 9).dtype(), DType::i64);
+
+  Tensor xg = Tensor::from_values({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64).requires_grad_();
+  sum(masked_fill(xg, m, 5)).backward();
+  EXPECT_EQ(xg.grad().to_vector<double>(), (D{1, 0, 0, 1, 0, 0}));
+
+  Generator gen(15);
+  Tensor m3 = Tensor::from_vector(I{1, 0, 0, 1}, {2, 1, 2});
+  EXPECT_TRUE(passes_gradcheck([m3](const std::vector<Tensor>& v) { return masked_fill(v[0], m3, 3.5); },
+                               {rand64({2, 3, 2}, gen)}));
+}
+
+// ---- dropout -------------------------------------------------------------------------------------
+
+TEST(IndexOps, DropoutStatisticsAndScaling) {
+  const double p = 0.3;
+  Generator gen(16);
+  Tensor x = Tensor::uniform({200, 500}, 0.5, 1.5, gen, DType::f32);
+  Generator g(42);
+  Tensor y = dropout(x, p, g, true);
+  const F xv = x.to_vector<float>(), yv = y.to_vector<float>();
+  std::int64_t zeros = 0;
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    if (yv[i] == 0.0f) {
+      ++zeros;
+    } else {
+      EXPECT_EQ(yv[i], xv[i] * static_cast<float>(1.0 / (1.0 - p))) << "element " << i;
+    }
+  }
+  // 100000 Bernoulli(0.3) draws: standard deviation ~0.00145, so 0.01 is ~7 sigma.
+  EXPECT_NEAR(static_cast<double>(zeros) / static_cast<double>(xv.size()), p, 0.01);
+  // Expected value is preserved (mean of x over surviving elements scaled back).
+  EXPECT_NEAR(mean(y).item(), mean(x).item(), 0.01);
+}
+
+TEST(IndexOps, DropoutDeterminismAndIdentity) {
+  Tensor x = Tensor::ones({1000}, DType::f64);
+  Generator g1(7), g2(7), g3(8);
+  const D a = dropout(x, 0.5, g1).to_vector<double>();
+  EXPECT_EQ(a, dropout(x, 0.5, g2).to_vector<double>());
+  EXPECT_NE(a, dropout(x, 0.5, g3).to_vector<double>());
+  // The mask follows gen.uniform() in element order.
+  Generator ref(7);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], ref.uniform() < 0.5 ? 0.0 : 2.0) << i;
+  // Identity (the same tensor, generator untouched) in eval mode and for p == 0.
+  Generator g4(9);
+  Tensor e = dropout(x, 0.5, g4, false);
+  EXPECT_TRUE(e.shares_storage(x));
+  EXPECT_EQ(e.to_vector<double>(), x.to_vector<double>());
+  EXPECT_EQ(dropout(x, 0.0, g4).to_vector<double>(), x.to_vector<double>());
+  Generator fresh(9);
+  EXPECT_EQ(g4.next_u64(), fresh.next_u64());
+}
+
+TEST(IndexOps, DropoutGradcheck) {
+  Generator gen(17);
+  EXPECT_TRUE(passes_gradcheck(
+      [](const std::vector<Tensor>& v) {
+        Generator g(123);  // re-created on every call: every evaluation draws the same mask
+        return dropout(v[0], 0.4, g, true);
+      },
+      {rand64({3, 5}, gen)}));
+  Tensor xg = Tensor::ones({8}, DType::f64).requires_grad_();
+  Generator g(5);
+  Tensor y = dropout(xg, 0.25, g);
+  sum(y).backward();
+  EXPECT_EQ(xg.grad().to_vector<double>(), y.detach().to_vector<double>());  // x = 1: grad equals the mask
+}
+
+// ---- errors --------------------------------------------------------------------------------------
+
+TEST(IndexOps, Errors) {
+  Tensor x = Tensor::zeros({5, 3});
+  expect_error<std::out_of_range>([&] { index_select(x, 0, Tensor::from_vector(I{1, 7}, {2})); },
+                                  {"index_select", "index 7", "size 5", "[5, 3]"});
+  expect_error<std::out_of_range>([&] { index_select(x, 1, Tensor::from_vector(I{-1}, {1})); },
+                                  {"index_select", "index -1", "size 3"});
+  expect_error([&] { index_select(x, 0, Tensor::from_vector(I{1, 2}, {1, 2})); }, {"index_select", "1-D", "[1, 2]"});
+  expect_error([&] { index_select(x, 0, Tensor::zeros({2})); }, {"index_select", "int64", "[2]"});
+  expect_error([&] { index_select(x, 2, Tensor::from_vector(I{0}, {1})); }, {"index_select", "axis 2", "[5, 3]"});
+  expect_error<std::out_of_range>([&] { embedding(x, Tensor::from_vector(I{0, 5}, {1, 2})); },
+                                  {"embedding", "index 5", "size 5", "[5, 3]"});
+  expect_error([&] { embedding(Tensor::zeros({5}), Tensor::from_vector(I{0}, {1})); }, {"embedding", "2-D", "[5]"});
+  expect_error([&] { embedding(x, Tensor::zeros({2})); }, {"embedding", "int64"});
+  expect_error([&] { where(Tensor::zeros({4}), x, x); }, {"where", "[4]", "[5, 3]"});
+  expect_error([&] { where(Tensor::zeros({3}), x, Tensor::zeros({5, 3}, DType::f64)); }, {"where", "float32", "float64"});
+  expect_error([&] { masked_fill(x, Tensor::zeros({2, 5, 3}), 0); }, {"masked_fill", "[2, 5, 3]", "[5, 3]"});
+  expect_error([&] { masked_fill(x, Tensor::zeros({2}), 0); }, {"masked_fill", "[2]", "[5, 3]"});
+  Generator g(1);
+  expect_error([&] { dropout(x, 1.0, g); }, {"dropout", "[0, 1)"});
+  expect_error([&] { dropout(x, -0.1, g); }, {"dropout", "[0, 1)"});
+}
