@@ -17,17 +17,19 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace {
 
+template <class T = float>
 struct Operands {
-  std::vector<float> A, B, C;
+  std::vector<T> A, B, C;
 };
 
-Operands make_operands(int64_t M, int64_t K, int64_t N) {
+template <class T = float>
+Operands<T> make_operands(int64_t M, int64_t K, int64_t N) {
   std::mt19937 rng(42);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  Operands o;
+  std::uniform_real_distribution<T> dist(-1, 1);
+  Operands<T> o;
   o.A.resize(size_t(M * K));
   o.B.resize(size_t(K * N));
-  o.C.assign(size_t(M * N), 0.f);
+  o.C.assign(size_t(M * N), T(0));
   for (auto& x : o.A) x = dist(rng);
   for (auto& x : o.B) x = dist(rng);
   return o;
@@ -42,7 +44,7 @@ void BM_tapegrad_sgemm(benchmark::State& state) {
   const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
   const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
   const int threads = static_cast<int>(state.range(5));
-  Operands o = make_operands(M, K, N);
+  Operands<float> o = make_operands<float>(M, K, N);
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   tg::set_num_threads(threads);
   for (auto _ : state) {
@@ -54,12 +56,45 @@ void BM_tapegrad_sgemm(benchmark::State& state) {
   set_counters(state, M, K, N);
 }
 
+// Double precision, a few shapes only (the models train in float).
+void BM_tapegrad_dgemm(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int threads = static_cast<int>(state.range(5));
+  Operands<double> o = make_operands<double>(M, K, N);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  tg::set_num_threads(threads);
+  for (auto _ : state) {
+    tg::kernels::gemm<double>(ta, tb, M, N, K, 1.0, o.A.data(), lda, o.B.data(), ldb, 0.0, o.C.data(), N);
+    benchmark::DoNotOptimize(o.C.data());
+    benchmark::ClobberMemory();
+  }
+  tg::set_num_threads(0);
+  set_counters(state, M, K, N);
+}
+
 #ifdef TG_HAVE_OPENBLAS
+void BM_openblas_dgemm(benchmark::State& state) {
+  const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int threads = static_cast<int>(state.range(5));
+  Operands<double> o = make_operands<double>(M, K, N);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  openblas_set_num_threads(threads);
+  for (auto _ : state) {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N),
+                int(K), 1.0, o.A.data(), int(lda), o.B.data(), int(ldb), 0.0, o.C.data(), int(N));
+    benchmark::DoNotOptimize(o.C.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, M, K, N);
+}
+
 void BM_openblas_sgemm(benchmark::State& state) {
   const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
   const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
   const int threads = static_cast<int>(state.range(5));
-  Operands o = make_operands(M, K, N);
+  Operands<float> o = make_operands<float>(M, K, N);
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   openblas_set_num_threads(threads);
   for (auto _ : state) {
@@ -88,9 +123,20 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond);
 }
 
+void double_shapes(benchmark::internal::Benchmark* b) {
+  const int64_t list[][5] = {{64, 288, 768, 0, 0}, {80, 1620, 3000, 0, 0}, {512, 512, 512, 0, 0}};
+  for (auto& s : list)
+    for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], s[3], s[4], threads});
+  b->ArgNames({"M", "K", "N", "ta", "tb", "threads"});
+  b->UseRealTime();
+  b->Unit(benchmark::kMicrosecond);
+}
+
 BENCHMARK(BM_tapegrad_sgemm)->Apply(shapes);
+BENCHMARK(BM_tapegrad_dgemm)->Apply(double_shapes);
 #ifdef TG_HAVE_OPENBLAS
 BENCHMARK(BM_openblas_sgemm)->Apply(shapes);
+BENCHMARK(BM_openblas_dgemm)->Apply(double_shapes);
 #endif
 
 }  // namespace

@@ -1,12 +1,18 @@
 // BLIS-style GEMM (see gemm.h for the contract).
 //
-// Loop nest per task (a task owns a rectangle of C and every K for it):
-//   jc (NC columns) -> pc (kc depth, fixed by K only) -> ic (MC rows, pack A block)
-//     -> jr (NR-column strip; packed into the B slab during the first ic block, reused after)
-//        -> ir (MR-row strip) -> micro-kernel (MR x NR register tile, xsimd FMA).
-// Tasks split C into column chunks (and row ranges when N alone gives too few tasks); K is never
-// split and kc depends on K alone, so every element of C sees the same sequence of operations for
-// any thread count: results are bitwise identical with 1 or n threads.
+// Loop nest per task (a task owns a rectangle of C and all of K for it):
+//   jc (NC columns) -> pc (kc depth, fixed by K alone) -> ic (MC rows: pack an A block)
+//     -> jg (JB strips of NR columns: packed right before their first use, during the first ic
+//            block; the source of the next group is prefetched while this one is multiplied)
+//        -> jr (one NR-column strip) -> ir (one MR-row strip) -> micro-kernel
+// The micro-kernel keeps an MR x NR tile of C in registers (float 6x16 = 12 batches of 8 lanes,
+// double 6x8 = 12 batches of 4) and does one broadcast + NR/L FMAs per row per k step.
+// trans_a / trans_b are absorbed by the packing routines (copy or 8x8 / 4x4 transposes).
+//
+// Parallelism: TBB tasks split C into column chunks and/or row ranges (the larger of M and N,
+// since splitting N re-packs A and splitting M re-packs B). K is never split and kc depends on
+// K alone, so every element of C goes through the same operations in the same order for any
+// thread count: results are bitwise identical with 1 or n threads.
 #include "autograd/kernels/gemm.h"
 
 #include <immintrin.h>
@@ -33,17 +39,19 @@ template <>
 struct Blocking<float> {
   static constexpr int MR = 6;       // rows of the register tile
   static constexpr int NR = 16;      // columns of the register tile (2 x 8 lanes)
-  static constexpr int64_t KC = 384;  // depth of one pass; A strip 9 KB + B strip 24 KB in L1
-  static constexpr int64_t MC = 144;  // rows of a packed A block (216 KB, L2)
-  static constexpr int64_t NC = 3072;  // columns of a packed B slab (4.5 MB, L3)
+  static constexpr int64_t KC = 320;   // max depth of one pass: A strip 7.5 KB + B strip 20 KB (L1)
+  static constexpr int64_t MC = 144;   // rows of a packed A block (180 KB, L2)
+  static constexpr int64_t NC = 3072;  // columns of a packed B slab when M needs several A blocks
+  static constexpr int64_t JB = 8;     // B strips packed together before their first use (160 KB)
 };
 template <>
 struct Blocking<double> {
   static constexpr int MR = 6;
   static constexpr int NR = 8;  // 2 x 4 lanes
-  static constexpr int64_t KC = 256;
+  static constexpr int64_t KC = 256;  // A strip 12 KB + B strip 16 KB
   static constexpr int64_t MC = 96;
   static constexpr int64_t NC = 2048;
+  static constexpr int64_t JB = 8;
 };
 
 /// Products below this many flops (2*M*N*K) run on the calling thread: a TBB task costs ~1-5 us.
@@ -150,8 +158,10 @@ void pack_copy(const T* src, int64_t sk, int lanes, int64_t kc, T* dst) {
     for (int64_t k = 0; k < kc; ++k) {
       const T* s = src + k * sk;
       T* d = dst + k * W;
-#pragma GCC unroll 16
-      for (int r = 0; r < W; ++r) d[r] = s[r];
+      // The next panel (lanes W..2W-1) is packed after this one has been used: fetch its line
+      // now, as a strided row walk defeats the hardware prefetcher.
+      __builtin_prefetch(s + 2 * W - 1, 0, 3);
+      std::memcpy(d, s, W * sizeof(T));  // fixed size: a few vector moves
     }
   } else {
     for (int64_t k = 0; k < kc; ++k) {
@@ -265,6 +275,25 @@ void pack_transpose<double, 6>(const double* src, int64_t sr, int lanes, int64_t
   pack_scalar<double, 6>(src, 1, sr, 6, k, kc, dst);
 }
 
+/// Packs `cols` lanes of a block whose lanes are contiguous (row k at src + k*ld: B, or A
+/// transposed) into W-lane panels, walking the source row by row (contiguous reads for the
+/// hardware prefetcher and the TLB). The last panel is zero-padded.
+template <class T, int W>
+void pack_rows(const T* src, int64_t ld, int64_t cols, int64_t kc, T* dst) {
+  const int64_t full = cols / W, rest = cols - full * W;
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* s = src + k * ld;
+    T* d = dst + k * W;
+    for (int64_t j = 0; j < full; ++j) std::memcpy(d + j * kc * W, s + j * W, W * sizeof(T));
+    if (rest) {
+      T* e = d + full * kc * W;
+      const T* t = s + full * W;
+      for (int64_t r = 0; r < rest; ++r) e[r] = t[r];
+      for (int64_t r = rest; r < W; ++r) e[r] = T(0);
+    }
+  }
+}
+
 /// Packs one panel of W lanes x kc; `lanes` < W only at the matrix edge (zero-padded).
 template <class T, int W>
 inline void pack_panel(const T* src, int64_t sk, int64_t sr, int lanes, int64_t kc, T* dst) {
@@ -339,16 +368,24 @@ void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, T* _
         }
     }
   } else {
-    alignas(64) T tmp[NB * L];
+    // Partial tile (matrix edge): the same vector arithmetic as above on a copy of the C row,
+    // so an element's bits do not depend on whether it sits in a full or an edge tile.
+    alignas(64) T tmp[NB * L] = {};
+    const batch vb(beta);
+#pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
-      for (int j = 0; j < NB; ++j) (va * acc[i][j]).store_aligned(tmp + j * L);
       T* p = c + i * ldc;
-      if (beta == T(0))
-        for (int j = 0; j < nr; ++j) p[j] = tmp[j];
-      else if (beta == T(1))
-        for (int j = 0; j < nr; ++j) p[j] = tmp[j] + p[j];
-      else
-        for (int j = 0; j < nr; ++j) p[j] = tmp[j] + beta * p[j];
+      if (beta != T(0))
+        for (int j = 0; j < nr; ++j) tmp[j] = p[j];
+#pragma GCC unroll 2
+      for (int j = 0; j < NB; ++j) {
+        const batch cj = batch::load_aligned(tmp + j * L);
+        const batch r = beta == T(0) ? va * acc[i][j]
+                        : beta == T(1) ? xsimd::fma(va, acc[i][j], cj)
+                                       : xsimd::fma(va, acc[i][j], vb * cj);
+        r.store_aligned(tmp + j * L);
+      }
+      for (int j = 0; j < nr; ++j) p[j] = tmp[j];
     }
   }
 }
@@ -403,6 +440,39 @@ size_t b_buffer_elems(int64_t kc, int64_t nc) {
   return size_t((nc + NR - 1) / NR) * NR * kc + 64;
 }
 
+/// Spreads software prefetches of a strided region (rows of `row_bytes` bytes, `stride` apart)
+/// over the micro-kernel calls that run before the region is packed: the source of a B group is
+/// fetched into L2 while the previous group is being multiplied, hiding the DRAM latency of the
+/// packing's strided walk.
+struct RegionPrefetcher {
+  const char* base = nullptr;
+  int64_t stride = 0, rows = 0, row_bytes = 0, lines = 0;  // lines: prefetches per row
+  int64_t row = 0, line = 0, per_call = 0;
+
+  void reset(const void* p, int64_t stride_bytes, int64_t nrows, int64_t bytes, int64_t calls) {
+    base = static_cast<const char*>(p);
+    stride = stride_bytes;
+    rows = nrows;
+    row_bytes = bytes;
+    // Offsets 0, 64, ... and the row's last byte: every line the row touches, whatever its
+    // alignment.
+    lines = bytes / 64 + 1;
+    row = line = 0;
+    per_call = calls > 0 ? (rows * lines + calls - 1) / calls : 0;
+  }
+  void clear() { rows = 0; per_call = 0; }
+  inline void step() {
+    for (int64_t n = per_call; n > 0 && row < rows; --n) {
+      const int64_t off = line + 1 < lines ? line * 64 : row_bytes - 1;
+      __builtin_prefetch(base + row * stride + off, 0, 2);
+      if (++line == lines) {
+        line = 0;
+        ++row;
+      }
+    }
+  }
+};
+
 /// Computes the C rectangle [m0, m1) x [n0, n1) for all of K.
 template <class T>
 void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -410,18 +480,21 @@ void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
   constexpr int NR = Blocking<T>::NR;
   constexpr int64_t MC = Blocking<T>::MC;
   constexpr int64_t NC = Blocking<T>::NC;
+  constexpr int64_t JB = Blocking<T>::JB;
   constexpr int L = static_cast<int>(xsimd::batch<T>::size);
 
   WorkspaceLease lease;
   const int64_t kc_max = std::min(p.kc, p.K);
   T* abuf = static_cast<T*>((*lease).a.get(a_buffer_elems<T>(kc_max) * sizeof(T)));
-  T* bbuf = static_cast<T*>(
-      (*lease).b.get(b_buffer_elems<T>(kc_max, std::min(NC, n1 - n0)) * sizeof(T)));
+  const bool single_ic = m1 - m0 <= MC;
+  T* bbuf = static_cast<T*>((*lease).b.get(
+      b_buffer_elems<T>(kc_max, single_ic ? std::min(JB * NR, n1 - n0) : std::min(NC, n1 - n0)) * sizeof(T)));
 
   // Strides of op(A)(i, k) and op(B)(k, j) in memory.
   const int64_t a_si = p.trans_a ? 1 : p.lda, a_sk = p.trans_a ? p.lda : 1;
   const int64_t b_sk = p.trans_b ? 1 : p.ldb, b_sj = p.trans_b ? p.ldb : 1;
 
+  RegionPrefetcher pf;
   for (int64_t jc = n0; jc < n1; jc += NC) {
     const int64_t nc = std::min(NC, n1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += p.kc) {
@@ -430,23 +503,68 @@ void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
       for (int64_t ic = m0; ic < m1; ic += MC) {
         const int64_t mc = std::min(MC, m1 - ic);
         // Pack the A block: MR-row strips.
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          pack_panel<T, MR>(p.A + (ic + ir) * a_si + pc * a_sk, a_sk, a_si, rows, kc,
-                            abuf + ir * kc);
-        }
-        for (int64_t jr = 0; jr < nc; jr += NR) {
-          const int cols = static_cast<int>(std::min<int64_t>(NR, nc - jr));
-          T* bstrip = bbuf + jr * kc;
-          // The B strip is packed right before its first use (still in L1 for the ir loop),
-          // and reused by the later ic blocks.
-          if (ic == m0)
-            pack_panel<T, NR>(p.B + pc * b_sk + (jc + jr) * b_sj, b_sk, b_sj, cols, kc, bstrip);
-          T* cblock = p.C + ic * p.ldc + jc + jr;
+        if (a_si == 1) {
+          pack_rows<T, MR>(p.A + ic + pc * a_sk, a_sk, mc, kc, abuf);
+        } else {
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-            KernelFn<T> fn = cols > L ? kernel_for_rows<T, 2>(rows) : kernel_for_rows<T, 1>(rows);
-            fn(kc, abuf + ir * kc, bstrip, cblock + ir * p.ldc, p.ldc, cols, p.alpha, beta);
+            pack_panel<T, MR>(p.A + (ic + ir) * a_si + pc * a_sk, a_sk, a_si, rows, kc, abuf + ir * kc);
+          }
+        }
+        for (int64_t jg = 0; jg < nc; jg += JB * NR) {
+          const int64_t ng = std::min<int64_t>(JB * NR, nc - jg);
+          // B is packed a group of strips at a time right before its first use (still in L1/L2
+          // for the ir loop), and reused by the later ic blocks. With a single ic block there is
+          // no later use: every group reuses the start of the buffer, which stays in cache.
+          T* gbuf = single_ic ? bbuf : bbuf + jg * kc;
+          if (ic == m0) {
+            if (b_sj == 1) {
+              pack_rows<T, NR>(p.B + pc * b_sk + jc + jg, b_sk, ng, kc, gbuf);
+            } else {
+              for (int64_t jr = jg; jr < jg + ng; jr += NR) {
+                const int cols = static_cast<int>(std::min<int64_t>(NR, nc - jr));
+                pack_panel<T, NR>(p.B + pc * b_sk + (jc + jr) * b_sj, b_sk, b_sj, cols, kc, gbuf + (jr - jg) * kc);
+              }
+            }
+            // Prefetch the source of the next group to be packed during this group's products.
+            int64_t npc = pc, njc = jc, njg = jg + JB * NR;
+            bool has_next = true;
+            if (njg >= nc) {
+              njg = 0;
+              if (single_ic && pc + p.kc < p.K) {
+                npc = pc + p.kc;
+              } else if (single_ic && jc + NC < n1) {
+                npc = 0;
+                njc = jc + NC;
+              } else {
+                has_next = false;
+              }
+            }
+            if (has_next) {
+              const int64_t nkc = std::min(p.kc, p.K - npc);
+              const int64_t nng = std::min<int64_t>(JB * NR, std::min(NC, n1 - njc) - njg);
+              const int64_t calls = ((ng + NR - 1) / NR) * ((mc + MR - 1) / MR);
+              const T* src = p.B + npc * b_sk + (njc + njg) * b_sj;
+              if (b_sj == 1)
+                pf.reset(src, b_sk * int64_t(sizeof(T)), nkc, nng * int64_t(sizeof(T)), calls);
+              else
+                pf.reset(src, b_sj * int64_t(sizeof(T)), nng, nkc * int64_t(sizeof(T)), calls);
+            } else {
+              pf.clear();
+            }
+          } else {
+            pf.clear();
+          }
+          for (int64_t jr = jg; jr < jg + ng; jr += NR) {
+            const int cols = static_cast<int>(std::min<int64_t>(NR, nc - jr));
+            const T* bstrip = gbuf + (jr - jg) * kc;
+            T* cblock = p.C + ic * p.ldc + jc + jr;
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+              const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+              KernelFn<T> fn = cols > L ? kernel_for_rows<T, 2>(rows) : kernel_for_rows<T, 1>(rows);
+              pf.step();
+              fn(kc, abuf + ir * kc, bstrip, cblock + ir * p.ldc, p.ldc, cols, p.alpha, beta);
+            }
           }
         }
       }
@@ -483,13 +601,19 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
     run_tile(p, 0, M, 0, N);
     return;
   }
-  // Task grid: prefer column chunks (A is re-packed per task, B is not); split rows only when
-  // the columns alone give too few tasks. Aim for 2 tasks per thread when the work allows.
+  // Task grid: aim for 2 tasks per thread when the work allows (load balance on a busy machine).
   const int64_t n_strips = (N + NR - 1) / NR;
   const int64_t m_strips = (M + MR - 1) / MR;
   int64_t want = std::min<int64_t>(int64_t(threads) * 2, std::max<int64_t>(threads, int64_t(flops / kTaskFlops)));
-  int64_t n_parts = std::min(want, n_strips);
-  int64_t m_parts = std::min((want + n_parts - 1) / n_parts, m_strips);
+  // Splitting N re-packs A in every part, splitting M re-packs B: split the larger of M and N.
+  int64_t n_parts, m_parts;
+  if (M > N) {
+    m_parts = std::min(want, m_strips);
+    n_parts = std::min((want + m_parts - 1) / m_parts, n_strips);
+  } else {
+    n_parts = std::min(want, n_strips);
+    m_parts = std::min((want + n_parts - 1) / n_parts, m_strips);
+  }
   const int64_t n_per = (n_strips + n_parts - 1) / n_parts;  // strips per column chunk
   const int64_t m_per = (m_strips + m_parts - 1) / m_parts;  // strips per row range
   n_parts = (n_strips + n_per - 1) / n_per;
