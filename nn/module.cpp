@@ -1,0 +1,211 @@
+#include "nn/module.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <typeinfo>
+
+#include "autograd/tape.h"
+#include "nn/serialize.h"
+
+namespace tg::nn {
+
+std::string Module::name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string full = (status == 0 && demangled) ? demangled : mangled;
+  std::free(demangled);
+  // Drop namespaces ("tg::nn::Linear" -> "Linear"), but not inside template arguments.
+  const auto angle = full.find('<');
+  const auto colon = full.rfind("::", angle);
+  return colon == std::string::npos ? full : full.substr(colon + 2);
+}
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw std::invalid_argument(std::string(what) + ": invalid name '" + name +
+                                "' (must be non-empty and contain no '.')");
+  for (const auto& [n, _] : params_)
+    if (n == name) throw std::invalid_argument(std::string(what) + ": '" + name + "' is already a parameter");
+  for (const auto& [n, _] : children_)
+    if (n == name) throw std::invalid_argument(std::string(what) + ": '" + name + "' is already a submodule");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_new_name(name, "register_parameter");
+  if (!tensor.defined()) throw std::invalid_argument("register_parameter: '" + name + "' is undefined");
+  if (!tensor.is_leaf()) tensor = tensor.detach();
+  if (requires_grad || tensor.requires_grad()) tensor.requires_grad_(requires_grad);
+  params_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name, "register_module");
+  if (!module) throw std::invalid_argument("register_module: '" + name + "' is null");
+  if (module.get() == this) throw std::invalid_argument("register_module: a module cannot contain itself");
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect_parameters(const std::string& prefix, bool recurse, NamedTensors& out) const {
+  for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
+  if (!recurse) return;
+  for (const auto& [n, child] : children_) child->collect_parameters(prefix + n + ".", true, out);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect_parameters("", recurse, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [_, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+Tensor Module::parameter(const std::string& name) const {
+  for (auto& [n, t] : named_parameters())
+    if (n == name) return t;
+  throw std::out_of_range(this->name() + " has no parameter '" + name + "'");
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [n, child] : children_)
+    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [_, c] : children_) out.push_back(c);
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [_, c] : children_) c->train(on);
+}
+
+Module& Module::to(DType dtype) {
+  if (!is_floating(dtype))
+    throw std::invalid_argument("Module::to: parameters must stay floating point, got " +
+                                std::string(dtype_name(dtype)));
+  NoGradGuard no_grad;
+  for (auto& [n, t] : named_parameters()) {
+    if (!is_floating(t.dtype()) || t.dtype() == dtype) continue;
+    // Swap the buffer inside the shared TensorImpl: every handle to this parameter (members of the
+    // module, an optimizer) sees the new dtype, and the autograd state (requires_grad) is kept.
+    Tensor converted = t.detach().to(dtype);
+    TensorImpl& impl = *t.impl();
+    impl.storage = converted.impl()->storage;
+    impl.data = converted.impl()->data;
+    impl.dtype = dtype;
+    t.zero_grad();
+  }
+  return *this;
+}
+
+void Module::zero_grad() {
+  for (auto& [_, t] : named_parameters()) t.zero_grad();
+}
+
+std::int64_t Module::num_parameters(bool trainable_only) const {
+  std::int64_t n = 0;
+  for (auto& [_, t] : named_parameters())
+    if (!trainable_only || t.requires_grad()) n += t.numel();
+  return n;
+}
+
+namespace {
+std::string join(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s + "]";
+}
+}  // namespace
+
+void Module::load_state_dict(const NamedTensors& entries, const std::string& source) {
+  const NamedTensors own = named_parameters();
+  std::map<std::string, const Tensor*> given;
+  std::vector<std::string> unexpected, missing, mismatched, duplicated;
+  for (const auto& [n, t] : entries)
+    if (!given.emplace(n, &t).second) duplicated.push_back(n);
+  std::map<std::string, bool> known;
+  for (const auto& [n, _] : own) known[n] = true;
+  for (const auto& [n, _] : entries)
+    if (!known.count(n)) unexpected.push_back(n);
+
+  // Everything is converted into staging tensors before the first parameter is touched.
+  std::vector<Tensor> staged;
+  for (const auto& [n, p] : own) {
+    auto it = given.find(n);
+    if (it == given.end()) {
+      missing.push_back(n);
+      continue;
+    }
+    const Tensor& src = *it->second;
+    if (!(src.shape() == p.shape())) {
+      mismatched.push_back(n + ": file " + src.shape().str() + " vs model " + p.shape().str());
+      continue;
+    }
+    staged.push_back(src.detach().to(p.dtype()));
+  }
+  if (!missing.empty() || !unexpected.empty() || !mismatched.empty() || !duplicated.empty()) {
+    std::string msg = source + ":";
+    auto section = [&](const char* what, const std::vector<std::string>& items) {
+      if (items.empty()) return;
+      msg += (msg.back() == ':' ? " " : "; ") + std::string(what) + ": " + join(items);
+    };
+    section("missing", missing);
+    section("unexpected", unexpected);
+    section("shape mismatch", mismatched);
+    section("duplicated", duplicated);
+    throw std::runtime_error(msg);
+  }
+  NoGradGuard no_grad;
+  for (std::size_t i = 0; i < own.size(); ++i) {
+    Tensor p = own[i].second;
+    p.copy_(staged[i]);
+  }
+}
+
+void Module::save(const std::string& path) const { save_npz(path, named_parameters()); }
+
+void Module::load(const std::string& path) { load_state_dict(load_npz(path), "load " + path); }
+
+std::string Module::str() const {
+  std::string s = name() + "(";
+  const std::string extra = extra_repr();
+  std::vector<std::string> lines;
+  if (!extra.empty()) {
+    std::istringstream in(extra);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  for (const auto& [n, child] : children_) {
+    // Indent the child's continuation lines by two spaces, as PyTorch's _addindent.
+    std::string repr = child->str(), indented;
+    for (char c : repr) {
+      indented += c;
+      if (c == '\n') indented += "  ";
+    }
+    lines.push_back("(" + n + "): " + indented);
+  }
+  if (lines.size() == 1 && children_.empty()) return s + lines[0] + ")";  // one-line leaf
+  if (!lines.empty()) {
+    s += "\n";
+    for (const auto& l : lines) s += "  " + l + "\n";
+  }
+  return s + ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& module) { return os << module.str(); }
+
+}  // namespace tg::nn

@@ -1,0 +1,122 @@
+#pragma once
+// Module: the base of every layer and model, like torch.nn.Module without LibTorch's XImpl/macro
+// boilerplate. A module owns named parameters and named submodules, in registration order, and
+// everything generic (hierarchical names, train/eval, dtype conversion, checkpoints, printing)
+// works from that registry.
+//
+// The base class has no forward(): layers have different signatures, so each subclass adds its
+// own `forward(...)` (or `operator()`), e.g.
+//
+//   class Mlp : public tg::nn::Module {
+//    public:
+//     Mlp(std::int64_t in, std::int64_t hidden, tg::Generator& gen) {
+//       w1 = register_parameter("w1", tg::Tensor::uniform({hidden, in}, -0.1, 0.1, gen));
+//       head = register_module("head", std::make_shared<Head>(hidden, gen));
+//     }
+//     tg::Tensor forward(const tg::Tensor& x) { return head->forward(tg::tanh(tg::linear(x, w1))); }
+//     tg::Tensor w1;                 // shares its TensorImpl with the registry entry
+//     std::shared_ptr<Head> head;
+//   };
+//
+// Parameters are handles: the member `w1` and the registry see the same tensor, and operations on
+// the registry (to(), load()) change that tensor in place, so members never go stale.
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tg::nn {
+
+/// (qualified name, tensor) pairs in registration order, as a PyTorch state_dict.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  // Copying would silently share parameters between two "different" modules.
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) = default;
+  Module& operator=(Module&&) = default;
+
+  /// Type name shown by str(); defaults to the unqualified C++ class name.
+  virtual std::string name() const;
+  /// Layer-specific summary inside the parentheses of str(), e.g. "in_features=32, out_features=10, bias=true".
+  virtual std::string extra_repr() const { return {}; }
+
+  /// Registers `tensor` as parameter `name` (a leaf; detached first if it is not one) and marks it
+  /// requires_grad(requires_grad). Returns the registered handle. Names are unique per module and
+  /// contain no '.'.
+  Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
+  /// Registers `module` as child `name` and returns it with its own type.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    static_assert(std::is_base_of_v<Module, M>, "register_module: M must derive from tg::nn::Module");
+    add_child(name, module);
+    return module;
+  }
+
+  /// Parameters with hierarchical names ("encoder.rnn.weight_ih_l0"), own parameters first, then
+  /// each child's in registration order: exactly the keys of PyTorch's state_dict.
+  NamedTensors named_parameters(bool recurse = true) const;
+  /// The tensors of named_parameters(), same order.
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  /// This module ("") and every descendant with its qualified name, depth first. The pointers are
+  /// non-owning and valid while this module lives.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  /// Direct submodules with their (unqualified) names, in registration order.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  /// Direct submodules in registration order.
+  std::vector<std::shared_ptr<Module>> children() const;
+  /// The parameter with qualified name `name`; throws std::out_of_range listing nothing else.
+  Tensor parameter(const std::string& name) const;
+
+  /// Sets training mode here and in every descendant (dropout etc. read is_training()).
+  virtual void train(bool on = true);
+  /// train(false).
+  void eval() { train(false); }
+  /// Whether this module is in training mode (the default).
+  bool is_training() const { return training_; }
+
+  /// Converts every floating parameter to `dtype` in place (same handles, same names; gradients
+  /// are dropped), e.g. to gradcheck a model in float64. Returns *this.
+  Module& to(DType dtype);
+  /// Drops the accumulated gradient of every parameter (zero_grad(set_to_none=True)).
+  void zero_grad();
+  /// Total number of elements over all parameters (only trainable ones if `trainable_only`).
+  std::int64_t num_parameters(bool trainable_only = false) const;
+
+  /// The parameters as a state dict (handles, not copies).
+  NamedTensors state_dict() const { return named_parameters(); }
+  /// Copies `entries` into the parameters (converted to each parameter's dtype). Checks every name
+  /// and shape first and throws one std::runtime_error, prefixed by `source`, listing all missing,
+  /// unexpected and shape-mismatched entries; nothing is modified unless every check passes.
+  void load_state_dict(const NamedTensors& entries, const std::string& source = "load_state_dict");
+  /// Writes the parameters to a NumPy .npz file (float32 for floating tensors; see serialize.h).
+  void save(const std::string& path) const;
+  /// Reads a .npz checkpoint (written by save() or by np.savez of a PyTorch state_dict).
+  void load(const std::string& path);
+
+  /// Tree printout like PyTorch's repr: "Seq2Seq(\n  (encoder): Encoder(\n ...)\n)".
+  std::string str() const;
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const std::string& name, const char* what) const;
+  void collect_parameters(const std::string& prefix, bool recurse, NamedTensors& out) const;
+
+  NamedTensors params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+/// Writes module.str().
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+}  // namespace tg::nn

@@ -1,0 +1,12 @@
+#pragma once
+// Everything of the nn layer in one include.
+#include "nn/attention.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/rnn.h"
+#include "nn/serialize.h"
+#include "nn/utils.h"

@@ -1,0 +1,402 @@
+#include "nn/serialize.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+namespace tg::nn {
+
+static_assert(std::endian::native == std::endian::little, ".npy I/O assumes a little-endian host");
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";  // 6 bytes
+constexpr std::size_t kMagicLen = 6;
+
+[[noreturn]] void fail(const std::string& what, const std::string& why) {
+  throw std::runtime_error(what + ": " + why);
+}
+
+// ---- .npy header ------------------------------------------------------------------------------
+
+std::string shape_tuple(const Shape& s) {
+  if (s.size() == 0) return "()";
+  std::string out = "(";
+  for (int i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+/// Minimal parser of the Python dict literal in a .npy header:
+/// {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const std::string& what) : s_(text), what_(what) {}
+
+  void parse(std::string& descr, bool& fortran, std::vector<std::int64_t>& shape) {
+    bool has_descr = false, has_fortran = false, has_shape = false;
+    expect('{');
+    while (true) {
+      ws();
+      if (peek() == '}') break;
+      const std::string key = string();
+      expect(':');
+      ws();
+      if (key == "descr") {
+        descr = string();
+        has_descr = true;
+      } else if (key == "fortran_order") {
+        fortran = boolean();
+        has_fortran = true;
+      } else if (key == "shape") {
+        shape = tuple();
+        has_shape = true;
+      } else {
+        bad("unknown key '" + key + "'");
+      }
+      ws();
+      if (peek() == ',') ++i_;
+      else if (peek() != '}') bad("expected ',' or '}'");
+    }
+    if (!has_descr || !has_fortran || !has_shape)
+      bad("header lacks one of 'descr', 'fortran_order', 'shape'");
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& why) {
+    fail(what_, "bad .npy header (" + why + " at column " + std::to_string(i_) + "): " + std::string(s_));
+  }
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+  }
+  void expect(char c) {
+    ws();
+    if (peek() != c) bad(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  std::string string() {
+    ws();
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') bad("expected a string");
+    const auto end = s_.find(quote, i_ + 1);
+    if (end == std::string_view::npos) bad("unterminated string");
+    std::string out(s_.substr(i_ + 1, end - i_ - 1));
+    i_ = end + 1;
+    return out;
+  }
+  bool boolean() {
+    if (s_.substr(i_, 4) == "True") return i_ += 4, true;
+    if (s_.substr(i_, 5) == "False") return i_ += 5, false;
+    bad("expected True or False");
+  }
+  std::vector<std::int64_t> tuple() {
+    std::vector<std::int64_t> out;
+    expect('(');
+    while (true) {
+      ws();
+      if (peek() == ')') break;
+      if (peek() < '0' || peek() > '9') bad("expected a non-negative integer");
+      std::int64_t v = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        if (v > (std::numeric_limits<std::int64_t>::max() - 9) / 10) bad("dimension too large");
+        v = v * 10 + (s_[i_++] - '0');
+      }
+      if (peek() == 'L') ++i_;  // Python 2 longs
+      out.push_back(v);
+      ws();
+      if (peek() == ',') ++i_;
+      else if (peek() != ')') bad("expected ',' or ')'");
+    }
+    ++i_;
+    return out;
+  }
+
+  std::string_view s_;
+  const std::string& what_;
+  std::size_t i_ = 0;
+};
+
+template <class T> std::uint64_t read_le(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+// ---- zip helpers ------------------------------------------------------------------------------
+
+std::string zip_code_message(int code) {
+  zip_error_t error;
+  zip_error_init_with_code(&error, code);
+  std::string msg = zip_error_strerror(&error);
+  zip_error_fini(&error);
+  return msg;
+}
+
+/// fsync so that the rename below publishes data that is on disk, not just in the page cache.
+void sync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) {
+    if (directory) return;  // best effort for the directory entry
+    throw std::runtime_error("cannot reopen to sync: " + std::string(std::strerror(errno)));
+  }
+  const int rc = ::fsync(fd);
+  const int saved = errno;
+  ::close(fd);
+  if (rc != 0 && !directory) throw std::runtime_error("fsync failed: " + std::string(std::strerror(saved)));
+}
+
+std::string temp_name(const std::string& path) {
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device rd;
+  std::string suffix;
+  for (int i = 0; i < 6; ++i) suffix += kChars[rd() % (sizeof(kChars) - 1)];
+  return path + ".tmp-" + suffix;
+}
+
+void write_archive(const std::string& tmp, const std::vector<std::pair<std::string, Tensor>>& entries,
+                   const std::vector<std::string>& blobs) {
+  if (entries.empty()) {
+    // libzip deletes archives without entries instead of writing them; an empty .npz is just
+    // the 22-byte end-of-central-directory record.
+    const char eocd[22] = {'P', 'K', 5, 6};
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(eocd, sizeof(eocd));
+    out.close();
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+    return;
+  }
+  int code = 0;
+  zip_t* za = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_EXCL, &code);
+  if (!za) throw std::runtime_error("cannot create " + tmp + ": " + zip_code_message(code));
+  auto abort = [&](const std::string& why) {
+    zip_discard(za);
+    throw std::runtime_error(why);
+  };
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    // The blobs outlive zip_close, so libzip can read them in place (no copy).
+    zip_source_t* src = zip_source_buffer(za, blobs[i].data(), blobs[i].size(), 0);
+    if (!src) abort("entry '" + entries[i].first + "': " + zip_strerror(za));
+    const zip_int64_t index = zip_file_add(za, (entries[i].first + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+      zip_source_free(src);
+      abort("entry '" + entries[i].first + "': " + zip_strerror(za));
+    }
+    // Stored, like np.savez: loading is a memcpy and numpy can memory-map nothing less.
+    if (zip_set_file_compression(za, static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0) < 0)
+      abort("entry '" + entries[i].first + "': " + zip_strerror(za));
+  }
+  if (zip_close(za) < 0) abort(std::string("writing the archive failed: ") + zip_strerror(za));
+}
+
+}  // namespace
+
+// ---- .npy -------------------------------------------------------------------------------------
+
+std::string npy_encode(const Tensor& tensor) {
+  if (!tensor.defined()) throw std::invalid_argument("npy_encode: undefined tensor");
+  const bool floating = is_floating(tensor.dtype());
+  std::string dict = std::string("{'descr': '") + (floating ? "<f4" : "<i8") +
+                     "', 'fortran_order': False, 'shape': " + shape_tuple(tensor.shape()) + ", }";
+  // Pad with spaces and end with '\n' so that the data starts 64-byte aligned, as numpy does.
+  auto header_for = [&](std::size_t prefix) {
+    std::string h = dict;
+    const std::size_t total = prefix + h.size() + 1;
+    h.append((64 - total % 64) % 64, ' ');
+    h += '\n';
+    return h;
+  };
+  std::string header = header_for(10);
+  const bool v2 = header.size() > 65535;
+  if (v2) header = header_for(12);
+
+  const std::size_t n = static_cast<std::size_t>(tensor.numel());
+  const std::size_t data_bytes = n * (floating ? 4 : 8);
+  std::string out;
+  out.reserve(12 + header.size() + data_bytes);
+  out.append(kMagic, kMagicLen);
+  out += static_cast<char>(v2 ? 2 : 1);
+  out += '\0';
+  if (v2) {
+    const auto len = static_cast<std::uint32_t>(header.size());
+    out.append(reinterpret_cast<const char*>(&len), 4);
+  } else {
+    const auto len = static_cast<std::uint16_t>(header.size());
+    out.append(reinterpret_cast<const char*>(&len), 2);
+  }
+  out += header;
+  const std::size_t offset = out.size();
+  out.resize(offset + data_bytes);
+  char* dst = out.data() + offset;
+  if (data_bytes == 0) return out;  // an empty tensor may have no buffer at all
+  switch (tensor.dtype()) {
+    case DType::f32: std::memcpy(dst, tensor.data<float>(), data_bytes); break;
+    case DType::f64: {
+      const double* src = tensor.data<double>();
+      for (std::size_t i = 0; i < n; ++i) {
+        const float v = static_cast<float>(src[i]);
+        std::memcpy(dst + 4 * i, &v, 4);
+      }
+      break;
+    }
+    case DType::i64: std::memcpy(dst, tensor.data<std::int64_t>(), data_bytes); break;
+  }
+  return out;
+}
+
+Tensor npy_decode(std::string_view bytes, const std::string& what) {
+  if (bytes.size() < 10 || bytes.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen))
+    fail(what, "not a .npy array (bad magic)");
+  const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
+  std::size_t prefix = 0, header_len = 0;
+  if (major == 1) {
+    prefix = 10;
+    header_len = read_le<std::uint16_t>(bytes.data() + 8);
+  } else if (major == 2) {
+    if (bytes.size() < 12) fail(what, ".npy header truncated");
+    prefix = 12;
+    header_len = read_le<std::uint32_t>(bytes.data() + 8);
+  } else {
+    fail(what, "unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                   " (expected 1.0 or 2.0)");
+  }
+  if (bytes.size() < prefix + header_len) fail(what, ".npy header truncated");
+  std::string descr;
+  bool fortran = false;
+  std::vector<std::int64_t> dims;
+  HeaderParser(bytes.substr(prefix, header_len), what).parse(descr, fortran, dims);
+
+  DType dtype;
+  if (descr == "<f4") dtype = DType::f32;
+  else if (descr == "<f8") dtype = DType::f64;
+  else if (descr == "<i8") dtype = DType::i64;
+  else fail(what, "unsupported dtype '" + descr + "' (expected '<f4', '<f8' or '<i8')");
+  if (fortran) fail(what, "fortran_order=True is not supported (save np.ascontiguousarray(a))");
+  if (static_cast<int>(dims.size()) > Shape::kMaxDims)
+    fail(what, std::to_string(dims.size()) + " dimensions (at most " + std::to_string(Shape::kMaxDims) + ")");
+  const Shape shape(dims);
+  std::uint64_t numel = 1;
+  for (auto d : dims) {
+    if (d != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 8 / static_cast<std::uint64_t>(d))
+      fail(what, "shape " + shape.str() + " is too large");
+    numel *= static_cast<std::uint64_t>(d);
+  }
+  const std::uint64_t expected = numel * dtype_size(dtype);
+  const std::uint64_t actual = bytes.size() - prefix - header_len;
+  if (actual != expected)
+    fail(what, "data is " + std::to_string(actual) + " bytes but the header (shape " + shape.str() + ", '" +
+                   descr + "') says " + std::to_string(expected) + (actual < expected ? " (truncated)" : ""));
+  Tensor t = Tensor::empty(shape, dtype);
+  if (expected) {
+    void* dst = dtype == DType::f32 ? static_cast<void*>(t.data<float>())
+                : dtype == DType::f64 ? static_cast<void*>(t.data<double>())
+                                      : static_cast<void*>(t.data<std::int64_t>());
+    std::memcpy(dst, bytes.data() + prefix + header_len, expected);
+  }
+  return t;
+}
+
+// ---- .npz -------------------------------------------------------------------------------------
+
+void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& entries) {
+  const std::string what = "save_npz " + path;
+  std::set<std::string> names;
+  for (const auto& [name, t] : entries) {
+    if (name.empty()) fail(what, "empty entry name");
+    if (!names.insert(name).second) fail(what, "duplicate entry '" + name + "'");
+    if (!t.defined()) fail(what, "entry '" + name + "' is undefined");
+  }
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) fail(what, "directory '" + parent.string() + "' does not exist");
+
+  std::vector<std::string> blobs;
+  blobs.reserve(entries.size());
+  for (const auto& [_, t] : entries) blobs.push_back(npy_encode(t));
+
+  std::string tmp;
+  for (int attempt = 0; attempt < 16 && (tmp.empty() || fs::exists(tmp, ec)); ++attempt) tmp = temp_name(path);
+  try {
+    write_archive(tmp, entries, blobs);
+    sync_path(tmp, false);
+  } catch (const std::exception& e) {
+    fs::remove(tmp, ec);
+    fail(what, e.what());
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    fail(what, "cannot replace the file: " + ec.message());
+  }
+  sync_path(parent.string(), true);
+}
+
+std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
+  const std::string what = "load_npz " + path;
+  int code = 0;
+  zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
+  if (!za) fail(what, "cannot open as a zip archive: " + zip_code_message(code));
+  struct Closer {
+    zip_t* za;
+    ~Closer() { zip_discard(za); }  // read-only: nothing to write back
+  } closer{za};
+
+  std::vector<std::pair<std::string, Tensor>> out;
+  std::set<std::string> seen;
+  const zip_int64_t n = zip_get_num_entries(za, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    const char* raw = zip_get_name(za, static_cast<zip_uint64_t>(i), ZIP_FL_ENC_GUESS);
+    if (!raw) fail(what, "entry #" + std::to_string(i) + ": " + zip_strerror(za));
+    std::string name = raw;
+    const std::string entry = what + ": entry '" + name + "'";
+    if (name.size() < 5 || name.compare(name.size() - 4, 4, ".npy") != 0) fail(entry, "not a .npy file");
+    name.resize(name.size() - 4);
+    if (!seen.insert(name).second) fail(entry, "duplicate entry");
+
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(za, static_cast<zip_uint64_t>(i), 0, &st) < 0 || !(st.valid & ZIP_STAT_SIZE))
+      fail(entry, std::string("cannot stat: ") + zip_strerror(za));
+    zip_file_t* zf = zip_fopen_index(za, static_cast<zip_uint64_t>(i), 0);
+    if (!zf) fail(entry, std::string("cannot open: ") + zip_strerror(za));
+    std::string bytes(static_cast<std::size_t>(st.size), '\0');
+    std::uint64_t got = 0;
+    std::string error;
+    while (got < st.size) {
+      const zip_int64_t r = zip_fread(zf, bytes.data() + got, st.size - got);
+      if (r < 0) {
+        error = zip_file_strerror(zf);
+        break;
+      }
+      if (r == 0) break;
+      got += static_cast<std::uint64_t>(r);
+    }
+    if (error.empty() && got == st.size) {
+      char extra;  // reading past the end makes libzip verify the CRC
+      const zip_int64_t r = zip_fread(zf, &extra, 1);
+      if (r < 0) error = zip_file_strerror(zf);
+      else if (r > 0) error = "more data than the zip directory says";
+    }
+    zip_fclose(zf);
+    if (!error.empty()) fail(entry, "read error: " + error);
+    if (got != st.size)
+      fail(entry, "data ends after " + std::to_string(got) + " of " + std::to_string(st.size) + " bytes");
+    out.emplace_back(std::move(name), npy_decode(bytes, entry));
+  }
+  return out;
+}
+
+}  // namespace tg::nn

@@ -1,0 +1,87 @@
+#include "nn/utils.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include "autograd/kernels/dispatch.h"
+#include "autograd/tape.h"
+#include "nn/optim.h"
+
+namespace tg::nn {
+
+namespace {
+/// Sum of squares in double. Four interleaved partial sums (a fixed order, so still
+/// deterministic) let the loop run without waiting on one long add chain.
+template <class T> double sum_squares(const T* x, std::int64_t n) {
+  double acc[4] = {0, 0, 0, 0};
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(x[i + k]) * static_cast<double>(x[i + k]);
+  for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+}  // namespace
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  std::vector<Tensor> grads;
+  for (const auto& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  double total = 0.0;
+  for (const auto& g : grads)
+    total += kernels::dispatch_floating("clip_grad_norm", g.dtype(),
+                                        [&](auto tag) { return sum_squares(g.data<decltype(tag)>(), g.numel()); });
+  const double norm = std::sqrt(total);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    NoGradGuard no_grad;
+    for (auto& g : grads)
+      kernels::dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        T* p = g.data<T>();
+        const T c = static_cast<T>(coef);
+        for (std::int64_t i = 0; i < g.numel(); ++i) p[i] *= c;
+      });
+  }
+  return norm;
+}
+
+double clip_grad_norm(const NamedTensors& params, double max_norm) {
+  std::vector<Tensor> ts;
+  for (const auto& [_, t] : params) ts.push_back(t);
+  return clip_grad_norm(ts, max_norm);
+}
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), last_lr_(optimizer.lr()) {}
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  last_lr_ = next_lr(optimizer_.lr(), last_epoch_);
+  optimizer_.set_lr(last_lr_);
+}
+
+StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  if (step_size < 1) throw std::invalid_argument("StepLR: step_size must be >= 1, got " + std::to_string(step_size));
+  if (!(gamma >= 0.0)) {
+    std::ostringstream os;
+    os << "StepLR: invalid gamma " << gamma;
+    throw std::invalid_argument(os.str());
+  }
+}
+
+double StepLR::next_lr(double current, std::int64_t epoch) const {
+  return epoch % step_size_ == 0 ? current * gamma_ : current;
+}
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
+  if (!(gamma >= 0.0)) {
+    std::ostringstream os;
+    os << "ExponentialLR: invalid gamma " << gamma;
+    throw std::invalid_argument(os.str());
+  }
+}
+
+double ExponentialLR::next_lr(double current, std::int64_t) const { return current * gamma_; }
+
+}  // namespace tg::nn

@@ -1,0 +1,75 @@
+#pragma once
+// Training utilities: gradient clipping and learning-rate schedules, as torch.nn.utils and
+// torch.optim.lr_scheduler.
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "nn/module.h"
+
+namespace tg::nn {
+
+class Optimizer;
+
+/// torch.nn.utils.clip_grad_norm_ (L2): the global norm of all gradients (parameters without a
+/// gradient are ignored) is accumulated in double in parameter order, so it does not depend on
+/// the thread count. If max_norm / (norm + 1e-6) < 1 every gradient is scaled by that factor in
+/// place. Returns the norm before clipping.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+/// clip_grad_norm over the tensors of named parameters (e.g. module.named_parameters()).
+double clip_grad_norm(const NamedTensors& params, double max_norm);
+
+/// Base of learning-rate schedules (torch.optim.lr_scheduler). Construction counts as epoch 0
+/// and leaves the learning rate unchanged; each step() advances one epoch and sets the
+/// optimizer's learning rate from its current value (PyTorch's chainable form). The optimizer
+/// must outlive the scheduler. Schedule state is not part of the optimizer checkpoint.
+class LRScheduler {
+ public:
+  /// Takes the optimizer's current learning rate as the initial one.
+  explicit LRScheduler(Optimizer& optimizer);
+  virtual ~LRScheduler() = default;
+  /// Advances one epoch and updates the optimizer's learning rate.
+  void step();
+  /// Number of step() calls since construction.
+  std::int64_t last_epoch() const { return last_epoch_; }
+  /// The learning rate set by the last step() (or the initial one).
+  double get_last_lr() const { return last_lr_; }
+
+ protected:
+  /// The learning rate for epoch `epoch` (>= 1) given the current one.
+  virtual double next_lr(double current, std::int64_t epoch) const = 0;
+
+ private:
+  Optimizer& optimizer_;
+  std::int64_t last_epoch_ = 0;
+  double last_lr_;
+};
+
+/// lr *= gamma every `step_size` epochs (torch.optim.lr_scheduler.StepLR).
+class StepLR : public LRScheduler {
+ public:
+  /// step_size >= 1, gamma >= 0.
+  StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma = 0.1);
+
+ protected:
+  double next_lr(double current, std::int64_t epoch) const override;
+
+ private:
+  std::int64_t step_size_;
+  double gamma_;
+};
+
+/// lr *= gamma every epoch (torch.optim.lr_scheduler.ExponentialLR).
+class ExponentialLR : public LRScheduler {
+ public:
+  /// gamma >= 0.
+  ExponentialLR(Optimizer& optimizer, double gamma);
+
+ protected:
+  double next_lr(double current, std::int64_t epoch) const override;
+
+ private:
+  double gamma_;
+};
+
+}  // namespace tg::nn

@@ -1,0 +1,232 @@
+// Module: registry, hierarchical names, modes, dtype conversion, printout.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "nn/module.h"
+#include "test_modules.h"
+
+namespace {
+
+using tg::DType;
+using tg::Generator;
+using tg::Tensor;
+using tg::nn::Module;
+using tg::nn::testing::Linear;
+using tg::nn::testing::Mlp;
+
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t n, std::int64_t d, Generator& gen) {
+    weight = register_parameter("weight", Tensor::normal({n, d}, 0, 1, gen));
+  }
+  std::string extra_repr() const override {
+    return std::to_string(weight.size(0)) + ", " + std::to_string(weight.size(1));
+  }
+  Tensor weight;
+};
+
+class Rnn : public Module {
+ public:
+  Rnn(std::int64_t in, std::int64_t hidden, Generator& gen) {
+    register_parameter("weight_ih_l0", Tensor::uniform({3 * hidden, in}, -0.5, 0.5, gen));
+    register_parameter("weight_hh_l0", Tensor::uniform({3 * hidden, hidden}, -0.5, 0.5, gen));
+    register_parameter("bias_ih_l0", Tensor::zeros({3 * hidden}));
+  }
+  std::string extra_repr() const override { return "input_size=4, hidden_size=4"; }
+};
+
+class Encoder : public Module {
+ public:
+  explicit Encoder(Generator& gen) {
+    embedding = register_module("embedding", std::make_shared<Embedding>(10, 4, gen));
+    rnn = register_module("rnn", std::make_shared<Rnn>(4, 4, gen));
+  }
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<Rnn> rnn;
+};
+
+class Decoder : public Module {
+ public:
+  explicit Decoder(Generator& gen) {
+    embedding = register_module("embedding", std::make_shared<Embedding>(10, 4, gen));
+    rnn = register_module("rnn", std::make_shared<Rnn>(4, 4, gen));
+    dense = register_module("dense", std::make_shared<Linear>(4, 10, gen));
+  }
+  std::shared_ptr<Embedding> embedding;
+  std::shared_ptr<Rnn> rnn;
+  std::shared_ptr<Linear> dense;
+};
+
+class Seq2Seq : public Module {
+ public:
+  explicit Seq2Seq(Generator& gen) {
+    encoder = register_module("encoder", std::make_shared<Encoder>(gen));
+    decoder = register_module("decoder", std::make_shared<Decoder>(gen));
+  }
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+};
+
+std::vector<std::string> names_of(const tg::nn::NamedTensors& named) {
+  std::vector<std::string> out;
+  for (const auto& [n, _] : named) out.push_back(n);
+  return out;
+}
+
+TEST(Module, HierarchicalNamesInRegistrationOrder) {
+  Generator gen(1);
+  Seq2Seq model(gen);
+  const std::vector<std::string> expected = {
+      "encoder.embedding.weight", "encoder.rnn.weight_ih_l0", "encoder.rnn.weight_hh_l0",
+      "encoder.rnn.bias_ih_l0",   "decoder.embedding.weight", "decoder.rnn.weight_ih_l0",
+      "decoder.rnn.weight_hh_l0", "decoder.rnn.bias_ih_l0",   "decoder.dense.weight",
+      "decoder.dense.bias"};
+  EXPECT_EQ(names_of(model.named_parameters()), expected);
+  EXPECT_EQ(model.parameters().size(), expected.size());
+  EXPECT_TRUE(model.named_parameters(/*recurse=*/false).empty());
+  // The typed pointer returned by register_module is the registered child; handles are shared.
+  EXPECT_TRUE(model.parameter("decoder.dense.weight").shares_storage(model.decoder->dense->weight));
+  EXPECT_EQ(model.parameter("decoder.dense.weight").impl(), model.decoder->dense->weight.impl());
+  for (const auto& p : model.parameters()) EXPECT_TRUE(p.requires_grad());
+  EXPECT_THROW(model.parameter("decoder.nope"), std::out_of_range);
+
+  std::vector<std::string> modules;
+  for (const auto& [n, m] : model.named_modules()) modules.push_back(n + "=" + m->name());
+  EXPECT_EQ(modules, (std::vector<std::string>{"=Seq2Seq", "encoder=Encoder", "encoder.embedding=Embedding",
+                                               "encoder.rnn=Rnn", "decoder=Decoder", "decoder.embedding=Embedding",
+                                               "decoder.rnn=Rnn", "decoder.dense=Linear"}));
+  ASSERT_EQ(model.children().size(), 2u);
+  EXPECT_EQ(model.named_children()[1].first, "decoder");
+  EXPECT_EQ(model.children()[0].get(), model.encoder.get());
+}
+
+TEST(Module, OwnParametersComeBeforeChildren) {
+  Generator gen(2);
+  struct Net : Module {
+    explicit Net(Generator& g) {
+      register_module("child", std::make_shared<Linear>(2, 3, g));
+      register_parameter("scale", Tensor::ones({3}));
+    }
+  } net(gen);
+  EXPECT_EQ(names_of(net.named_parameters()), (std::vector<std::string>{"scale", "child.weight", "child.bias"}));
+}
+
+TEST(Module, RejectsBadOrDuplicateNames) {
+  Generator gen(3);
+  Module m;
+  m.register_parameter("w", Tensor::zeros({2}));
+  EXPECT_THROW(m.register_parameter("w", Tensor::zeros({2})), std::invalid_argument);
+  EXPECT_THROW(m.register_module("w", std::make_shared<Linear>(1, 1, gen)), std::invalid_argument);
+  EXPECT_THROW(m.register_parameter("a.b", Tensor::zeros({2})), std::invalid_argument);
+  EXPECT_THROW(m.register_parameter("", Tensor::zeros({2})), std::invalid_argument);
+  EXPECT_THROW(m.register_module("c", std::shared_ptr<Linear>()), std::invalid_argument);
+  // A non-leaf is detached, so the parameter is a leaf the optimizer can update.
+  Tensor x = Tensor::ones({2}).requires_grad_();
+  Tensor p = m.register_parameter("from_op", tg::mul(x, 2.0));
+  EXPECT_TRUE(p.is_leaf());
+  EXPECT_TRUE(p.requires_grad());
+  Tensor frozen = m.register_parameter("frozen", Tensor::zeros({5}), /*requires_grad=*/false);
+  EXPECT_FALSE(frozen.requires_grad());
+  EXPECT_EQ(m.num_parameters(), 2 + 2 + 5);
+  EXPECT_EQ(m.num_parameters(/*trainable_only=*/true), 4);
+}
+
+TEST(Module, TrainEvalRecurse) {
+  Generator gen(4);
+  Seq2Seq model(gen);
+  for (const auto& [_, m] : model.named_modules()) EXPECT_TRUE(m->is_training());
+  model.eval();
+  for (const auto& [n, m] : model.named_modules()) EXPECT_FALSE(m->is_training()) << n;
+  model.decoder->train();
+  EXPECT_FALSE(model.is_training());
+  EXPECT_FALSE(model.encoder->rnn->is_training());
+  EXPECT_TRUE(model.decoder->dense->is_training());
+  model.train(true);
+  for (const auto& [n, m] : model.named_modules()) EXPECT_TRUE(m->is_training()) << n;
+}
+
+TEST(Module, NumParameters) {
+  Generator gen(5);
+  Seq2Seq model(gen);
+  // embedding 10*4, rnn 12*4 + 12*4 + 12, per side; dense 10*4 + 10.
+  const std::int64_t rnn = 12 * 4 + 12 * 4 + 12;
+  EXPECT_EQ(model.num_parameters(), 2 * (40 + rnn) + 50);
+  Mlp mlp(3, 8, 2, gen);
+  EXPECT_EQ(mlp.num_parameters(), 3 * 8 + 8 + 8 * 2 + 2);
+}
+
+TEST(Module, ToFloat64ConvertsInPlaceKeepingNamesAndHandles) {
+  Generator gen(6);
+  Mlp mlp(3, 5, 2, gen);
+  const auto before = mlp.named_parameters();
+  std::vector<std::vector<float>> values;
+  for (const auto& [_, t] : before) values.push_back(t.to_vector<float>());
+  Tensor member = mlp.fc1->weight;  // a handle held outside the registry
+
+  Tensor x = Tensor::uniform({4, 3}, -1, 1, gen);
+  tg::sum(mlp.forward(x)).backward();
+  ASSERT_TRUE(member.grad().defined());
+
+  mlp.to(DType::f64);
+  const auto after = mlp.named_parameters();
+  ASSERT_EQ(names_of(after), names_of(before));
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].second.dtype(), DType::f64) << after[i].first;
+    EXPECT_EQ(after[i].second.impl(), before[i].second.impl()) << "registry entry replaced, not converted";
+    EXPECT_TRUE(after[i].second.requires_grad());
+    EXPECT_FALSE(after[i].second.grad().defined()) << "stale float32 gradient kept";
+    const auto v = after[i].second.to_vector<double>();
+    for (std::size_t k = 0; k < v.size(); ++k) EXPECT_EQ(v[k], static_cast<double>(values[i][k]));
+  }
+  EXPECT_EQ(member.dtype(), DType::f64);
+  EXPECT_EQ(mlp.fc1->weight.dtype(), DType::f64);
+
+  // The converted model is differentiable in float64: gradcheck through it.
+  auto report = tg::gradcheck([&](const std::vector<Tensor>& in) { return mlp.forward(in[0]); },
+                              {Tensor::uniform({2, 3}, -1, 1, gen, DType::f64).requires_grad_()});
+  EXPECT_TRUE(report) << report;
+  mlp.to(DType::f32);
+  EXPECT_EQ(mlp.fc2->bias.dtype(), DType::f32);
+  EXPECT_THROW(mlp.to(DType::i64), std::invalid_argument);
+}
+
+TEST(Module, ZeroGradDropsAllGradients) {
+  Generator gen(7);
+  Mlp mlp(2, 3, 1, gen);
+  tg::sum(mlp.forward(Tensor::ones({1, 2}))).backward();
+  for (const auto& p : mlp.parameters()) EXPECT_TRUE(p.grad().defined());
+  mlp.zero_grad();
+  for (const auto& p : mlp.parameters()) EXPECT_FALSE(p.grad().defined());
+}
+
+TEST(Module, PrintoutIsATreeLikePyTorch) {
+  Generator gen(8);
+  Seq2Seq model(gen);
+  const std::string expected =
+      "Seq2Seq(\n"
+      "  (encoder): Encoder(\n"
+      "    (embedding): Embedding(10, 4)\n"
+      "    (rnn): Rnn(input_size=4, hidden_size=4)\n"
+      "  )\n"
+      "  (decoder): Decoder(\n"
+      "    (embedding): Embedding(10, 4)\n"
+      "    (rnn): Rnn(input_size=4, hidden_size=4)\n"
+      "    (dense): Linear(in_features=4, out_features=10, bias=true)\n"
+      "  )\n"
+      ")";
+  EXPECT_EQ(model.str(), expected);
+  std::ostringstream os;
+  os << *model.decoder->dense;
+  EXPECT_EQ(os.str(), "Linear(in_features=4, out_features=10, bias=true)");
+  EXPECT_EQ(Module().str(), "Module()");
+}
+
+}  // namespace
