@@ -1,0 +1,55 @@
+#pragma once
+// Helpers shared by the layer tests (test_layers, test_rnn, test_attention, test_torch_fixture).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "../autograd/gradcheck_util.h"  // rand64, EXPECT_GRADCHECK
+#include "autograd/tapegrad.h"
+#include "nn/module.h"
+
+namespace tg::nn::testing {
+
+/// Gradcheck of a module w.r.t. its parameters: tg::gradcheck perturbs private copies of its
+/// inputs, so the checked function first makes every parameter handle of `m` alias the
+/// corresponding input, xs[first], xs[first + 1], ... in named_parameters() order (same buffer,
+/// same autograd state, exactly what Module::to() does to swap a dtype). The module's own forward
+/// then runs on the perturbed values and backward accumulates into the inputs' gradients, so the
+/// layer code under test is the real one, not a functional copy of it.
+inline void bind_parameters(Module& m, const std::vector<Tensor>& xs, std::size_t first) {
+  const std::vector<Tensor> params = m.parameters();
+  ASSERT_LE(first + params.size(), xs.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(params[i].shape() == xs[first + i].shape());
+    *params[i].impl() = *xs[first + i].impl();
+  }
+}
+
+/// The module's parameters as float64 gradcheck inputs (copies requiring grad).
+inline std::vector<Tensor> parameter_inputs(const Module& m) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.detach().to(DType::f64).clone().requires_grad_());
+  return out;
+}
+
+/// Several outputs as one flat tensor, so a single gradcheck covers all of them.
+inline Tensor flat_concat(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> flat;
+  for (const Tensor& t : ts) flat.push_back(reshape(t, {t.numel()}));
+  return concat(flat, 0);
+}
+
+/// max |a - b| over all elements (shapes must match).
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  if (!(a.shape() == b.shape())) return INFINITY;
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+}  // namespace tg::nn::testing
