@@ -1,0 +1,546 @@
+// bahdanau: train, run and score attention translators from the command line.
+//
+//   bahdanau train --task dates --steps 2000 --out ckpt --log-csv loss.csv
+//   bahdanau translate --model ckpt --heatmap att.svg "the 3 rd of march 1 9 9 7"
+//   echo "go ." | bahdanau translate --model ckpt --beam 4
+//   bahdanau eval --model ckpt --split heldout
+//   bahdanau bleu --hyp out.txt --ref ref.txt
+//
+// stdout carries results only (translations, scores); progress, summaries and warnings go to
+// stderr. Any usage error or unreadable input prints one line "bahdanau: error: ..." on stderr and
+// exits with status 2.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "models/checkpoint.h"
+#include "models/data.h"
+#include "models/decode.h"
+#include "models/heatmap.h"
+#include "models/metrics.h"
+#include "models/seq2seq.h"
+#include "models/tasks.h"
+#include "models/trainer.h"
+#include "nn/serialize.h"
+
+using namespace tg;
+using namespace tg::models;
+
+namespace {
+
+/// A user-facing error: printed as one line, exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// CLI11 validators with plain messages ("expected a positive number, got 'abc'").
+CLI::Validator number_check(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& text) -> std::string {
+        double v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        const bool ok = used == text.size() && used > 0 && std::isfinite(v) && (allow_zero ? v >= 0 : v > 0);
+        return ok ? std::string() : std::string("expected a ") + (allow_zero ? "non-negative" : "positive") +
+                                        " number, got '" + text + "'";
+      },
+      allow_zero ? "NONNEGATIVE" : "POSITIVE");
+}
+const CLI::Validator kPositive = number_check(false);
+const CLI::Validator kNonNegative = number_check(true);
+
+// ---- data sources shared by train and eval ------------------------------------------------
+
+struct DataArgs {
+  std::string data;                 // --data FILE
+  std::string task;                 // --task NAME
+  std::int64_t num_examples = 0;    // 0: whole file / 1000 task pairs
+  std::int64_t task_seed = 0;
+  std::int64_t min_len = 1, max_len = 8;
+  std::int64_t min_freq = 2;
+  double holdout = 0.0;             // < 1: fraction, >= 1: count
+
+  void add_options(CLI::App* app, CLI::Option*& data_opt, CLI::Option*& task_opt, std::int64_t default_task_seed) {
+    task_seed = default_task_seed;
+    data_opt = app->add_option("--data", data, "Tab-separated sentence pairs (UTF-8): source<TAB>target[<TAB>ignored]");
+    std::string names;
+    for (const auto& n : task_names()) names += (names.empty() ? "" : ", ") + n;
+    task_opt = app->add_option("--task", task, "Built-in synthetic task: " + names)->check(CLI::IsMember(task_names()));
+    data_opt->excludes(task_opt);
+    app->add_option("--num-examples", num_examples, "Use the first N pairs of --data, or generate N task pairs (default 1000)")
+        ->check(kNonNegative);
+    app->add_option("--task-seed", task_seed, "Seed of the --task generator")->capture_default_str();
+    app->add_option("--min-len", min_len, "Shortest task source (reverse, copy, primes)")->capture_default_str();
+    app->add_option("--max-len", max_len, "Longest task source (reverse, copy, primes)")->capture_default_str();
+  }
+
+  std::map<std::string, std::string> notes() const {
+    std::map<std::string, std::string> n;
+    if (!data.empty()) n["data"] = data;
+    if (!task.empty()) n["task"] = task;
+    n["num_examples"] = std::to_string(num_examples);
+    n["task_seed"] = std::to_string(task_seed);
+    n["min_len"] = std::to_string(min_len);
+    n["max_len"] = std::to_string(max_len);
+    n["min_freq"] = std::to_string(min_freq);
+    std::ostringstream h;
+    h.precision(17);
+    h << holdout;
+    n["holdout"] = h.str();
+    return n;
+  }
+
+  /// Fills unset fields from a checkpoint's notes (train --init-from / eval --split).
+  void from_notes(const std::map<std::string, std::string>& n, const std::string& ckpt) {
+    auto get = [&](const char* key) -> std::string {
+      auto it = n.find(key);
+      if (it == n.end()) throw UsageError(ckpt + "/training.json does not record the training data; give --data or --task");
+      return it->second;
+    };
+    if (n.count("data")) data = n.at("data");
+    else if (n.count("task")) task = n.at("task");
+    else get("data");
+    try {
+      num_examples = std::stoll(get("num_examples"));
+      task_seed = std::stoll(get("task_seed"));
+      min_len = std::stoll(get("min_len"));
+      max_len = std::stoll(get("max_len"));
+      min_freq = std::stoll(get("min_freq"));
+      holdout = std::stod(get("holdout"));
+    } catch (const std::logic_error&) {
+      throw UsageError(ckpt + "/training.json: malformed data notes");
+    }
+  }
+
+  std::vector<SentencePair> pairs() const {
+    if (!data.empty())
+      return read_sentence_pairs(data, num_examples > 0 ? std::optional<std::size_t>(num_examples) : std::nullopt);
+    if (task.empty()) throw UsageError("give --data FILE or --task NAME");
+    return make_task(task, {.count = num_examples > 0 ? num_examples : 1000,
+                            .min_len = min_len,
+                            .max_len = max_len,
+                            .seed = static_cast<std::uint64_t>(task_seed)});
+  }
+
+  Holdout holdout_spec() const {
+    if (holdout < 0) throw UsageError("--holdout must be >= 0");
+    if (holdout == 0) return Holdout();
+    if (holdout < 1) return Holdout::fraction(holdout);
+    if (holdout != std::floor(holdout)) throw UsageError("--holdout must be a fraction below 1 or a whole count");
+    return Holdout::count(static_cast<std::size_t>(holdout));
+  }
+
+  /// The data exactly as train makes it: split with Generator(seed).
+  TranslationData make(std::int64_t num_steps, std::uint64_t seed) const {
+    Generator gen(seed);
+    return make_translation_data(pairs(), TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_spec()), gen);
+  }
+};
+
+/// Re-encodes both parts of `data` with a checkpoint's vocabularies.
+void use_vocabularies(TranslationData& data, const Vocab& src, const Vocab& tgt, std::int64_t num_steps) {
+  data.src_vocab = src;
+  data.tgt_vocab = tgt;
+  data.train = Seq2SeqDataset(data.train_pairs, src, tgt, num_steps);
+  data.heldout = Seq2SeqDataset(data.heldout_pairs, src, tgt, num_steps);
+}
+
+void set_threads(int threads) {
+  if (threads < 0) throw UsageError("--threads must be >= 0");
+  if (threads > 0) set_num_threads(threads);
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw UsageError(path + ": cannot open for writing");
+  out << bytes;
+  out.close();
+  if (!out) throw UsageError(path + ": write failed");
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(path + ": cannot open");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+// ---- train ----------------------------------------------------------------------------------
+
+struct TrainArgs {
+  DataArgs data;
+  std::string model = "d2l";
+  std::int64_t embed_size = 32, num_hiddens = 32, num_layers = 2, num_steps = 10, maxout_units = 0;
+  double dropout = 0.1;
+  std::string readout = "maxout", attention = "additive";
+  std::int64_t batch_size = 64, epochs = 10, steps = 0;
+  double lr = 0.005, clip = 1.0;
+  std::uint64_t seed = 0;
+  bool no_shuffle = false, quiet = false;
+  std::string init_from, log_csv, out;
+  std::int64_t checkpoint_every = 1;
+  int threads = 0;
+  std::map<std::string, CLI::Option*> opts;
+};
+
+int run_train(TrainArgs& a) {
+  set_threads(a.threads);
+  auto given = [&](const std::string& name) { return a.opts.at(name)->count() > 0; };
+
+  ModelConfig config;
+  std::optional<Checkpoint> ck;
+  if (!a.init_from.empty()) {
+    ck = load_checkpoint(a.init_from);
+    config = ck->config;
+    // The architecture comes from the checkpoint; a flag that contradicts it is an error.
+    auto same = [&](const char* flag, auto mine, auto theirs) {
+      if (given(flag) && mine != theirs) {
+        std::ostringstream os;
+        os << "--" << flag << " " << mine << " contradicts " << a.init_from << "/config.json (" << theirs << ")";
+        throw UsageError(os.str());
+      }
+    };
+    same("model", a.model, config.model);
+    same("embed-size", a.embed_size, config.embed_size);
+    same("num-hiddens", a.num_hiddens, config.num_hiddens);
+    same("num-layers", a.num_layers, config.num_layers);
+    same("num-steps", a.num_steps, config.num_steps);
+    same("readout", a.readout, config.readout);
+    same("attention", a.attention, config.attention);
+    if (given("dropout")) config.dropout = a.dropout;  // not part of the weights: may change
+    // Unset training options continue the checkpoint's run.
+    if (ck->training) {
+      const TrainingState& t = *ck->training;
+      if (!given("seed")) a.seed = t.seed;
+      if (!given("batch-size") && t.batch_size > 0) a.batch_size = t.batch_size;
+      if (!given("lr") && t.lr > 0) a.lr = t.lr;
+      if (!given("clip")) a.clip = t.clip;
+      if (!given("no-shuffle")) a.no_shuffle = !t.shuffle;
+      if (!given("data") && !given("task")) a.data.from_notes(t.notes, a.init_from);
+    }
+    if (a.out.empty()) a.out = a.init_from;
+  } else {
+    config.model = a.model;
+    config.embed_size = a.embed_size;
+    config.num_hiddens = a.num_hiddens;
+    config.num_layers = (a.model != "d2l" && !given("num-layers")) ? 1 : a.num_layers;
+    config.dropout = a.dropout;
+    config.num_steps = a.num_steps;
+    config.readout = a.readout;
+    config.attention = a.attention;
+    config.maxout_units = a.maxout_units;
+  }
+  if (a.data.data.empty() && a.data.task.empty()) throw UsageError("train: give --data FILE or --task NAME");
+
+  TranslationData data = a.data.make(config.num_steps, a.seed);
+  if (data.train.size() == 0) throw UsageError("train: no training pairs");
+  std::shared_ptr<Seq2Seq> model;
+  if (ck) {
+    use_vocabularies(data, ck->src_vocab, ck->tgt_vocab, config.num_steps);
+    model = ck->model;
+    if (config.dropout != ck->config.dropout) {
+      // Rebuild with the new dropout and copy the weights over.
+      Generator gen(a.seed);
+      model = make_model(config, gen);
+      model->load_state_dict(ck->model->state_dict(), a.init_from);
+    }
+  } else {
+    config.src_vocab = data.src_vocab.size();
+    config.tgt_vocab = data.tgt_vocab.size();
+    Generator gen(a.seed ^ 0x5eedULL);
+    model = make_model(config, gen);
+  }
+  if (a.out.empty()) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
+
+  TrainOptions opts;
+  opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
+      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes());
+  if (a.steps > 0) opts.steps(a.steps);
+  else opts.epochs(a.epochs);
+  if (ck && ck->training) opts.resume_from(a.init_from);
+
+  std::fprintf(stderr, "bahdanau: %s, %lld parameters, %lld training pairs (%lld held out), vocab %lld/%lld, %d threads\n",
+               config.model.c_str(), static_cast<long long>(model->num_parameters()),
+               static_cast<long long>(data.train.size()), static_cast<long long>(data.heldout.size()),
+               static_cast<long long>(data.src_vocab.size()), static_cast<long long>(data.tgt_vocab.size()),
+               num_threads());
+  const TrainResult r = train(*model, data, opts);
+  const double last_loss = r.steps.empty() ? NAN : r.steps.back().loss;
+  std::fprintf(stderr, "bahdanau: trained to step %lld (%lld complete epochs) in %.1f s, %.0f tokens/s, last loss %.4f%s%s\n",
+               static_cast<long long>(r.state.step), static_cast<long long>(r.state.epoch), r.seconds,
+               r.seconds > 0 ? r.tokens / r.seconds : 0.0, last_loss, a.out.empty() ? "" : ", saved to ",
+               a.out.c_str());
+  if (data.heldout.size() > 0) {
+    const EvalReport rep = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
+    std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f, exact match %.4f\n",
+                 static_cast<long long>(rep.count), rep.loss, rep.bleu4, rep.exact_match);
+  }
+  return 0;
+}
+
+// ---- translate ------------------------------------------------------------------------------
+
+struct TranslateArgs {
+  std::string model;
+  std::int64_t beam = 1, max_steps = 0;
+  double alpha = 1.0;
+  std::string heatmap, attention_out;
+  bool show_attention = false;
+  int threads = 0;
+  std::vector<std::string> sentences;
+};
+
+int run_translate(TranslateArgs& a) {
+  set_threads(a.threads);
+  Checkpoint ck = load_checkpoint(a.model);
+  const bool wants_attention = !a.heatmap.empty() || !a.attention_out.empty() || a.show_attention;
+  if (wants_attention && !ck.model->has_attention())
+    throw UsageError(a.model + ": model '" + ck.config.model + "' has no attention weights to show");
+  std::vector<std::string> sentences = a.sentences;
+  if (sentences.empty()) {
+    for (std::string line; std::getline(std::cin, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      sentences.push_back(line);
+    }
+  }
+  if (sentences.empty()) return 0;
+  const auto out = translate(*ck.model, sentences, ck.src_vocab, ck.tgt_vocab,
+                             DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps));
+  for (const auto& tr : out) std::fprintf(stdout, "%s\n", tr.text().c_str());
+  std::fflush(stdout);
+
+  const Translation& first = out.front();
+  if (!a.attention_out.empty()) {
+    std::vector<float> flat;
+    for (const auto& row : first.attention) flat.insert(flat.end(), row.begin(), row.end());
+    const Tensor t = Tensor::from_vector(flat, {static_cast<std::int64_t>(first.attention.size()),
+                                                static_cast<std::int64_t>(first.source.size())});
+    write_file(a.attention_out, nn::npy_encode(t));
+  }
+  if (!a.heatmap.empty())
+    write_file(a.heatmap, attention_heatmap_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
+  if (a.show_attention)
+    for (std::size_t i = 0; i < out.size(); ++i)
+      std::fprintf(stderr, "%s\n%s\n", sentences[i].c_str(),
+                   attention_terminal({out[i].source, out[i].step_labels(), out[i].attention}).c_str());
+  return 0;
+}
+
+// ---- eval -----------------------------------------------------------------------------------
+
+struct EvalArgs {
+  std::string model;
+  DataArgs data;
+  std::string split;
+  std::int64_t beam = 1, max_steps = 0;
+  int bleu_k = 2;
+  int threads = 0;
+  std::string output;
+  std::map<std::string, CLI::Option*> opts;
+};
+
+int run_eval(EvalArgs& a) {
+  set_threads(a.threads);
+  Checkpoint ck = load_checkpoint(a.model);
+  TokenizedPairs pairs;
+  const bool have_data = a.opts.at("data")->count() > 0 || a.opts.at("task")->count() > 0;
+  if (!a.split.empty()) {
+    // Reproduce the training run's data and split from the checkpoint's notes.
+    if (!ck.training) throw UsageError(a.model + ": no training.json, so --split cannot reproduce the training data");
+    if (!have_data) a.data.from_notes(ck.training->notes, a.model);
+    else {
+      const auto& n = ck.training->notes;
+      if (n.count("min_freq")) a.data.min_freq = std::stoll(n.at("min_freq"));
+      if (n.count("holdout")) a.data.holdout = std::stod(n.at("holdout"));
+    }
+    TranslationData data = a.data.make(ck.config.num_steps, ck.training->seed);
+    pairs = a.split == "train" ? data.train_pairs : data.heldout_pairs;
+    if (a.split == "heldout" && pairs.size() == 0)
+      throw UsageError(a.model + ": the training run held nothing out (train with --holdout)");
+  } else {
+    if (!have_data) throw UsageError("eval: give --data FILE, --task NAME or --split train|heldout");
+    pairs = tokenize_pairs(a.data.pairs());
+  }
+  EvalOptions eo;
+  eo.decode = DecodeOptions().beam_size(a.beam).max_steps(a.max_steps);
+  eo.bleu_k = a.bleu_k;
+  const EvalReport rep = evaluate(*ck.model, pairs, ck.src_vocab, ck.tgt_vocab, eo);
+  if (!a.output.empty()) {
+    std::string text;
+    for (const auto& tr : rep.translations) text += tr.text() + "\n";
+    write_file(a.output, text);
+  }
+  std::printf("pairs           %lld\n", static_cast<long long>(rep.count));
+  std::printf("bleu4           %.4f\n", rep.bleu4);
+  std::printf("bleu%d_d2l       %.4f\n", rep.k, rep.bleu_k);
+  std::printf("exact_match     %.4f\n", rep.exact_match);
+  std::printf("token_accuracy  %.4f\n", rep.token_accuracy);
+  std::printf("psa             %.4f\n", rep.psa);
+  std::printf("lcsr            %.4f\n", rep.lcsr);
+  std::printf("loss            %.4f\n", rep.loss);
+  return 0;
+}
+
+// ---- bleu -----------------------------------------------------------------------------------
+
+int run_bleu(const std::string& hyp_path, const std::string& ref_path) {
+  const auto hyp = read_lines(hyp_path);
+  const auto ref = read_lines(ref_path);
+  if (hyp.size() != ref.size())
+    throw UsageError(hyp_path + " has " + std::to_string(hyp.size()) + " lines but " + ref_path + " has " +
+                     std::to_string(ref.size()));
+  const BleuResult b = corpus_bleu(hyp, ref, 4);
+  std::printf("BLEU-4 %.4f (p1 %.4f p2 %.4f p3 %.4f p4 %.4f, BP %.4f, hyp_len %lld, ref_len %lld)\n", b.score,
+              b.precisions[0], b.precisions[1], b.precisions[2], b.precisions[3], b.brevity_penalty,
+              static_cast<long long>(b.hyp_len), static_cast<long long>(b.ref_len));
+  return 0;
+}
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Bahdanau attention translator (tapegrad): train, translate, evaluate, score."};
+  app.require_subcommand(1);
+
+  // train
+  TrainArgs ta;
+  CLI::App* train_cmd = app.add_subcommand("train", "Train a translator on sentence pairs or a built-in task");
+  CLI::Option *data_opt = nullptr, *task_opt = nullptr;
+  ta.data.add_options(train_cmd, data_opt, task_opt, 0);
+  ta.opts["data"] = data_opt;
+  ta.opts["task"] = task_opt;
+  ta.opts["model"] = train_cmd->add_option("--model", ta.model, "Architecture")
+                         ->check(CLI::IsMember(model_names()))->capture_default_str();
+  ta.opts["embed-size"] = train_cmd->add_option("--embed-size", ta.embed_size, "Embedding size")
+                              ->check(kPositive)->capture_default_str();
+  ta.opts["num-hiddens"] = train_cmd->add_option("--num-hiddens", ta.num_hiddens, "Recurrent state size")
+                               ->check(kPositive)->capture_default_str();
+  ta.opts["num-layers"] = train_cmd->add_option("--num-layers", ta.num_layers, "GRU layers (d2l; the others have 1)")
+                              ->check(kPositive)->capture_default_str();
+  ta.opts["dropout"] = train_cmd->add_option("--dropout", ta.dropout, "Dropout probability")
+                           ->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  ta.opts["num-steps"] = train_cmd->add_option("--num-steps", ta.num_steps, "Sequence length (truncate/pad)")
+                             ->check(kPositive)->capture_default_str();
+  ta.opts["readout"] = train_cmd->add_option("--readout", ta.readout, "rnnsearch/rnnencdec output layer: maxout|linear")
+                           ->check(CLI::IsMember({"maxout", "linear"}))->capture_default_str();
+  ta.opts["attention"] = train_cmd->add_option("--attention", ta.attention, "rnnsearch score: additive|dot|scaled_dot")
+                             ->check(CLI::IsMember({"additive", "dot", "scaled_dot"}))->capture_default_str();
+  train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
+      ->check(kNonNegative);
+  train_cmd->add_option("--min-freq", ta.data.min_freq, "Tokens seen fewer times become <unk>")
+      ->check(kNonNegative)->capture_default_str();
+  train_cmd->add_option("--holdout", ta.data.holdout, "Pairs held out for evaluation: a fraction < 1 or a count")
+      ->check(kNonNegative);
+  ta.opts["batch-size"] = train_cmd->add_option("--batch-size", ta.batch_size, "Minibatch size")
+                              ->check(kPositive)->capture_default_str();
+  ta.opts["lr"] = train_cmd->add_option("--lr", ta.lr, "Adam learning rate")->check(kPositive)->capture_default_str();
+  CLI::Option* epochs_opt = train_cmd->add_option("--epochs", ta.epochs, "Train until this many epochs in total")
+                                ->check(kPositive)->capture_default_str();
+  CLI::Option* steps_opt = train_cmd->add_option("--steps", ta.steps, "Train until this many optimizer steps in total")
+                               ->check(kPositive);
+  epochs_opt->excludes(steps_opt);
+  ta.opts["clip"] = train_cmd->add_option("--clip", ta.clip, "Gradient-norm clipping (0 = off)")
+                        ->check(kNonNegative)->capture_default_str();
+  ta.opts["seed"] = train_cmd->add_option("--seed", ta.seed, "Seed of initialisation, split, shuffling and dropout")
+                        ->capture_default_str();
+  ta.opts["no-shuffle"] = train_cmd->add_flag("--no-shuffle", ta.no_shuffle, "Batches in file order");
+  train_cmd->add_option("--init-from", ta.init_from,
+                        "Continue from this checkpoint (exactly, if it has training.json and optimizer.npz); "
+                        "unset options and the data source come from it; --out defaults to it");
+  train_cmd->add_option("--log-csv", ta.log_csv, "Per-step log: step,epoch,loss,tokens,grad_norm,lr,elapsed_s");
+  train_cmd->add_option("--out", ta.out, "Checkpoint directory, written at each epoch end and at the end");
+  train_cmd->add_option("--checkpoint-every", ta.checkpoint_every, "Checkpoint every N epochs (0 = only at the end)")
+      ->check(kNonNegative)->capture_default_str();
+  train_cmd->add_option("--threads", ta.threads, "Threads (0 = all cores)")->capture_default_str();
+  train_cmd->add_flag("--quiet", ta.quiet, "No progress bar");
+
+  // translate
+  TranslateArgs tr;
+  CLI::App* translate_cmd = app.add_subcommand(
+      "translate",
+      "Translate sentences (arguments, or one per line on stdin); prints one translation per line and nothing else "
+      "on stdout");
+  translate_cmd->add_option("--model", tr.model, "Checkpoint directory")->required();
+  translate_cmd->add_option("--beam", tr.beam, "Beam size (1 = greedy)")->check(kPositive)->capture_default_str();
+  translate_cmd->add_option("--alpha", tr.alpha, "Beam length normalisation: score = log P / steps^alpha")
+      ->check(kNonNegative)->capture_default_str();
+  translate_cmd->add_option("--max-steps", tr.max_steps, "Longest output (0 = the model's num_steps)")
+      ->check(kNonNegative);
+  translate_cmd->add_option("--heatmap", tr.heatmap, "Write the first sentence's attention as an SVG heatmap");
+  translate_cmd->add_option("--attention-out", tr.attention_out,
+                            "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
+  translate_cmd->add_flag("--show-attention", tr.show_attention, "Draw each sentence's attention on stderr");
+  translate_cmd->add_option("--threads", tr.threads, "Threads (0 = all cores)");
+  translate_cmd->add_option("sentences", tr.sentences, "Sentences to translate (default: read stdin)");
+
+  // eval
+  EvalArgs ea;
+  CLI::App* eval_cmd = app.add_subcommand("eval", "Score a checkpoint: BLEU-4, d2l's BLEU-k, exact match, token accuracy");
+  eval_cmd->add_option("--model", ea.model, "Checkpoint directory")->required();
+  CLI::Option *edata = nullptr, *etask = nullptr;
+  ea.data.add_options(eval_cmd, edata, etask, 1);
+  ea.opts["data"] = edata;
+  ea.opts["task"] = etask;
+  eval_cmd->add_option("--split", ea.split,
+                       "Score the training run's own 'train' or 'heldout' pairs (data and split from training.json)")
+      ->check(CLI::IsMember({"train", "heldout"}));
+  eval_cmd->add_option("--beam", ea.beam, "Beam size (1 = greedy)")->check(kPositive);
+  eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kNonNegative);
+  eval_cmd->add_option("--bleu-k", ea.bleu_k, "k of d2l's BLEU")->check(kPositive)->capture_default_str();
+  eval_cmd->add_option("--output", ea.output, "Also write the translations, one per line, to this file");
+  eval_cmd->add_option("--threads", ea.threads, "Threads (0 = all cores)");
+
+  // bleu
+  std::string hyp, ref;
+  CLI::App* bleu_cmd = app.add_subcommand("bleu", "Corpus BLEU-4 (Papineni et al.) of whitespace-tokenised lines");
+  bleu_cmd->add_option("--hyp", hyp, "System output, one sentence per line")->required();
+  bleu_cmd->add_option("--ref", ref, "References, one per line")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "bahdanau: error: %s (see --help)\n", one_line(e.what()).c_str());
+    return 2;
+  }
+  try {
+    if (train_cmd->parsed()) return run_train(ta);
+    if (translate_cmd->parsed()) return run_translate(tr);
+    if (eval_cmd->parsed()) return run_eval(ea);
+    if (bleu_cmd->parsed()) return run_bleu(hyp, ref);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "bahdanau: error: %s\n", one_line(e.what()).c_str());
+    return 2;
+  }
+  return 0;
+}

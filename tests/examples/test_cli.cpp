@@ -1,0 +1,188 @@
+// End-to-end tests of build/bin/bahdanau, run as a child process.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBinary = TG_BINARY_DIR "/bin/bahdanau";
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  static fs::path dir() {
+    static const fs::path d = [] {
+      fs::path p = fs::temp_directory_path() / ("tg_cli_" + std::to_string(::getpid()));
+      fs::create_directories(p);
+      return p;
+    }();
+    return d;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir()); }
+
+  /// Runs `bahdanau ARGS` through the shell (ARGS already quoted), stdin from `input`.
+  static CliRun run(const std::string& args, const std::string& input = "") {
+    const fs::path in = dir() / "stdin.txt", out = dir() / "stdout.txt", err = dir() / "stderr.txt";
+    std::ofstream(in, std::ios::binary) << input;
+    const std::string cmd = kBinary + " " + args + " <" + in.string() + " >" + out.string() + " 2>" + err.string();
+    const int rc = std::system(cmd.c_str());
+    CliRun r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+
+  /// A tiny reverse-task model, trained once for the whole suite.
+  static const fs::path& checkpoint() {
+    static const fs::path ck = [] {
+      const fs::path p = dir() / "ck";
+      const CliRun r = run("train --task reverse --num-examples 200 --max-len 5 --num-steps 8 --embed-size 16 "
+                        "--num-hiddens 16 --batch-size 32 --steps 30 --seed 1 --out " + p.string() +
+                        " --log-csv " + (dir() / "log.csv").string());
+      EXPECT_EQ(r.status, 0) << r.err;
+      EXPECT_EQ(r.out, "");  // train writes nothing on stdout
+      return p;
+    }();
+    return ck;
+  }
+};
+
+}  // namespace
+
+TEST_F(Cli, HelpOnEverySubcommandExitsZero) {
+  for (const std::string sub : {"", "train", "translate", "eval", "bleu"}) {
+    const CliRun r = run(sub + " --help");
+    EXPECT_EQ(r.status, 0) << sub << r.err;
+    EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
+  }
+  const CliRun r = run("train --help");
+  for (const char* flag : {"--data", "--task", "--num-examples", "--model", "--embed-size", "--num-hiddens",
+                           "--num-layers", "--dropout", "--num-steps", "--batch-size", "--lr", "--epochs", "--steps",
+                           "--clip", "--seed", "--no-shuffle", "--init-from", "--log-csv", "--out", "--threads"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST_F(Cli, BadFlagsGiveOneLineAndStatusTwo) {
+  for (const std::string args : {"train --bogus", "", "frobnicate", "train --task nope --steps 1",
+                                 "train --task reverse --steps 1 --epochs 2", "translate", "bleu --hyp x",
+                                 "train --task reverse --lr abc"}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(lines(r.err).size(), 1u) << args << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("bahdanau: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
+}
+
+TEST_F(Cli, BadFilesNameTheFileAndLine) {
+  const fs::path data = dir() / "bad.tsv";
+  std::ofstream(data) << "go .\tva !\nhi .\tsalut !\nno tab here\n";
+  CliRun r = run("train --data " + data.string() + " --steps 1");
+  EXPECT_EQ(r.status, 2);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(data.string() + ":3"), std::string::npos) << r.err;
+
+  r = run("train --data " + (dir() / "missing.tsv").string() + " --steps 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("missing.tsv"), std::string::npos) << r.err;
+
+  r = run("translate --model " + (dir() / "no_such_ckpt").string() + " hello");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("no_such_ckpt"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, TrainThenTranslateOneLinePerInput) {
+  const fs::path& ck = checkpoint();
+  ASSERT_TRUE(fs::exists(ck / "weights.npz"));
+  EXPECT_EQ(lines(read_file(dir() / "log.csv")).size(), 31u);  // header + 30 steps
+
+  CliRun r = run("translate --model " + ck.string() + " 'a b c' 'd e' 'j'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 3u) << r.out;
+
+  // stdin, one sentence per line (an empty line included), with beam search.
+  r = run("translate --model " + ck.string() + " --beam 3", "a b\nc d e\n\nf\n");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 4u) << r.out;
+
+  // Attention: .npy of shape (steps, source positions) and an SVG; the picture goes to stderr.
+  const fs::path npy = dir() / "att.npy", svg = dir() / "att.svg";
+  r = run("translate --model " + ck.string() + " --attention-out " + npy.string() + " --heatmap " + svg.string() +
+          " --show-attention 'a b c'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(lines(r.out).size(), 1u) << r.out;
+  const std::string bytes = read_file(npy);
+  ASSERT_GT(bytes.size(), 10u);
+  EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
+  EXPECT_NE(bytes.find("'descr': '<f4'"), std::string::npos);
+  // Output tokens + <eos> (unless cut at num_steps) rows; "a b c" + <eos> = 4 source positions.
+  const std::size_t out_tokens = lines(r.out)[0].empty() ? 0 : std::count(r.out.begin(), r.out.end(), ' ') + 1;
+  const bool ended = out_tokens < 8;
+  const std::string shape = "(" + std::to_string(out_tokens + (ended ? 1 : 0)) + ", 4)";
+  EXPECT_NE(bytes.find("'shape': " + shape), std::string::npos) << bytes.substr(0, 80) << " vs " << shape;
+  EXPECT_NE(read_file(svg).find("<svg"), std::string::npos);
+  EXPECT_NE(r.err.find("<eos>"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, EvalBleuAndResume) {
+  const fs::path& ck = checkpoint();
+  CliRun r = run("eval --model " + ck.string() + " --task reverse --num-examples 20 --max-len 5");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("bleu4"), std::string::npos);
+  EXPECT_NE(r.out.find("bleu2_d2l"), std::string::npos);
+  EXPECT_NE(r.out.find("exact_match"), std::string::npos);
+
+  const fs::path hyp = dir() / "hyp.txt", ref = dir() / "ref.txt";
+  std::ofstream(hyp) << "the cat sat on the mat\n";
+  std::ofstream(ref) << "the cat sat on the mat\n";
+  r = run("bleu --hyp " + hyp.string() + " --ref " + ref.string());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("BLEU-4 1.0000", 0), 0u) << r.out;
+  std::ofstream(ref) << "a\nb\n";
+  r = run("bleu --hyp " + hyp.string() + " --ref " + ref.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+
+  // Resuming takes the data source and settings from the checkpoint and continues to step 40.
+  const fs::path ck2 = dir() / "ck2";
+  fs::copy(ck, ck2);
+  r = run("train --init-from " + ck2.string() + " --steps 40");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck2 / "training.json").find("\"step\": 40"), std::string::npos) << read_file(ck2 / "training.json");
+  r = run("train --init-from " + ck2.string() + " --steps 50 --embed-size 99");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--embed-size"), std::string::npos) << r.err;
+}
