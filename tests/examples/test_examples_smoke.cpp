@@ -1,0 +1,170 @@
+// Smoke tests of the example programs (build/bin/char_lm, build/bin/mlp_classifier): each is run
+// as a child process with tiny settings, and its exit code and printed numbers are checked.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nn/serialize.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Examples : public ::testing::Test {
+ protected:
+  static fs::path dir() {
+    static const fs::path d = [] {
+      fs::path p = fs::temp_directory_path() / ("tg_examples_smoke_" + std::to_string(::getpid()));
+      fs::create_directories(p);
+      return p;
+    }();
+    return d;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir()); }
+
+  /// Runs build/bin/<program> ARGS (already shell-quoted) and captures its exit code and output.
+  static Result run(const std::string& program, const std::string& args) {
+    const fs::path out = dir() / "stdout.txt", err = dir() / "stderr.txt";
+    const std::string cmd = std::string(TG_BINARY_DIR) + "/bin/" + program + " " + args + " >" + out.string() +
+                            " 2>" + err.string() + " </dev/null";
+    const int rc = std::system(cmd.c_str());
+    Result r;
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+
+  /// Every number captured by group 1 of `pattern` in `text`, in order.
+  static std::vector<double> numbers(const std::string& text, const std::string& pattern) {
+    std::vector<double> out;
+    const std::regex re(pattern);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
+      out.push_back(std::stod((*it)[1].str()));
+    return out;
+  }
+};
+
+// UTF-8 -> code points (the test's own decoder, independent of the example's).
+std::u32string code_points(const std::string& s) {
+  std::u32string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    char32_t cp = len == 1 ? b : b & (0x7F >> len);
+    for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+TEST_F(Examples, CharLmLossDecreasesOnTheBuiltinText) {
+  const Result r = run("char_lm", "--steps 100 --log-every 10 --embed 16 --hidden 64 --batch 4 --bptt 16 "
+                               "--lr 0.01 --sample-len 40 --seed 3 --threads 1");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::vector<double> loss = numbers(r.out, R"(loss (\S+))");
+  const std::vector<double> ppl = numbers(r.out, R"(perplexity (\S+))");
+  ASSERT_EQ(loss.size(), 10u) << r.out;
+  ASSERT_EQ(ppl.size(), 10u) << r.out;
+  const std::vector<double> vocab = numbers(r.out, R"(vocabulary (\d+))");
+  ASSERT_EQ(vocab.size(), 1u) << r.out;
+  for (std::size_t i = 0; i < loss.size(); ++i) {
+    EXPECT_TRUE(std::isfinite(loss[i])) << r.out;
+    EXPECT_NEAR(ppl[i], std::exp(loss[i]), 0.01 * ppl[i]) << r.out;
+  }
+  // Starts near the uniform guess log(vocab) and learns: the last 10 steps average well below the first 10.
+  EXPECT_LT(loss.front(), std::log(vocab[0]) + 0.5) << r.out;
+  EXPECT_LT(loss.back(), 0.8 * loss.front()) << r.out;
+  const std::string header = "--- sample (temperature 0.80) ---\n";
+  const auto sample = r.out.find(header);
+  ASSERT_NE(sample, std::string::npos) << r.out;
+  const std::u32string text = code_points(r.out.substr(sample + header.size()));
+  EXPECT_EQ(text.size(), 1u + 40u + 1u) << r.out;  // the prime (first character), 40 sampled, '\n'
+}
+
+TEST_F(Examples, CharLmVocabularyIsCodePoints) {
+  // 12 distinct code points (with ' ' and '\n'), four of them multi-byte in UTF-8.
+  const std::string line = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x99\x82\n";
+  std::ofstream(dir() / "utf8.txt", std::ios::binary) << [&] {
+    std::string s;
+    for (int i = 0; i < 30; ++i) s += line;
+    return s;
+  }();
+  const Result r = run("char_lm", (dir() / "utf8.txt").string() +
+                                   " --steps 20 --log-every 10 --hidden 16 --batch 2 --sample-len 30 --prime 'h\xC3\xA9'");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("vocabulary 12,"), std::string::npos) << r.out;  // + ' ' and '\n'
+  const auto sample = r.out.find("---\n");
+  ASSERT_NE(sample, std::string::npos) << r.out;
+  const std::u32string text = code_points(r.out.substr(sample + 4));
+  ASSERT_EQ(text.size(), 2u + 30u + 1u) << r.out;
+  EXPECT_EQ(text.substr(0, 2), U"h\u00e9");
+  const std::u32string allowed = code_points(line);
+  for (char32_t c : text) EXPECT_NE(allowed.find(c), std::u32string::npos) << "sampled U+" << std::hex << static_cast<std::uint32_t>(c);
+}
+
+TEST_F(Examples, CharLmRejectsMissingFilesAndInvalidUtf8) {
+  EXPECT_NE(run("char_lm", (dir() / "no_such_file.txt").string()).status, 0);
+  std::ofstream(dir() / "latin1.txt", std::ios::binary) << std::string(50, 'a') + "\xE9t\xE9\n";
+  const Result r = run("char_lm", (dir() / "latin1.txt").string() + " --steps 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("invalid UTF-8 at byte 50"), std::string::npos) << r.err;
+}
+
+TEST_F(Examples, MlpClassifierLearnsAndReloadsItsCheckpoint) {
+  const fs::path ck = dir() / "mlp.npz";
+  const Result r = run("mlp_classifier", "300 0 " + ck.string());
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const std::vector<double> loss = numbers(r.out, R"(loss (\S+))");
+  const std::vector<double> test_acc = numbers(r.out, R"(  test accuracy\s+(\S+)%)");
+  ASSERT_EQ(loss.size(), 6u) << r.out;  // step 1 and every 60 steps
+  ASSERT_EQ(test_acc.size(), 6u) << r.out;
+  EXPECT_LT(loss.back(), 0.5 * loss.front()) << r.out;
+  EXPECT_GE(test_acc.back(), 90.0) << r.out;
+
+  // The reloaded model gives exactly the outputs of the trained one.
+  const std::vector<double> reloaded = numbers(r.out, R"(reloaded: test accuracy (\S+)%)");
+  ASSERT_EQ(reloaded.size(), 1u) << r.out;
+  EXPECT_EQ(reloaded[0], test_acc.back());
+  EXPECT_NE(r.out.find("max |logit difference| 0)"), std::string::npos) << r.out;
+
+  // The checkpoint holds the parameters under their hierarchical names.
+  const auto entries = tg::nn::load_npz(ck.string());
+  std::vector<std::string> names;
+  for (const auto& [name, t] : entries) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(entries[0].second.shape(), (tg::Shape{64, 2}));
+}
+
+TEST_F(Examples, MlpClassifierRejectsABadStepCount) {
+  const Result r = run("mlp_classifier", "0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("usage"), std::string::npos) << r.err;
+}
+
+}  // namespace
