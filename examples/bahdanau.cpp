@@ -327,6 +327,9 @@ int run_translate(TranslateArgs& a) {
     }
   }
   if (sentences.empty()) return 0;
+  // A model trained on a built-in task reads that task's tokenisation ("3rd" -> "3 rd").
+  if (ck.training && ck.training->notes.count("task"))
+    for (auto& s : sentences) s = task_input(ck.training->notes.at("task"), s);
   const auto out = translate(*ck.model, sentences, ck.src_vocab, ck.tgt_vocab,
                              DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps));
   for (const auto& tr : out) std::fprintf(stdout, "%s\n", tr.text().c_str());
@@ -406,12 +409,16 @@ int run_eval(EvalArgs& a) {
 
 // ---- bleu -----------------------------------------------------------------------------------
 
-int run_bleu(const std::string& hyp_path, const std::string& ref_path) {
+int run_bleu(const std::string& hyp_path, const std::string& ref_path, int d2l_k) {
   const auto hyp = read_lines(hyp_path);
   const auto ref = read_lines(ref_path);
   if (hyp.size() != ref.size())
     throw UsageError(hyp_path + " has " + std::to_string(hyp.size()) + " lines but " + ref_path + " has " +
                      std::to_string(ref.size()));
+  if (d2l_k > 0) {  // d2l's sentence-level BLEU-k, one score per line
+    for (std::size_t i = 0; i < hyp.size(); ++i) std::printf("%.3f\n", bleu_d2l(hyp[i], ref[i], d2l_k));
+    return 0;
+  }
   const BleuResult b = corpus_bleu(hyp, ref, 4);
   std::printf("BLEU-4 %.4f (p1 %.4f p2 %.4f p3 %.4f p4 %.4f, BP %.4f, hyp_len %lld, ref_len %lld)\n", b.score,
               b.precisions[0], b.precisions[1], b.precisions[2], b.precisions[3], b.brevity_penalty,
@@ -524,6 +531,8 @@ int main(int argc, char** argv) {
   CLI::App* bleu_cmd = app.add_subcommand("bleu", "Corpus BLEU-4 (Papineni et al.) of whitespace-tokenised lines");
   bleu_cmd->add_option("--hyp", hyp, "System output, one sentence per line")->required();
   bleu_cmd->add_option("--ref", ref, "References, one per line")->required();
+  int d2l_k = 0;
+  bleu_cmd->add_option("--d2l-k", d2l_k, "Print d2l's sentence-level BLEU-k of each line instead")->check(CLI::Range(1, 8));
 
   try {
     app.parse(argc, argv);
@@ -536,7 +545,7 @@ int main(int argc, char** argv) {
     if (train_cmd->parsed()) return run_train(ta);
     if (translate_cmd->parsed()) return run_translate(tr);
     if (eval_cmd->parsed()) return run_eval(ea);
-    if (bleu_cmd->parsed()) return run_bleu(hyp, ref);
+    if (bleu_cmd->parsed()) return run_bleu(hyp, ref, d2l_k);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "bahdanau: error: %s\n", one_line(e.what()).c_str());

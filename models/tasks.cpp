@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <stdexcept>
 
 #include "autograd/random.h"
+#include "models/text.h"
 
 namespace tg::models {
 
@@ -215,6 +218,39 @@ bool is_prime(std::int64_t n) {
     if (n % k == 0) return false;
   }
   return true;
+}
+
+std::string task_input(const std::string& name, const std::string& text) {
+  const auto names = task_names();
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    throw std::invalid_argument("task_input: unknown task '" + name + "'");
+  const std::string lower = to_lower_utf8(text);
+  std::string out;
+  auto separate = [&] {
+    if (!out.empty() && out.back() != ' ') out += ' ';
+  };
+  const bool spaced = lower.find(' ') != std::string::npos;
+  for (std::size_t i = 0; i < lower.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(lower[i]);
+    const bool digit = std::isdigit(c) != 0;
+    if (c == ' ' || c == '\t') {
+      separate();
+    } else if (name == "dates" && (digit || std::strchr(",./-", c))) {
+      separate();  // digits and punctuation are tokens of their own
+      out += static_cast<char>(c);
+      out += ' ';
+    } else if (name == "primes" && c == ',') {
+      separate();
+    } else if ((name == "reverse" || name == "copy") && !spaced) {
+      separate();
+      out += static_cast<char>(c);
+      out += ' ';
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
 }
 
 }  // namespace tg::models

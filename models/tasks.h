@@ -41,6 +41,13 @@ std::vector<std::string> task_names();
 /// std::invalid_argument listing the known task names for an unknown name, and on invalid options.
 std::vector<SentencePair> make_task(const std::string& name, const TaskOptions& options = {});
 
+/// Human-written input rewritten in task `name`'s tokenisation, so a model trained on the task
+/// can translate what a person types: dates splits digits, punctuation and letter/digit
+/// boundaries ("The 3rd of March, 1997" -> "the 3 rd of march , 1 9 9 7"); reverse and copy split
+/// a word without spaces into letters ("abc" -> "a b c"); primes turns commas into spaces.
+/// Throws std::invalid_argument for an unknown task.
+std::string task_input(const std::string& name, const std::string& text);
+
 /// Number of date formats of the dates task.
 inline constexpr int kDateFormats = 10;
 

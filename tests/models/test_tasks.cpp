@@ -150,3 +150,14 @@ TEST(Tasks, PrimesTargetIsExactlyThePrimes) {
     }
   }
 }
+
+TEST(Tasks, TaskInputUsesTheTaskTokenisation) {
+  using tg::models::task_input;
+  EXPECT_EQ(task_input("dates", "The 3rd of March, 1997"), "the 3 rd of march , 1 9 9 7");
+  EXPECT_EQ(task_input("dates", "3/3/97"), "3 / 3 / 9 7");
+  EXPECT_EQ(task_input("dates", "03.03.1997"), "0 3 . 0 3 . 1 9 9 7");
+  EXPECT_EQ(task_input("reverse", "abc"), "a b c");
+  EXPECT_EQ(task_input("reverse", "a b c"), "a b c");
+  EXPECT_EQ(task_input("primes", "4, 7,11"), "4 7 11");
+  EXPECT_THROW(task_input("nope", "x"), std::invalid_argument);
+}
