@@ -15,19 +15,6 @@ namespace tg::models {
 
 namespace {
 
-/// Puts a module in eval mode for its lifetime and restores the previous mode after.
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(nn::Module& m) : module_(m), was_training_(m.is_training()) { module_.eval(); }
-  ~EvalModeGuard() { module_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  nn::Module& module_;
-  bool was_training_;
-};
-
 void check_sources(const Tensor& src, const Tensor& valid_len, const char* who) {
   if (!src.defined() || src.dim() != 2 || src.dtype() != DType::i64)
     throw std::invalid_argument(std::string(who) + ": src must be i64 (B, S)");
@@ -118,7 +105,7 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
   check_sources(src, src_valid_len, "greedy_decode");
   if (max_steps < 1) throw std::invalid_argument("greedy_decode: max_steps must be >= 1");
   NoGradGuard no_grad;
-  EvalModeGuard eval(model);
+  nn::EvalModeGuard eval(model);
   const std::int64_t B = src.size(0), S = src.size(1);
   std::vector<Translation> out(static_cast<std::size_t>(B));
   if (B == 0) return out;
@@ -250,7 +237,7 @@ std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Te
   DecodeOptions().beam_size(beam_size).max_steps(max_steps).length_alpha(length_alpha).validate();
   if (max_steps < 1) throw std::invalid_argument("beam_search: max_steps must be >= 1");
   NoGradGuard no_grad;
-  EvalModeGuard eval(model);
+  nn::EvalModeGuard eval(model);
   std::vector<Translation> out;
   for (std::int64_t b = 0; b < src.size(0); ++b)
     out.push_back(beam_one(model, narrow(src, 0, b, 1), narrow(src_valid_len, 0, b, 1), beam_size, max_steps,

@@ -43,17 +43,6 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, std::ui
 }
 constexpr std::uint64_t kShuffleStream = 1, kDropoutStream = 2;
 
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(nn::Module& m) : module_(m), was_training_(m.is_training()) { module_.eval(); }
-  ~EvalModeGuard() { module_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  nn::Module& module_;
-  bool was_training_;
-};
 
 std::int64_t sum_i64(const Tensor& t) {
   std::int64_t s = 0;
@@ -291,7 +280,7 @@ TrainResult train(Seq2Seq& model, const TranslationData& data, const TrainOption
 double evaluate_loss(Seq2Seq& model, const Seq2SeqDataset& data, std::int64_t batch_size) {
   if (batch_size < 1) throw std::invalid_argument("evaluate_loss: batch_size must be >= 1");
   NoGradGuard no_grad;
-  EvalModeGuard eval(model);
+  nn::EvalModeGuard eval(model);
   double total = 0.0;
   std::int64_t tokens = 0;
   for (const auto& b : data.batches(batch_size)) {

@@ -124,18 +124,15 @@ std::int64_t Module::num_parameters(bool trainable_only) const {
   return n;
 }
 
-namespace {
-std::string join(const std::vector<std::string>& items) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
-  return s + "]";
-}
-}  // namespace
 
 void Module::load_state_dict(const NamedTensors& entries, const std::string& source) {
   const NamedTensors own = named_parameters();
   std::map<std::string, const Tensor*> given;
-  std::vector<std::string> unexpected, missing, mismatched, duplicated;
+  LoadReport report;  // sections in the order the message lists them
+  auto& missing = report.section("missing");
+  auto& unexpected = report.section("unexpected");
+  auto& mismatched = report.section("shape mismatch");
+  auto& duplicated = report.section("duplicated");
   for (const auto& [n, t] : entries)
     if (!given.emplace(n, &t).second) duplicated.push_back(n);
   std::map<std::string, bool> known;
@@ -158,18 +155,7 @@ void Module::load_state_dict(const NamedTensors& entries, const std::string& sou
     }
     staged.push_back(src.detach().to(p.dtype()));
   }
-  if (!missing.empty() || !unexpected.empty() || !mismatched.empty() || !duplicated.empty()) {
-    std::string msg = source + ":";
-    auto section = [&](const char* what, const std::vector<std::string>& items) {
-      if (items.empty()) return;
-      msg += (msg.back() == ':' ? " " : "; ") + std::string(what) + ": " + join(items);
-    };
-    section("missing", missing);
-    section("unexpected", unexpected);
-    section("shape mismatch", mismatched);
-    section("duplicated", duplicated);
-    throw std::runtime_error(msg);
-  }
+  report.throw_if_any(source);
   NoGradGuard no_grad;
   for (std::size_t i = 0; i < own.size(); ++i) {
     Tensor p = own[i].second;

@@ -117,6 +117,20 @@ class Module {
 };
 
 /// Writes module.str().
+/// RAII: puts a module in eval mode for its lifetime and restores its previous mode after
+/// (decoding and evaluation inside a training loop).
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& m) : module_(m), was_training_(m.is_training()) { module_.eval(); }
+  ~EvalModeGuard() { module_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 std::ostream& operator<<(std::ostream& os, const Module& module);
 
 }  // namespace tg::nn

@@ -21,11 +21,6 @@ std::string num(double v) {
   return os.str();
 }
 
-std::string join(const std::vector<std::string>& items) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
-  return s + "]";
-}
 
 /// Calls f(std::true_type{}) or f(std::false_type{}): hoists a run-time flag out of a hot loop.
 template <class F> void with_flag(bool flag, F&& f) {
@@ -144,7 +139,12 @@ void Optimizer::load_state_dict(const NamedTensors& entries, const std::string& 
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < params_.size(); ++i) index[params_[i].first] = i;
   std::vector<ParamState> staged(params_.size(), ParamState{std::vector<Tensor>(buffer_names_.size()), 0});
-  std::vector<std::string> missing, unexpected, mismatched, incomplete, duplicated;
+  LoadReport report;  // sections in the order the message lists them
+  auto& missing = report.section("missing");
+  auto& unexpected = report.section("unexpected");
+  auto& mismatched = report.section("shape mismatch");
+  auto& incomplete = report.section("inconsistent");
+  auto& duplicated = report.section("duplicated");
   std::set<std::string> seen, bad_shape;
   bool has_global = false;
   std::int64_t global = 0;
@@ -202,20 +202,7 @@ void Optimizer::load_state_dict(const NamedTensors& entries, const std::string& 
         incomplete.push_back(key + " without a step count");
     }
   }
-  if (!missing.empty() || !unexpected.empty() || !mismatched.empty() || !incomplete.empty() ||
-      !duplicated.empty()) {
-    std::string msg = source + " (" + name() + " state):";
-    auto section = [&](const char* what, const std::vector<std::string>& items) {
-      if (items.empty()) return;
-      msg += (msg.back() == ':' ? " " : "; ") + std::string(what) + ": " + join(items);
-    };
-    section("missing", missing);
-    section("unexpected", unexpected);
-    section("shape mismatch", mismatched);
-    section("inconsistent", incomplete);
-    section("duplicated", duplicated);
-    throw std::runtime_error(msg);
-  }
+  report.throw_if_any(source + " (" + name() + " state)");
   state_ = std::move(staged);
   step_count_ = global;
 }

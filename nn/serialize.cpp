@@ -399,4 +399,21 @@ std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
   return out;
 }
 
+std::vector<std::string>& LoadReport::section(const std::string& title) {
+  for (auto& [t, items] : sections)
+    if (t == title) return items;
+  return sections.emplace_back(title, std::vector<std::string>{}).second;
+}
+
+void LoadReport::throw_if_any(const std::string& header) const {
+  std::string msg;
+  for (const auto& [title, items] : sections) {
+    if (items.empty()) continue;
+    msg += (msg.empty() ? " " : "; ") + title + ": [";
+    for (std::size_t i = 0; i < items.size(); ++i) msg += (i ? ", " : "") + items[i];
+    msg += "]";
+  }
+  if (!msg.empty()) throw std::runtime_error(header + ":" + msg);
+}
+
 }  // namespace tg::nn

@@ -9,6 +9,7 @@
 // checkpoint format does not depend on whether a model was being gradchecked); i64 tensors (step
 // counters) as '<i8'. Reading accepts '<f4', '<f8' and '<i8', C order only, .npy versions 1.0
 // and 2.0, stored or deflated entries.
+#include <deque>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,5 +36,15 @@ std::string npy_encode(const Tensor& tensor);
 
 /// Parses .npy bytes; `what` names the source in error messages (e.g. "model.npz: entry 'w'").
 Tensor npy_decode(std::string_view bytes, const std::string& what);
+
+/// Problems found while checking entries against what a loader expects, reported all at once:
+/// throw_if_any() raises one std::runtime_error "HEADER: missing: [a, b]; shape mismatch: [c: ...]"
+/// listing every non-empty section, so a failed load says everything that is wrong.
+struct LoadReport {
+  std::deque<std::pair<std::string, std::vector<std::string>>> sections;  ///< (title, items); a deque so
+                                                                         ///< section() references stay valid
+  std::vector<std::string>& section(const std::string& title);
+  void throw_if_any(const std::string& header) const;
+};
 
 }  // namespace tg::nn
