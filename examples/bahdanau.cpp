@@ -33,6 +33,7 @@
 #include "models/decode.h"
 #include "models/heatmap.h"
 #include "models/metrics.h"
+#include "models/plot.h"
 #include "models/seq2seq.h"
 #include "models/tasks.h"
 #include "models/trainer.h"
@@ -426,6 +427,43 @@ int run_bleu(const std::string& hyp_path, const std::string& ref_path, int d2l_k
   return 0;
 }
 
+// ---- plot ---------------------------------------------------------------------------------
+
+struct PlotArgs {
+  std::vector<std::string> csv, labels;
+  std::string out, column = "loss", title;
+  bool log = false;
+  int smooth = 1;
+};
+
+int run_plot(const PlotArgs& a) {
+  if (!a.labels.empty() && a.labels.size() != a.csv.size())
+    throw UsageError("--label given " + std::to_string(a.labels.size()) + " times for " + std::to_string(a.csv.size()) +
+                     " --csv files");
+  std::vector<Series> series;
+  for (std::size_t i = 0; i < a.csv.size(); ++i) {
+    Series s = read_csv_series(a.csv[i], "step", a.column);
+    if (!a.labels.empty()) s.label = a.labels[i];
+    if (a.smooth > 1) {  // trailing moving average: per-batch losses are noisy
+      std::vector<double> y(s.y.size());
+      double acc = 0;
+      for (std::size_t k = 0; k < s.y.size(); ++k) {
+        acc += s.y[k];
+        if (k >= static_cast<std::size_t>(a.smooth)) acc -= s.y[k - a.smooth];
+        y[k] = acc / static_cast<double>(std::min<std::size_t>(k + 1, a.smooth));
+      }
+      s.y = std::move(y);
+    }
+    series.push_back(std::move(s));
+  }
+  PlotOptions o;
+  o.title = a.title;
+  o.y_label = a.column;
+  o.log_y = a.log;
+  write_file(a.out, line_plot_svg(series, o));
+  return 0;
+}
+
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   while (!s.empty() && s.back() == ' ') s.pop_back();
@@ -534,6 +572,17 @@ int main(int argc, char** argv) {
   int d2l_k = 0;
   bleu_cmd->add_option("--d2l-k", d2l_k, "Print d2l's sentence-level BLEU-k of each line instead")->check(CLI::Range(1, 8));
 
+  // plot
+  PlotArgs pa;
+  CLI::App* plot_cmd = app.add_subcommand("plot", "Curves from one or more --log-csv files on one SVG");
+  plot_cmd->add_option("--csv", pa.csv, "A per-step log written by train --log-csv (repeatable)")->required();
+  plot_cmd->add_option("--label", pa.labels, "Legend label of each --csv, in order (default: the file name)");
+  plot_cmd->add_option("--out", pa.out, "Output SVG file")->required();
+  plot_cmd->add_option("--column", pa.column, "Column to plot against step")->capture_default_str();
+  plot_cmd->add_option("--smooth", pa.smooth, "Moving average over N steps")->check(kPositive)->capture_default_str();
+  plot_cmd->add_option("--title", pa.title, "Plot title");
+  plot_cmd->add_flag("--log", pa.log, "Logarithmic y axis");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -546,6 +595,7 @@ int main(int argc, char** argv) {
     if (translate_cmd->parsed()) return run_translate(tr);
     if (eval_cmd->parsed()) return run_eval(ea);
     if (bleu_cmd->parsed()) return run_bleu(hyp, ref, d2l_k);
+    if (plot_cmd->parsed()) return run_plot(pa);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "bahdanau: error: %s\n", one_line(e.what()).c_str());
