@@ -14,7 +14,7 @@ case "$kind" in
 esac
 scripts/setup.sh >/dev/null  # dependencies
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE="$kind" \
-  -DTG_BUILD_BENCH=OFF -DTG_BUILD_EXAMPLES=OFF >/dev/null
+  -DTG_BUILD_BENCH=OFF -DTG_BUILD_EXAMPLES=ON >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1
