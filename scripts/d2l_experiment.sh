@@ -21,7 +21,7 @@ for seed in "${seeds[@]}"; do
     --checkpoint-every 0 --quiet --log-csv "out/d2l/seed$seed.csv" --out "$ck"
   end=$(date +%s.%N)
   build/bin/bahdanau translate --model "$ck" "${eng[@]}" > "out/d2l/seed$seed.hyp"
-  echo "== seed $seed ($(echo "$end - $start" | bc) s)"
+  echo "== seed $seed ($(awk "BEGIN{printf \"%.1f\", $end - $start}") s)"
   paste -d'|' <(printf '%s\n' "${eng[@]}") "out/d2l/seed$seed.hyp" out/d2l/ref.txt | while IFS='|' read -r e h r; do
     printf '%-12s => %-22s bleu2 %s\n' "$e" "$h" "$(build/bin/bahdanau bleu --d2l-k 2 --hyp <(echo "$h") --ref <(echo "$r"))"
   done
