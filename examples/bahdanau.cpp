@@ -5,6 +5,7 @@
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
 //   bahdanau eval --model ckpt --split heldout
 //   bahdanau bleu --hyp out.txt --ref ref.txt
+//   bahdanau experiment length --quick --out-dir out/experiments/length
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
 // stderr. Any usage error or unreadable input prints one line "bahdanau: error: ..." on stderr and
@@ -28,9 +29,11 @@
 
 #include "autograd/parallel.h"
 #include "autograd/random.h"
+#include "models/attention_bars.h"
 #include "models/checkpoint.h"
 #include "models/data.h"
 #include "models/decode.h"
+#include "models/experiments.h"
 #include "models/heatmap.h"
 #include "models/metrics.h"
 #include "models/plot.h"
@@ -308,7 +311,7 @@ struct TranslateArgs {
   std::string model;
   std::int64_t beam = 1, max_steps = 0;
   double alpha = 1.0;
-  std::string heatmap, attention_out;
+  std::string heatmap, attention_out, bars;
   bool show_attention = false;
   int threads = 0;
   std::vector<std::string> sentences;
@@ -317,7 +320,7 @@ struct TranslateArgs {
 int run_translate(TranslateArgs& a) {
   set_threads(a.threads);
   Checkpoint ck = load_checkpoint(a.model);
-  const bool wants_attention = !a.heatmap.empty() || !a.attention_out.empty() || a.show_attention;
+  const bool wants_attention = !a.heatmap.empty() || !a.attention_out.empty() || !a.bars.empty() || a.show_attention;
   if (wants_attention && !ck.model->has_attention())
     throw UsageError(a.model + ": model '" + ck.config.model + "' has no attention weights to show");
   std::vector<std::string> sentences = a.sentences;
@@ -346,6 +349,8 @@ int run_translate(TranslateArgs& a) {
   }
   if (!a.heatmap.empty())
     write_file(a.heatmap, attention_heatmap_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
+  if (!a.bars.empty())
+    write_file(a.bars, attention_bars_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
   if (a.show_attention)
     for (std::size_t i = 0; i < out.size(); ++i)
       std::fprintf(stderr, "%s\n%s\n", sentences[i].c_str(),
@@ -464,6 +469,42 @@ int run_plot(const PlotArgs& a) {
   return 0;
 }
 
+// ---- experiment -----------------------------------------------------------------------------
+
+struct ExperimentArgs {
+  std::string name;
+  ExperimentOptions o;
+  std::string max_lens;
+  bool quiet = false;
+};
+
+int run_experiment_cmd(ExperimentArgs& a) {
+  set_threads(a.o.threads);
+  if (!a.max_lens.empty()) {
+    try {
+      a.o.max_lens = parse_length_list(a.max_lens);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--max-lens: ") + e.what());
+    }
+  }
+  if (!a.o.data_file.empty() && a.name != "length") throw UsageError("--data is only used by the length experiment");
+  if (a.o.out_dir.empty()) a.o.out_dir = "out/experiments/" + a.name;
+  a.o.verbose = !a.quiet;
+  try {
+    a.o.validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const ExperimentResult r = tg::models::run_experiment(a.name, a.o);
+  std::fputs(r.markdown().c_str(), stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "bahdanau: experiment %s%s took %.1f s (training %.1f s); wrote", a.name.c_str(),
+               a.o.quick ? " --quick" : "", r.seconds, r.train_seconds);
+  for (const auto& f : r.files) std::fprintf(stderr, " %s", f.c_str());
+  std::fprintf(stderr, "\n");
+  return 0;
+}
+
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
   while (!s.empty() && s.back() == ' ') s.pop_back();
@@ -543,6 +584,7 @@ int main(int argc, char** argv) {
   translate_cmd->add_option("--heatmap", tr.heatmap, "Write the first sentence's attention as an SVG heatmap");
   translate_cmd->add_option("--attention-out", tr.attention_out,
                             "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
+  translate_cmd->add_option("--bars", tr.bars, "Write the first sentence's attention as per-step bar charts (SVG)");
   translate_cmd->add_flag("--show-attention", tr.show_attention, "Draw each sentence's attention on stderr");
   translate_cmd->add_option("--threads", tr.threads, "Threads (0 = all cores)");
   translate_cmd->add_option("sentences", tr.sentences, "Sentences to translate (default: read stdin)");
@@ -583,6 +625,34 @@ int main(int argc, char** argv) {
   plot_cmd->add_option("--title", pa.title, "Plot title");
   plot_cmd->add_flag("--log", pa.log, "Logarithmic y axis");
 
+  // experiment
+  ExperimentArgs xa;
+  CLI::App* exp_cmd = app.add_subcommand(
+      "experiment", "Run an experiment (length, ablation, primes, scores): Markdown table on stdout, "
+                    "NAME.md, CSV and SVG plot in --out-dir");
+  exp_cmd->add_option("name", xa.name, "Experiment")->required()->check(CLI::IsMember(experiment_names()));
+  exp_cmd->add_flag("--quick", xa.o.quick, "Small settings that finish in well under a minute");
+  exp_cmd->add_option("--out-dir", xa.o.out_dir, "Output directory (default out/experiments/NAME)");
+  exp_cmd->add_option("--threads", xa.o.threads, "Threads (0 = all cores)")->check(kNonNegative);
+  exp_cmd->add_option("--seed", xa.o.seed, "Seed (rounds use seed + round - 1)")->capture_default_str();
+  exp_cmd->add_option("--data", xa.o.data_file, "length: also study sentence pairs of this file (e.g. fra.txt)")
+      ->check(CLI::ExistingFile);
+  exp_cmd->add_option("--data-max-len", xa.o.data_max_len, "length: longest sentence taken from --data (tokens)")
+      ->check(kPositive)->capture_default_str();
+  exp_cmd->add_option("--task", xa.o.task, "ablation (default primes) / scores (default dates): task")
+      ->check(CLI::IsMember(task_names()));
+  exp_cmd->add_option("--max-lens", xa.max_lens, "ablation/primes: comma-separated maximum lengths, e.g. 10,60,110");
+  exp_cmd->add_option("--max-len", xa.o.max_len, "length: longest reverse source; scores: task length")->check(kPositive);
+  exp_cmd->add_option("--rounds", xa.o.rounds, "Fresh initialisations per setting")->check(kPositive);
+  exp_cmd->add_option("--steps", xa.o.steps, "Optimizer steps per model")->check(kPositive);
+  exp_cmd->add_option("--batch-size", xa.o.batch_size, "Minibatch size")->check(kPositive);
+  exp_cmd->add_option("--lr", xa.o.lr, "Adam learning rate")->check(kPositive);
+  exp_cmd->add_option("--embed-size", xa.o.embed_size, "Embedding size")->check(kPositive);
+  exp_cmd->add_option("--num-hiddens", xa.o.num_hiddens, "Recurrent state size")->check(kPositive);
+  exp_cmd->add_option("--train-pairs", xa.o.train_pairs, "Training pairs")->check(kPositive);
+  exp_cmd->add_option("--test-pairs", xa.o.test_pairs, "Held-out pairs scored")->check(kPositive);
+  exp_cmd->add_flag("--quiet", xa.quiet, "No per-model progress lines on stderr");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -596,6 +666,7 @@ int main(int argc, char** argv) {
     if (eval_cmd->parsed()) return run_eval(ea);
     if (bleu_cmd->parsed()) return run_bleu(hyp, ref, d2l_k);
     if (plot_cmd->parsed()) return run_plot(pa);
+    if (exp_cmd->parsed()) return run_experiment_cmd(xa);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "bahdanau: error: %s\n", one_line(e.what()).c_str());

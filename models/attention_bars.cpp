@@ -1,0 +1,101 @@
+#include "models/attention_bars.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+namespace tg::models {
+
+namespace {
+
+std::size_t display_width(const std::string& s) {
+  return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string attention_bars_svg(const AttentionMap& map, const std::string& title, int columns) {
+  check_attention_map(map);
+  if (columns < 0) throw std::invalid_argument("attention bars: columns must be >= 0, got " + std::to_string(columns));
+  const std::size_t n_src = std::max<std::size_t>(map.source.size(), 1);
+  const std::size_t n_out = map.output.size();
+  const double slot = 14, bar_w = 10, font = 11, char_w = 6.6;
+  std::size_t src_w = 1;
+  for (const auto& s : map.source) src_w = std::max(src_w, display_width(s));
+  const double axis_w = 26;                                    // "1", "0" ticks at the left of a panel
+  const double plot_w = slot * static_cast<double>(n_src);
+  const double label_h = static_cast<double>(src_w) * char_w * 0.8 + 10;  // rotated source labels
+  const double panel_w = std::max(140.0, axis_w + plot_w + 12);
+  const double panel_h = 22 + kBarsPlotHeight + label_h + 10;  // step title, plot, labels, gap
+  if (columns == 0) columns = static_cast<int>(std::clamp<double>(std::floor(900.0 / panel_w), 1.0, 4.0));
+  const std::size_t cols = std::min<std::size_t>(static_cast<std::size_t>(columns), std::max<std::size_t>(n_out, 1));
+  const std::size_t rows = (n_out + cols - 1) / cols;
+  const double top = title.empty() ? 10 : 34;
+  const double width = 10 + panel_w * static_cast<double>(cols) + 10;
+  const double height = top + panel_h * static_cast<double>(std::max<std::size_t>(rows, 1)) + 6;
+
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(width) << "\" height=\"" << fmt(height)
+     << "\" viewBox=\"0 0 " << fmt(width) << ' ' << fmt(height) << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\""
+     << font << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  if (!title.empty())
+    os << "<text x=\"" << fmt(width / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">"
+       << xml_escape(title) << "</text>\n";
+  if (n_out == 0)
+    os << "<text x=\"10\" y=\"" << fmt(top + 14) << "\">(no decoding steps)</text>\n";
+  for (std::size_t i = 0; i < n_out; ++i) {
+    const double px = 10 + panel_w * static_cast<double>(i % cols);
+    const double py = top + panel_h * static_cast<double>(i / cols);
+    const double x0 = px + axis_w, base = py + 22 + kBarsPlotHeight;
+    os << "<g class=\"step\" data-step=\"" << i << "\" data-baseline=\"" << fmt(base) << "\" data-plot-height=\""
+       << kBarsPlotHeight << "\">\n";
+    os << "<text x=\"" << fmt(px + 4) << "\" y=\"" << fmt(py + 14) << "\" font-weight=\"bold\">" << (i + 1) << ": "
+       << xml_escape(map.output[i]) << "</text>\n";
+    // Axes: baseline, a faint line at 1 and 0.5, tick labels.
+    os << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base - kBarsPlotHeight) << "\" x2=\"" << fmt(x0 + plot_w)
+       << "\" y2=\"" << fmt(base - kBarsPlotHeight) << "\" stroke=\"#ddd\"/>\n"
+       << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base - kBarsPlotHeight / 2) << "\" x2=\"" << fmt(x0 + plot_w)
+       << "\" y2=\"" << fmt(base - kBarsPlotHeight / 2) << "\" stroke=\"#eee\" stroke-dasharray=\"3 3\"/>\n"
+       << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base - kBarsPlotHeight) << "\" x2=\"" << fmt(x0) << "\" y2=\""
+       << fmt(base) << "\" stroke=\"#888\"/>\n"
+       << "<text x=\"" << fmt(x0 - 4) << "\" y=\"" << fmt(base - kBarsPlotHeight + 4) << "\" text-anchor=\"end\" fill=\"#666\">1</text>\n"
+       << "<text x=\"" << fmt(x0 - 4) << "\" y=\"" << fmt(base + 3) << "\" text-anchor=\"end\" fill=\"#666\">0</text>\n";
+    for (std::size_t j = 0; j < map.source.size(); ++j) {
+      const float w = map.weights[i][j];
+      const double v = std::isnan(w) ? 0.0 : std::clamp(static_cast<double>(w), 0.0, 1.0);
+      const double h = v * kBarsPlotHeight;
+      const double bx = x0 + slot * static_cast<double>(j) + (slot - bar_w) / 2;
+      char val[32];
+      std::snprintf(val, sizeof val, "%.6g", static_cast<double>(w));
+      // Heights with 4 decimals so the picture matches the weight to ~1e-6 of the plot height.
+      char hbuf[32], ybuf[32];
+      std::snprintf(hbuf, sizeof hbuf, "%.4f", h);
+      std::snprintf(ybuf, sizeof ybuf, "%.4f", base - h);
+      os << "<rect x=\"" << fmt(bx) << "\" y=\"" << ybuf << "\" width=\"" << bar_w << "\" height=\"" << hbuf
+         << "\" fill=\"" << colour_for(static_cast<float>(v)) << "\" data-step=\"" << i << "\" data-col=\"" << j
+         << "\" data-weight=\"" << val << "\"><title>" << xml_escape(map.output[i]) << " ← " << xml_escape(map.source[j])
+         << ": " << val << "</title></rect>\n";
+    }
+    os << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base) << "\" x2=\"" << fmt(x0 + plot_w) << "\" y2=\"" << fmt(base)
+       << "\" stroke=\"#444\"/>\n";
+    for (std::size_t j = 0; j < map.source.size(); ++j) {
+      const double lx = x0 + slot * static_cast<double>(j) + slot / 2 + 3, ly = base + 8;
+      os << "<text x=\"" << fmt(lx) << "\" y=\"" << fmt(ly) << "\" transform=\"rotate(-60 " << fmt(lx) << ' ' << fmt(ly)
+         << ")\" text-anchor=\"end\" font-size=\"10\">" << xml_escape(map.source[j]) << "</text>\n";
+    }
+    os << "</g>\n";
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+}  // namespace tg::models
