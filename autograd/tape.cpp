@@ -131,6 +131,14 @@ Tensor record_node(const char* name, Tensor output, const Tensor* inputs, std::s
 }  // namespace detail
 
 class Engine {
+  static void release(Tape& tape, Node& node) {
+    node.backward = nullptr;  // frees what the closure saved
+    node.inputs.clear();
+    node.output.reset();
+    node.alive = false;
+    --tape.live;
+  }
+
  public:
   static void run(const Tensor& root, const Tensor& seed) {
     if (!root.requires_grad())
@@ -158,11 +166,15 @@ class Engine {
         BackwardContext ctx(&node, std::move(grad_output));
         node.backward(ctx);
       }
-      node.backward = nullptr;  // frees what the closure saved
-      node.inputs.clear();
-      node.output.reset();
-      node.alive = false;
-      --tape.live;
+      release(tape, node);
+    }
+    // Dead branches: nodes off the root's path whose output no tensor and no live node refers to
+    // any more (e.g. a value computed and dropped, or time steps an RNN skipped). Nothing can
+    // backward through them, so they go now; reverse order lets a released consumer free its
+    // producers in the same sweep. Without this the tape would keep them until tape::reset().
+    for (std::size_t i = tape.nodes.size(); i-- > 0;) {
+      Node& node = tape.nodes[i];
+      if (node.alive && node.output.use_count() == 1) release(tape, node);
     }
     if (tape.live == 0) tape.clear();
   }

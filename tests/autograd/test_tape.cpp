@@ -151,3 +151,40 @@ TEST(Tape, RequiresGradOnlyOnFloatingLeaves) {
   EXPECT_THROW(Tensor::zeros({2}, DType::i64).requires_grad_(), std::invalid_argument);
   tape::reset();
 }
+
+TEST(Tape, BackwardFreesDeadBranchesButKeepsLiveOnes) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  {
+    Tensor unused = exp(tanh(x));  // computed and dropped: nothing can backward through it
+  }
+  Tensor kept = sigmoid(x);        // still held: must stay differentiable
+  Tensor loss = sum(x * x);
+  loss.backward();
+  EXPECT_EQ(tape::size(), 1u);     // only sigmoid's node is left
+  kept.backward(vec({1, 1}));
+  EXPECT_EQ(tape::size(), 0u);
+  // 2x from the loss plus sigmoid'(x) from the second pass.
+  const auto g = x.grad().to_vector<double>();
+  EXPECT_NEAR(g[0], 2 + 0.19661193324148185, 1e-12);
+  EXPECT_NEAR(g[1], 4 + 0.10499358540350662, 1e-12);
+}
+
+TEST(Tape, TrainingStepsWithDeadBranchesKeepMemoryFlat) {
+  Generator gen(0);
+  Tensor w = Tensor::uniform({16, 16}, -0.1, 0.1, gen).requires_grad_();
+  Tensor x = Tensor::uniform({4, 16}, -1, 1, gen);
+  auto step = [&] {
+    Tensor h = tanh(linear(x, w));
+    {
+      Tensor side = max(h);  // a diagnostic the loss does not use, dropped before backward
+      (void)side.item();
+    }
+    mean(square(h)).backward();
+    w.zero_grad();
+  };
+  for (int i = 0; i < 5; ++i) step();
+  const auto bytes = memory::live_bytes();
+  for (int i = 0; i < 500; ++i) step();
+  EXPECT_EQ(tape::size(), 0u);
+  EXPECT_EQ(memory::live_bytes(), bytes);
+}
