@@ -1,0 +1,291 @@
+// End-to-end training and decoding throughput of the translators on synthetic data (issue 6).
+//
+//   build/bin/bench_seq2seq --config A|B|C [--readout linear|maxout] [--threads N] [--steps N]
+//                           [--warmup N] [--seed S] [--profile]
+//
+// Workloads (bench/pytorch_reference.py implements the same ones in PyTorch, with the same data):
+//   A: d2l, embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201
+//   B: rnnsearch, embed 256, hidden 256, batch 64, num_steps 20, vocab 8000 / 8000, linear, no dropout
+//   C: rnnsearch, embed 620, hidden 1000, batch 80, num_steps 30, vocab 30000 / 30000, linear|maxout
+// Data: per row, source and target valid lengths uniform in [3, num_steps], the last valid token
+// <eos> = 3, padding <pad> = 1, other tokens uniform in [4, vocab). The generator is splitmix64 so
+// the Python reference draws exactly the same batches. One step = teacher-forced forward,
+// sequence_loss, backward, clip_grad_norm(1.0), Adam(lr 0.005). Every step uses a fresh batch.
+// tokens_per_sec counts valid target tokens (<eos> included) of the timed steps.
+// Decoding: greedy_decode (eval mode, no grad, max_steps = num_steps) of single sentences
+// (batch 1) and of batches of 64, in sentences per second, on the freshly initialised model
+// (before training, so that nearly every sentence runs num_steps steps in both frameworks);
+// decode_batch*_avg_steps report the mean decoding steps per sentence actually run.
+// Output: one JSON line on stdout. cpu_sec_per_step is the process's user+system CPU time per
+// timed step (all threads): on a shared, oversubscribed machine it is a load-robust companion to
+// the wall-clock sec_per_step (with 1 thread it approximates the uncontended wall time). --profile adds per-phase seconds (forward, loss, backward,
+// clip, adam, summed over the timed steps).
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/tensor.h"
+#include "models/decode.h"
+#include "models/seq2seq.h"
+#include "nn/optim.h"
+#include "nn/utils.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+constexpr std::int64_t kPad = 1, kBos = 2, kEos = 3, kFirstWord = 4;
+
+// splitmix64: trivial to reproduce bit for bit in Python (bench/pytorch_reference.py).
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+struct Workload {
+  std::string name;
+  tg::models::ModelConfig config;
+  std::int64_t batch = 0;
+  int default_steps = 0, default_warmup = 0;
+  double decode_min_time = 1.0;   // seconds per decode measurement (at least one repetition)
+};
+
+Workload workload(const std::string& name, const std::string& readout) {
+  Workload w;
+  w.name = name;
+  auto& c = w.config;
+  if (name == "A") {
+    c.model = "d2l";
+    c.src_vocab = 184, c.tgt_vocab = 201, c.embed_size = 32, c.num_hiddens = 32, c.num_layers = 2;
+    c.dropout = 0.1, c.num_steps = 10;
+    w.batch = 64, w.default_steps = 100, w.default_warmup = 10;
+  } else if (name == "B") {
+    c.model = "rnnsearch";
+    c.src_vocab = 8000, c.tgt_vocab = 8000, c.embed_size = 256, c.num_hiddens = 256, c.num_layers = 1;
+    c.dropout = 0.0, c.num_steps = 20, c.readout = "linear";
+    w.batch = 64, w.default_steps = 10, w.default_warmup = 2;
+  } else if (name == "C") {
+    c.model = "rnnsearch";
+    c.src_vocab = 30000, c.tgt_vocab = 30000, c.embed_size = 620, c.num_hiddens = 1000, c.num_layers = 1;
+    c.dropout = 0.0, c.num_steps = 30, c.readout = "linear";
+    w.batch = 80, w.default_steps = 3, w.default_warmup = 1, w.decode_min_time = 0.0;
+  } else {
+    throw std::invalid_argument("unknown --config " + name + " (A, B or C)");
+  }
+  if (!readout.empty()) {
+    if (c.model != "rnnsearch") throw std::invalid_argument("--readout applies to B and C only");
+    c.readout = readout;
+  }
+  c.validate();
+  return w;
+}
+
+struct Batch {
+  tg::Tensor src, src_len, tgt, tgt_len;
+  std::int64_t tokens = 0;  // valid target tokens, <eos> included
+};
+
+// One row of `n` tokens: length uniform in [3, n], words uniform in [4, vocab), <eos>, <pad>s.
+std::int64_t fill_row(SplitMix64& rng, std::int64_t* row, std::int64_t n, std::int64_t vocab) {
+  const std::int64_t len = 3 + rng.below(n - 2);
+  for (std::int64_t j = 0; j < len - 1; ++j) row[j] = kFirstWord + rng.below(vocab - kFirstWord);
+  row[len - 1] = kEos;
+  for (std::int64_t j = len; j < n; ++j) row[j] = kPad;
+  return len;
+}
+
+Batch make_batch(SplitMix64& rng, std::int64_t B, const tg::models::ModelConfig& c) {
+  const std::int64_t T = c.num_steps;
+  std::vector<std::int64_t> src(B * T), tgt(B * T), src_len(B), tgt_len(B);
+  Batch b;
+  for (std::int64_t i = 0; i < B; ++i) {
+    src_len[i] = fill_row(rng, src.data() + i * T, T, c.src_vocab);
+    tgt_len[i] = fill_row(rng, tgt.data() + i * T, T, c.tgt_vocab);
+    b.tokens += tgt_len[i];
+  }
+  b.src = tg::Tensor::from_vector(src, {B, T});
+  b.tgt = tg::Tensor::from_vector(tgt, {B, T});
+  b.src_len = tg::Tensor::from_vector(src_len, {B});
+  b.tgt_len = tg::Tensor::from_vector(tgt_len, {B});
+  return b;
+}
+
+// Rows [first, first + n) of a batch, as a batch of n sentences.
+std::pair<tg::Tensor, tg::Tensor> rows(const Batch& b, std::int64_t first, std::int64_t n) {
+  const std::int64_t T = b.src.size(1);
+  const std::int64_t* s = b.src.data<std::int64_t>();
+  const std::int64_t* l = b.src_len.data<std::int64_t>();
+  std::vector<std::int64_t> src(s + first * T, s + (first + n) * T), len(l + first, l + first + n);
+  return {tg::Tensor::from_vector(src, {n, T}), tg::Tensor::from_vector(len, {n})};
+}
+
+// User + system CPU seconds of the process so far (all threads).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tapegrad seq2seq training/decoding benchmark (issue 6 workloads)"};
+  std::string config = "A", readout;
+  int threads = 0, steps = -1, warmup = -1;
+  std::uint64_t seed = 0;
+  bool profile = false, no_decode = false;
+  app.add_option("--config", config, "workload: A | B | C")->check(CLI::IsMember({"A", "B", "C"}));
+  app.add_option("--readout", readout, "rnnsearch readout: linear | maxout (default linear)")
+      ->check(CLI::IsMember({"linear", "maxout"}));
+  app.add_option("--threads", threads, "kernel threads (0 = all hardware threads)");
+  app.add_option("--steps", steps, "timed training steps (default A 100, B 10, C 3)");
+  app.add_option("--warmup", warmup, "untimed steps before (default A 10, B 2, C 1)");
+  app.add_option("--seed", seed, "seed of the weights and of the data");
+  app.add_flag("--profile", profile, "also report seconds per phase of a step");
+  app.add_flag("--no-decode", no_decode, "skip the decoding measurements");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const Workload w = workload(config, readout);
+    const auto& c = w.config;
+    if (steps < 0) steps = w.default_steps;
+    if (warmup < 0) warmup = w.default_warmup;
+    if (steps < 1) throw std::invalid_argument("--steps must be >= 1");
+    tg::set_num_threads(threads);
+
+    tg::Generator gen(seed);
+    auto model = tg::models::make_model(c, gen);
+    tg::nn::Adam optimizer(model->named_parameters(), tg::nn::AdamOptions(0.005));
+    const auto params = model->parameters();
+
+    SplitMix64 rng{seed * 0x632BE59BD9B4E019ULL + 12345};
+    std::vector<Batch> batches;
+    for (int i = 0; i < warmup + steps; ++i) batches.push_back(make_batch(rng, w.batch, c));
+
+    // Greedy decoding of the freshly initialised model, before any training step, so that both
+    // frameworks decode an untrained model: an argmax of <eos> is then rare and nearly every
+    // sentence runs the full num_steps (a trained model would stop after a few tokens, making
+    // sentences/s depend on what it learnt). The mean decoding steps per sentence are reported.
+    // greedy_decode switches to eval mode and disables recording itself.
+    double dec1 = 0, dec64 = 0, dec1_len = 0, dec64_len = 0;
+    if (!no_decode) {
+      const Batch& b = batches.back();
+      const std::int64_t B = b.src.size(0);
+      std::vector<std::pair<tg::Tensor, tg::Tensor>> singles;
+      for (std::int64_t r = 0; r < B; ++r) singles.push_back(rows(b, r, 1));
+      const auto full = rows(b, 0, std::min<std::int64_t>(64, B));
+      auto total_steps = [](const std::vector<tg::models::Translation>& out) {
+        std::int64_t n = 0;
+        for (const auto& t : out) n += t.steps();
+        return n;
+      };
+      tg::models::greedy_decode(*model, singles[0].first, singles[0].second, c.num_steps);  // warm-up
+      std::int64_t n = 0, len = 0;
+      auto t = Clock::now();
+      do {
+        const auto& s = singles[n % B];
+        len += total_steps(tg::models::greedy_decode(*model, s.first, s.second, c.num_steps));
+        ++n;
+      } while (since(t) < w.decode_min_time || n < 4);
+      dec1 = static_cast<double>(n) / since(t);
+      dec1_len = static_cast<double>(len) / static_cast<double>(n);
+      tg::models::greedy_decode(*model, full.first, full.second, c.num_steps);  // warm-up
+      n = 0, len = 0;
+      t = Clock::now();
+      do {
+        len += total_steps(tg::models::greedy_decode(*model, full.first, full.second, c.num_steps));
+        n += full.first.size(0);
+      } while (since(t) < w.decode_min_time);
+      dec64 = static_cast<double>(n) / since(t);
+      dec64_len = static_cast<double>(len) / static_cast<double>(n);
+    }
+
+    // Training.
+    model->train();
+    double t_fwd = 0, t_loss = 0, t_bwd = 0, t_clip = 0, t_adam = 0, last_loss = 0;
+    std::int64_t tokens = 0;
+    Clock::time_point start;
+    double cpu_start = 0;
+    for (int i = 0; i < warmup + steps; ++i) {
+      if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds();
+      const Batch& b = batches[i];
+      auto t = Clock::now();
+      const tg::Tensor dec_input = tg::models::teacher_forcing_input(b.tgt, kBos);
+      const tg::Tensor logits = model->forward(b.src, b.src_len, dec_input);
+      const double f = since(t);
+      t = Clock::now();
+      const tg::Tensor loss = tg::models::sequence_loss(logits, b.tgt, b.tgt_len);
+      const double l = since(t);
+      t = Clock::now();
+      optimizer.zero_grad();
+      loss.backward();
+      const double bw = since(t);
+      t = Clock::now();
+      tg::nn::clip_grad_norm(params, 1.0);
+      const double cl = since(t);
+      t = Clock::now();
+      optimizer.step();
+      const double ad = since(t);
+      last_loss = loss.item();
+      if (!std::isfinite(last_loss)) throw std::runtime_error("loss is not finite");
+      if (i >= warmup) {
+        tokens += b.tokens;
+        t_fwd += f, t_loss += l, t_bwd += bw, t_clip += cl, t_adam += ad;
+      }
+    }
+    const double train_s = since(start);
+    const double train_cpu_s = cpu_seconds() - cpu_start;
+
+    std::ostringstream js;
+    js << "{\"framework\":\"tapegrad\",\"config\":\"" << w.name << "\",\"model\":\"" << c.model
+       << "\",\"readout\":\"" << (c.model == "rnnsearch" ? c.readout : std::string("linear")) << "\",\"threads\":"
+       << tg::num_threads() << ",\"steps\":" << steps << ",\"warmup\":" << warmup << ",\"batch\":" << w.batch
+       << ",\"num_steps\":" << c.num_steps << ",\"tokens\":" << tokens
+       << ",\"tokens_per_sec\":" << num(static_cast<double>(tokens) / train_s)
+       << ",\"sec_per_step\":" << num(train_s / steps) << ",\"cpu_sec_per_step\":" << num(train_cpu_s / steps) << ",\"loss_last\":" << num(last_loss)
+       << ",\"decode_batch1_sents_per_sec\":" << num(dec1) << ",\"decode_batch64_sents_per_sec\":" << num(dec64)
+       << ",\"decode_batch1_avg_steps\":" << num(dec1_len) << ",\"decode_batch64_avg_steps\":" << num(dec64_len)
+       << ",\"peak_rss_mib\":" << num(peak_rss_mib());
+    if (profile)
+      js << ",\"profile_s\":{\"forward\":" << num(t_fwd) << ",\"loss\":" << num(t_loss) << ",\"backward\":"
+         << num(t_bwd) << ",\"clip\":" << num(t_clip) << ",\"adam\":" << num(t_adam) << "}";
+    js << "}";
+    std::cout << js.str() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_seq2seq: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,404 @@
+#!/usr/bin/python3
+"""PyTorch reference for bench_seq2seq (issue 6): the same workloads, data, step and JSON keys.
+
+    OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/pytorch_reference.py \
+        --config A|B|C [--readout linear|maxout] [--threads N] [--steps N] [--warmup N] [--seed S] [--profile]
+
+Run with Debian's python3-torch 1.13 (/usr/bin/python3). --threads N calls torch.set_num_threads(N);
+OpenBLAS ignores that, so OPENBLAS_NUM_THREADS (and OMP_WAIT_POLICY=passive, without which two
+threads run several times slower) must be in the environment before torch is imported: the script
+sets both from --threads if they are missing, and bench/compare sets them explicitly.
+
+Workloads:
+  A: d2l's Bahdanau chapter model (d2l 0.17's classes, as in tests/data/make_d2l_checkpoint.py),
+     embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201.
+  B: RNNsearch (mirrors models/rnnsearch_model.cpp), embed 256, hidden 256, batch 64, num_steps 20,
+     vocab 8000 / 8000, linear readout, no dropout.
+  C: RNNsearch, embed 620, hidden 1000, batch 80, num_steps 30, vocab 30000, linear or maxout.
+Data: splitmix64 draws exactly the batches bench_seq2seq draws for the same seed. One step =
+teacher-forced forward, mean cross-entropy over valid target tokens, backward,
+clip_grad_norm_(1.0), Adam(lr 0.005). Decoding (on the fresh model, before training): greedy, eval
+mode, no grad, stops when every row has produced <eos> or after num_steps steps (the rule of
+tapegrad's greedy_decode); decode_batch*_avg_steps = mean decoding steps per sentence.
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+PAD, BOS, EOS, FIRST_WORD = 1, 2, 3, 4
+MASK64 = (1 << 64) - 1
+
+WORKLOADS = {
+    "A": dict(model="d2l", src_vocab=184, tgt_vocab=201, embed=32, hidden=32, layers=2, dropout=0.1,
+              batch=64, num_steps=10, readout="linear", steps=100, warmup=10, decode_min_time=1.0),
+    "B": dict(model="rnnsearch", src_vocab=8000, tgt_vocab=8000, embed=256, hidden=256, layers=1, dropout=0.0,
+              batch=64, num_steps=20, readout="linear", steps=10, warmup=2, decode_min_time=1.0),
+    "C": dict(model="rnnsearch", src_vocab=30000, tgt_vocab=30000, embed=620, hidden=1000, layers=1, dropout=0.0,
+              batch=80, num_steps=30, readout="linear", steps=3, warmup=1, decode_min_time=0.0),
+}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", choices=["A", "B", "C"], default="A")
+    p.add_argument("--readout", choices=["linear", "maxout"], default=None)
+    p.add_argument("--threads", type=int, default=0, help="0 = all cores")
+    p.add_argument("--steps", type=int, default=-1)
+    p.add_argument("--warmup", type=int, default=-1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--no-decode", action="store_true")
+    return p.parse_args()
+
+
+ARGS = parse_args()
+THREADS = ARGS.threads if ARGS.threads > 0 else (os.cpu_count() or 1)
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
+
+import torch  # noqa: E402  (after the environment is set)
+from torch import nn  # noqa: E402
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- data
+class SplitMix64:
+    def __init__(self, seed):
+        self.state = seed & MASK64
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def below(self, n):
+        return self.next() % n
+
+
+def fill_row(rng, n, vocab):
+    length = 3 + rng.below(n - 2)
+    row = [FIRST_WORD + rng.below(vocab - FIRST_WORD) for _ in range(length - 1)] + [EOS] + [PAD] * (n - length)
+    return row, length
+
+
+def make_batch(rng, B, w):
+    src, tgt, src_len, tgt_len = [], [], [], []
+    for _ in range(B):
+        r, l = fill_row(rng, w["num_steps"], w["src_vocab"])
+        src.append(r)
+        src_len.append(l)
+        r, l = fill_row(rng, w["num_steps"], w["tgt_vocab"])
+        tgt.append(r)
+        tgt_len.append(l)
+    return (torch.tensor(src, dtype=torch.long), torch.tensor(src_len, dtype=torch.long),
+            torch.tensor(tgt, dtype=torch.long), torch.tensor(tgt_len, dtype=torch.long), sum(tgt_len))
+
+
+# ----------------------------------------------------------------------------- d2l (A)
+def sequence_mask(X, valid_len, value=0):
+    maxlen = X.size(1)
+    mask = torch.arange((maxlen), dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
+    X[~mask] = value
+    return X
+
+
+def masked_softmax(X, valid_lens):
+    if valid_lens is None:
+        return nn.functional.softmax(X, dim=-1)
+    shape = X.shape
+    if valid_lens.dim() == 1:
+        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
+    else:
+        valid_lens = valid_lens.reshape(-1)
+    X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
+    return nn.functional.softmax(X.reshape(shape), dim=-1)
+
+
+class AdditiveAttention(nn.Module):
+    def __init__(self, key_size, query_size, num_hiddens, dropout):
+        super().__init__()
+        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
+        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
+        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, queries, keys, values, valid_lens):
+        queries, keys = self.W_q(queries), self.W_k(keys)
+        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
+        scores = self.w_v(features).squeeze(-1)
+        self.attention_weights = masked_softmax(scores, valid_lens)
+        return torch.bmm(self.dropout(self.attention_weights), values)
+
+
+class Seq2SeqEncoder(nn.Module):
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, dropout=dropout)
+
+    def forward(self, X, *args):
+        X = self.embedding(X).permute(1, 0, 2)
+        return self.rnn(X)
+
+
+class Seq2SeqAttentionDecoder(nn.Module):
+    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
+        super().__init__()
+        self.attention = AdditiveAttention(num_hiddens, num_hiddens, num_hiddens, dropout)
+        self.embedding = nn.Embedding(vocab_size, embed_size)
+        self.rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout=dropout)
+        self.dense = nn.Linear(num_hiddens, vocab_size)
+
+    def init_state(self, enc_outputs, enc_valid_lens, *args):
+        outputs, hidden_state = enc_outputs
+        return (outputs.permute(1, 0, 2), hidden_state, enc_valid_lens)
+
+    def forward(self, X, state):
+        enc_outputs, hidden_state, enc_valid_lens = state
+        X = self.embedding(X).permute(1, 0, 2)
+        outputs, self._attention_weights = [], []
+        for x in X:
+            query = torch.unsqueeze(hidden_state[-1], dim=1)
+            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
+            x = torch.cat((context, torch.unsqueeze(x, dim=1)), dim=-1)
+            out, hidden_state = self.rnn(x.permute(1, 0, 2), hidden_state)
+            outputs.append(out)
+            self._attention_weights.append(self.attention.attention_weights)
+        outputs = self.dense(torch.cat(outputs, dim=0))
+        return outputs.permute(1, 0, 2), [enc_outputs, hidden_state, enc_valid_lens]
+
+
+class D2lEncoderDecoder(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.encoder = Seq2SeqEncoder(w["src_vocab"], w["embed"], w["hidden"], w["layers"], w["dropout"])
+        self.decoder = Seq2SeqAttentionDecoder(w["tgt_vocab"], w["embed"], w["hidden"], w["layers"], w["dropout"])
+
+    def forward(self, enc_X, enc_valid_len, dec_X):
+        dec_state = self.decoder.init_state(self.encoder(enc_X, enc_valid_len), enc_valid_len)
+        return self.decoder(dec_X, dec_state)[0]
+
+    def begin(self, enc_X, enc_valid_len):
+        return self.decoder.init_state(self.encoder(enc_X, enc_valid_len), enc_valid_len)
+
+    def step(self, y_prev, state):
+        Y, state = self.decoder(y_prev.unsqueeze(1), state)
+        return Y.squeeze(1), state
+
+
+# ----------------------------------------------------------------------------- RNNsearch (B, C)
+class RnnSearch(nn.Module):
+    """models/rnnsearch_model.cpp: bidirectional GRU encoder over the valid positions, s_0 =
+    tanh(W_s <-h_1), additive attention with U_a h_j computed once per sentence, GRUCell on
+    [E y_{i-1}; c_i], readout from [s_i; E y_{i-1}; c_i] (linear, or maxout then linear)."""
+
+    def __init__(self, w):
+        super().__init__()
+        E, H, D = w["embed"], w["hidden"], 2 * w["hidden"]
+        self.src_embedding = nn.Embedding(w["src_vocab"], E)
+        self.encoder_rnn = nn.GRU(E, H, bidirectional=True)
+        self.init = nn.Linear(H, H, bias=False)
+        self.W_k = nn.Linear(D, H, bias=False)   # U_a
+        self.W_q = nn.Linear(H, H, bias=False)   # W_a
+        self.w_v = nn.Linear(H, 1, bias=False)   # v_a
+        self.tgt_embedding = nn.Embedding(w["tgt_vocab"], E)
+        self.rnn = nn.GRUCell(E + D, H)
+        out_in = H + E + D
+        if w["readout"] == "maxout":
+            units = max(1, H // 2)
+            self.maxout = nn.Linear(out_in, 2 * units)
+            self.dense = nn.Linear(units, w["tgt_vocab"])
+        else:
+            self.maxout = None
+            self.dense = nn.Linear(out_in, w["tgt_vocab"])
+
+    def begin(self, src, src_len):
+        S = src.size(1)
+        x = self.src_embedding(src).permute(1, 0, 2)                        # (S, B, E)
+        packed = pack_padded_sequence(x, src_len, enforce_sorted=False)
+        out, h_n = self.encoder_rnn(packed)
+        out, _ = pad_packed_sequence(out, total_length=S)                   # (S, B, 2H), zeros at padding
+        memory = out.permute(1, 0, 2)                                       # (B, S, 2H)
+        keys = self.W_k(memory)                                             # once per sentence
+        s = torch.tanh(self.init(h_n[1]))                                   # <-h_1
+        mask = torch.arange(S)[None, :] < src_len[:, None]                  # (B, S)
+        return [memory, keys, mask, s]
+
+    def context(self, s, state):
+        memory, keys, mask, _ = state
+        q = self.W_q(s).unsqueeze(1)                                         # (B, 1, H)
+        scores = self.w_v(torch.tanh(q + keys)).squeeze(-1)                  # (B, S)
+        alpha = torch.softmax(scores.masked_fill(~mask, -1e6), dim=-1)
+        return torch.bmm(alpha.unsqueeze(1), memory).squeeze(1)              # (B, 2H)
+
+    def readout(self, feats):
+        if self.maxout is None:
+            return self.dense(feats)
+        t = self.maxout(feats)
+        t = t.reshape(*t.shape[:-1], t.size(-1) // 2, 2).max(dim=-1).values
+        return self.dense(t)
+
+    def forward(self, src, src_len, dec_input):
+        state = self.begin(src, src_len)
+        s = state[3]
+        emb = self.tgt_embedding(dec_input)                                  # (B, T, E)
+        states, contexts = [], []
+        for t in range(dec_input.size(1)):
+            e = emb[:, t]
+            c = self.context(s, state)
+            s = self.rnn(torch.cat((e, c), dim=-1), s)
+            states.append(s)
+            contexts.append(c)
+        feats = torch.cat((torch.stack(states, 1), emb, torch.stack(contexts, 1)), dim=-1)
+        return self.readout(feats)                                           # (B, T, V), one product
+
+    def step(self, y_prev, state):
+        e = self.tgt_embedding(y_prev)
+        s = state[3]
+        c = self.context(s, state)
+        s = self.rnn(torch.cat((e, c), dim=-1), s)
+        state[3] = s
+        return self.readout(torch.cat((s, e, c), dim=-1)), state
+
+
+# ----------------------------------------------------------------------------- step, decode
+def sequence_loss(logits, target, valid_len):
+    """Mean cross-entropy over the valid target tokens (models/seq2seq.h sequence_loss)."""
+    B, T, V = logits.shape
+    ce = nn.functional.cross_entropy(logits.reshape(B * T, V), target.reshape(B * T), reduction="none")
+    mask = (torch.arange(T)[None, :] < valid_len[:, None]).reshape(-1).to(ce.dtype)
+    return (ce * mask).sum() / mask.sum()
+
+
+def teacher_forcing_input(tgt):
+    bos = torch.full((tgt.size(0), 1), BOS, dtype=torch.long)
+    return torch.cat((bos, tgt[:, :-1]), dim=1)
+
+
+@torch.no_grad()
+def greedy_decode(model, src, src_len, max_steps):
+    was_training = model.training
+    model.eval()
+    state = model.begin(src, src_len)
+    B = src.size(0)
+    y = torch.full((B,), BOS, dtype=torch.long)
+    ended = torch.zeros(B, dtype=torch.bool)
+    log_prob = torch.zeros(B)
+    out = []
+    for _ in range(max_steps):
+        logits, state = model.step(y, state)
+        lp = torch.log_softmax(logits, dim=-1)
+        y = lp.argmax(dim=-1)
+        log_prob += torch.where(ended, torch.zeros(B), lp.gather(1, y[:, None]).squeeze(1))
+        out.append(y)
+        ended |= y == EOS
+        if bool(ended.all()):
+            break
+    model.train(was_training)
+    return torch.stack(out, 1), log_prob
+
+
+def cpu_seconds():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
+def decode_steps(tokens):
+    """Total decoding steps of a (B, steps) output: up to and including the first <eos>, else all."""
+    total = 0
+    for row in tokens.tolist():
+        total += row.index(EOS) + 1 if EOS in row else len(row)
+    return total
+
+
+def main():
+    a = ARGS
+    w = dict(WORKLOADS[a.config])
+    if a.readout is not None:
+        if w["model"] != "rnnsearch":
+            sys.exit("--readout applies to B and C only")
+        w["readout"] = a.readout
+    steps = a.steps if a.steps >= 0 else w["steps"]
+    warmup = a.warmup if a.warmup >= 0 else w["warmup"]
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(a.seed)
+    model = D2lEncoderDecoder(w) if w["model"] == "d2l" else RnnSearch(w)
+    opt = torch.optim.Adam(model.parameters(), lr=0.005)
+    rng = SplitMix64(a.seed * 0x632BE59BD9B4E019 + 12345)
+    batches = [make_batch(rng, w["batch"], w) for _ in range(warmup + steps)]
+
+    # Decoding first, on the freshly initialised model (see bench_seq2seq.cpp: an untrained model
+    # rarely picks <eos>, so nearly every sentence runs num_steps steps in both frameworks).
+    dec1 = dec64 = dec1_len = dec64_len = 0.0
+    if not a.no_decode:
+        src, src_len = batches[-1][0], batches[-1][1]
+        B, T = src.size(0), w["num_steps"]
+        greedy_decode(model, src[:1], src_len[:1], T)  # warm-up
+        n, steps_run, t0 = 0, 0, time.perf_counter()
+        while True:
+            r = n % B
+            steps_run += decode_steps(greedy_decode(model, src[r:r + 1], src_len[r:r + 1], T)[0])
+            n += 1
+            if time.perf_counter() - t0 >= w["decode_min_time"] and n >= 4:
+                break
+        dec1 = n / (time.perf_counter() - t0)
+        dec1_len = steps_run / n
+        full, full_len = src[:64], src_len[:64]
+        greedy_decode(model, full, full_len, T)  # warm-up
+        n, steps_run, t0 = 0, 0, time.perf_counter()
+        while True:
+            steps_run += decode_steps(greedy_decode(model, full, full_len, T)[0])
+            n += full.size(0)
+            if time.perf_counter() - t0 >= w["decode_min_time"]:
+                break
+        dec64 = n / (time.perf_counter() - t0)
+        dec64_len = steps_run / n
+
+    model.train()
+    prof = dict(forward=0.0, loss=0.0, backward=0.0, clip=0.0, adam=0.0)
+    tokens, last_loss, start, cpu_start = 0, 0.0, time.perf_counter(), cpu_seconds()
+    for i, (src, src_len, tgt, tgt_len, ntok) in enumerate(batches):
+        if i == warmup:
+            start, cpu_start = time.perf_counter(), cpu_seconds()
+        t0 = time.perf_counter()
+        logits = model(src, src_len, teacher_forcing_input(tgt))
+        t1 = time.perf_counter()
+        loss = sequence_loss(logits, tgt, tgt_len)
+        t2 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        t3 = time.perf_counter()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        t4 = time.perf_counter()
+        opt.step()
+        t5 = time.perf_counter()
+        last_loss = float(loss)
+        if i >= warmup:
+            tokens += ntok
+            for k, d in zip(prof, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                prof[k] += d
+    train_s = time.perf_counter() - start
+    train_cpu_s = cpu_seconds() - cpu_start
+
+    rec = dict(framework="pytorch", torch_version=torch.__version__, config=a.config, model=w["model"],
+               readout=w["readout"], threads=torch.get_num_threads(),
+               openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
+               omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), steps=steps, warmup=warmup,
+               batch=w["batch"], num_steps=w["num_steps"], tokens=tokens,
+               tokens_per_sec=tokens / train_s, sec_per_step=train_s / steps,
+               cpu_sec_per_step=train_cpu_s / steps, loss_last=last_loss,
+               decode_batch1_sents_per_sec=dec1, decode_batch64_sents_per_sec=dec64,
+               decode_batch1_avg_steps=dec1_len, decode_batch64_avg_steps=dec64_len,
+               peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+    if a.profile:
+        rec["profile_s"] = prof
+    print(json.dumps(rec), flush=True)
+
+
+if __name__ == "__main__":
+    main()
