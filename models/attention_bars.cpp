@@ -8,19 +8,6 @@
 
 namespace tg::models {
 
-namespace {
-
-std::size_t display_width(const std::string& s) {
-  return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
-}
-
-std::string fmt(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
-
-}  // namespace
 
 std::string attention_bars_svg(const AttentionMap& map, const std::string& title, int columns) {
   check_attention_map(map);
@@ -44,31 +31,31 @@ std::string attention_bars_svg(const AttentionMap& map, const std::string& title
 
   std::ostringstream os;
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(width) << "\" height=\"" << fmt(height)
-     << "\" viewBox=\"0 0 " << fmt(width) << ' ' << fmt(height) << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\""
+     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_number(width) << "\" height=\"" << svg_number(height)
+     << "\" viewBox=\"0 0 " << svg_number(width) << ' ' << svg_number(height) << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\""
      << font << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   if (!title.empty())
-    os << "<text x=\"" << fmt(width / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">"
+    os << "<text x=\"" << svg_number(width / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">"
        << xml_escape(title) << "</text>\n";
   if (n_out == 0)
-    os << "<text x=\"10\" y=\"" << fmt(top + 14) << "\">(no decoding steps)</text>\n";
+    os << "<text x=\"10\" y=\"" << svg_number(top + 14) << "\">(no decoding steps)</text>\n";
   for (std::size_t i = 0; i < n_out; ++i) {
     const double px = 10 + panel_w * static_cast<double>(i % cols);
     const double py = top + panel_h * static_cast<double>(i / cols);
     const double x0 = px + axis_w, base = py + 22 + kBarsPlotHeight;
-    os << "<g class=\"step\" data-step=\"" << i << "\" data-baseline=\"" << fmt(base) << "\" data-plot-height=\""
+    os << "<g class=\"step\" data-step=\"" << i << "\" data-baseline=\"" << svg_number(base) << "\" data-plot-height=\""
        << kBarsPlotHeight << "\">\n";
-    os << "<text x=\"" << fmt(px + 4) << "\" y=\"" << fmt(py + 14) << "\" font-weight=\"bold\">" << (i + 1) << ": "
+    os << "<text x=\"" << svg_number(px + 4) << "\" y=\"" << svg_number(py + 14) << "\" font-weight=\"bold\">" << (i + 1) << ": "
        << xml_escape(map.output[i]) << "</text>\n";
     // Axes: baseline, a faint line at 1 and 0.5, tick labels.
-    os << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base - kBarsPlotHeight) << "\" x2=\"" << fmt(x0 + plot_w)
-       << "\" y2=\"" << fmt(base - kBarsPlotHeight) << "\" stroke=\"#ddd\"/>\n"
-       << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base - kBarsPlotHeight / 2) << "\" x2=\"" << fmt(x0 + plot_w)
-       << "\" y2=\"" << fmt(base - kBarsPlotHeight / 2) << "\" stroke=\"#eee\" stroke-dasharray=\"3 3\"/>\n"
-       << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base - kBarsPlotHeight) << "\" x2=\"" << fmt(x0) << "\" y2=\""
-       << fmt(base) << "\" stroke=\"#888\"/>\n"
-       << "<text x=\"" << fmt(x0 - 4) << "\" y=\"" << fmt(base - kBarsPlotHeight + 4) << "\" text-anchor=\"end\" fill=\"#666\">1</text>\n"
-       << "<text x=\"" << fmt(x0 - 4) << "\" y=\"" << fmt(base + 3) << "\" text-anchor=\"end\" fill=\"#666\">0</text>\n";
+    os << "<line x1=\"" << svg_number(x0) << "\" y1=\"" << svg_number(base - kBarsPlotHeight) << "\" x2=\"" << svg_number(x0 + plot_w)
+       << "\" y2=\"" << svg_number(base - kBarsPlotHeight) << "\" stroke=\"#ddd\"/>\n"
+       << "<line x1=\"" << svg_number(x0) << "\" y1=\"" << svg_number(base - kBarsPlotHeight / 2) << "\" x2=\"" << svg_number(x0 + plot_w)
+       << "\" y2=\"" << svg_number(base - kBarsPlotHeight / 2) << "\" stroke=\"#eee\" stroke-dasharray=\"3 3\"/>\n"
+       << "<line x1=\"" << svg_number(x0) << "\" y1=\"" << svg_number(base - kBarsPlotHeight) << "\" x2=\"" << svg_number(x0) << "\" y2=\""
+       << svg_number(base) << "\" stroke=\"#888\"/>\n"
+       << "<text x=\"" << svg_number(x0 - 4) << "\" y=\"" << svg_number(base - kBarsPlotHeight + 4) << "\" text-anchor=\"end\" fill=\"#666\">1</text>\n"
+       << "<text x=\"" << svg_number(x0 - 4) << "\" y=\"" << svg_number(base + 3) << "\" text-anchor=\"end\" fill=\"#666\">0</text>\n";
     for (std::size_t j = 0; j < map.source.size(); ++j) {
       const float w = map.weights[i][j];
       const double v = std::isnan(w) ? 0.0 : std::clamp(static_cast<double>(w), 0.0, 1.0);
@@ -80,16 +67,16 @@ std::string attention_bars_svg(const AttentionMap& map, const std::string& title
       char hbuf[32], ybuf[32];
       std::snprintf(hbuf, sizeof hbuf, "%.4f", h);
       std::snprintf(ybuf, sizeof ybuf, "%.4f", base - h);
-      os << "<rect x=\"" << fmt(bx) << "\" y=\"" << ybuf << "\" width=\"" << bar_w << "\" height=\"" << hbuf
+      os << "<rect x=\"" << svg_number(bx) << "\" y=\"" << ybuf << "\" width=\"" << bar_w << "\" height=\"" << hbuf
          << "\" fill=\"" << colour_for(static_cast<float>(v)) << "\" data-step=\"" << i << "\" data-col=\"" << j
          << "\" data-weight=\"" << val << "\"><title>" << xml_escape(map.output[i]) << " ← " << xml_escape(map.source[j])
          << ": " << val << "</title></rect>\n";
     }
-    os << "<line x1=\"" << fmt(x0) << "\" y1=\"" << fmt(base) << "\" x2=\"" << fmt(x0 + plot_w) << "\" y2=\"" << fmt(base)
+    os << "<line x1=\"" << svg_number(x0) << "\" y1=\"" << svg_number(base) << "\" x2=\"" << svg_number(x0 + plot_w) << "\" y2=\"" << svg_number(base)
        << "\" stroke=\"#444\"/>\n";
     for (std::size_t j = 0; j < map.source.size(); ++j) {
       const double lx = x0 + slot * static_cast<double>(j) + slot / 2 + 3, ly = base + 8;
-      os << "<text x=\"" << fmt(lx) << "\" y=\"" << fmt(ly) << "\" transform=\"rotate(-60 " << fmt(lx) << ' ' << fmt(ly)
+      os << "<text x=\"" << svg_number(lx) << "\" y=\"" << svg_number(ly) << "\" transform=\"rotate(-60 " << svg_number(lx) << ' ' << svg_number(ly)
          << ")\" text-anchor=\"end\" font-size=\"10\">" << xml_escape(map.source[j]) << "</text>\n";
     }
     os << "</g>\n";

@@ -9,20 +9,15 @@
 
 namespace tg::models {
 
-namespace {
-
-// Number of code points, to size label space (UTF-8 continuation bytes are not counted).
 std::size_t display_width(const std::string& s) {
   return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
 }
 
-std::string fmt(double v) {
+std::string svg_number(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
+  std::snprintf(buf, sizeof buf, "%.2f", v);
   return buf;
 }
-
-}  // namespace
 
 void check_attention_map(const AttentionMap& map) {
   if (map.weights.size() != map.output.size())
@@ -79,20 +74,20 @@ std::string attention_heatmap_svg(const AttentionMap& map, const std::string& ti
 
   std::ostringstream os;
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(width) << "\" height=\"" << fmt(height)
-     << "\" viewBox=\"0 0 " << fmt(width) << ' ' << fmt(height) << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\""
+     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_number(width) << "\" height=\"" << svg_number(height)
+     << "\" viewBox=\"0 0 " << svg_number(width) << ' ' << svg_number(height) << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\""
      << font << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   if (!title.empty())
-    os << "<text x=\"" << fmt(width / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\">" << xml_escape(title)
+    os << "<text x=\"" << svg_number(width / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\">" << xml_escape(title)
        << "</text>\n";
   // Source labels, rotated so long words fit above narrow columns.
   for (std::size_t j = 0; j < map.source.size(); ++j) {
     const double x = left + cell * j + cell / 2 + 4, y = top - 6;
-    os << "<text x=\"" << fmt(x) << "\" y=\"" << fmt(y) << "\" transform=\"rotate(-60 " << fmt(x) << ' ' << fmt(y)
+    os << "<text x=\"" << svg_number(x) << "\" y=\"" << svg_number(y) << "\" transform=\"rotate(-60 " << svg_number(x) << ' ' << svg_number(y)
        << ")\">" << xml_escape(map.source[j]) << "</text>\n";
   }
   for (std::size_t i = 0; i < map.output.size(); ++i)
-    os << "<text x=\"" << fmt(left - 6) << "\" y=\"" << fmt(top + cell * i + cell / 2 + font / 3)
+    os << "<text x=\"" << svg_number(left - 6) << "\" y=\"" << svg_number(top + cell * i + cell / 2 + font / 3)
        << "\" text-anchor=\"end\">" << xml_escape(map.output[i]) << "</text>\n";
   os << "<g class=\"cells\">\n";
   for (std::size_t i = 0; i < map.output.size(); ++i)
@@ -100,7 +95,7 @@ std::string attention_heatmap_svg(const AttentionMap& map, const std::string& ti
       const float w = map.weights[i][j];
       char val[32];
       std::snprintf(val, sizeof val, "%.6g", static_cast<double>(w));
-      os << "<rect x=\"" << fmt(left + cell * j) << "\" y=\"" << fmt(top + cell * i) << "\" width=\"" << cell
+      os << "<rect x=\"" << svg_number(left + cell * j) << "\" y=\"" << svg_number(top + cell * i) << "\" width=\"" << cell
          << "\" height=\"" << cell << "\" fill=\"" << colour_for(w) << "\" data-row=\"" << i << "\" data-col=\"" << j
          << "\" data-weight=\"" << val << "\"><title>" << xml_escape(map.output[i]) << " ← "
          << xml_escape(map.source[j]) << ": " << val << "</title></rect>\n";
@@ -109,12 +104,12 @@ std::string attention_heatmap_svg(const AttentionMap& map, const std::string& ti
   // Colour bar from 1 (top) to 0 (bottom).
   const int steps = 20;
   for (int s = 0; s < steps; ++s)
-    os << "<rect x=\"" << fmt(bar_x) << "\" y=\"" << fmt(top + grid_h * s / steps) << "\" width=\"" << bar_w
-       << "\" height=\"" << fmt(grid_h / steps + 0.5) << "\" fill=\"" << colour_for(1.0f - (s + 0.5f) / steps) << "\"/>\n";
-  os << "<rect x=\"" << fmt(bar_x) << "\" y=\"" << fmt(top) << "\" width=\"" << bar_w << "\" height=\"" << fmt(grid_h)
+    os << "<rect x=\"" << svg_number(bar_x) << "\" y=\"" << svg_number(top + grid_h * s / steps) << "\" width=\"" << bar_w
+       << "\" height=\"" << svg_number(grid_h / steps + 0.5) << "\" fill=\"" << colour_for(1.0f - (s + 0.5f) / steps) << "\"/>\n";
+  os << "<rect x=\"" << svg_number(bar_x) << "\" y=\"" << svg_number(top) << "\" width=\"" << bar_w << "\" height=\"" << svg_number(grid_h)
      << "\" fill=\"none\" stroke=\"#444\"/>\n"
-     << "<text x=\"" << fmt(bar_x + bar_w + 4) << "\" y=\"" << fmt(top + font / 2) << "\">1</text>\n"
-     << "<text x=\"" << fmt(bar_x + bar_w + 4) << "\" y=\"" << fmt(top + grid_h) << "\">0</text>\n"
+     << "<text x=\"" << svg_number(bar_x + bar_w + 4) << "\" y=\"" << svg_number(top + font / 2) << "\">1</text>\n"
+     << "<text x=\"" << svg_number(bar_x + bar_w + 4) << "\" y=\"" << svg_number(top + grid_h) << "\">0</text>\n"
      << "</svg>\n";
   return os.str();
 }

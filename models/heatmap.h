@@ -27,6 +27,12 @@ std::string attention_terminal(const AttentionMap& map);
 /// Viridis-like colour for v in [0, 1] as "#rrggbb".
 std::string colour_for(float v);
 
+/// Number of code points in a UTF-8 string, to size the room for SVG labels.
+std::size_t display_width(const std::string& s);
+
+/// A coordinate or length for SVG attributes, two decimals ("12.35").
+std::string svg_number(double v);
+
 /// Escapes &, <, >, " and ' for XML text and attributes.
 std::string xml_escape(const std::string& s);
 

@@ -8,17 +8,11 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "models/heatmap.h"  // xml_escape
+#include "models/heatmap.h"  // xml_escape, svg_number
 
 namespace tg::models {
 
 namespace {
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
 
 std::string tick_label(double v) {
   char buf[32];
@@ -64,12 +58,12 @@ std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& 
      << "\" height=\"" << o.height << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   if (!o.title.empty())
-    os << "<text x=\"" << num(left + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\">"
+    os << "<text x=\"" << svg_number(left + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\">"
        << xml_escape(o.title) << "</text>\n";
   // Grid and ticks.
   for (double t : linear_ticks(x0, x1, 6))
-    os << "<line x1=\"" << num(px(t)) << "\" y1=\"" << num(top) << "\" x2=\"" << num(px(t)) << "\" y2=\"" << num(top + ph)
-       << "\" stroke=\"#e5e5e5\"/><text x=\"" << num(px(t)) << "\" y=\"" << num(top + ph + 16)
+    os << "<line x1=\"" << svg_number(px(t)) << "\" y1=\"" << svg_number(top) << "\" x2=\"" << svg_number(px(t)) << "\" y2=\"" << svg_number(top + ph)
+       << "\" stroke=\"#e5e5e5\"/><text x=\"" << svg_number(px(t)) << "\" y=\"" << svg_number(top + ph + 16)
        << "\" text-anchor=\"middle\">" << tick_label(t) << "</text>\n";
   std::vector<double> yt;
   if (o.log_y)
@@ -79,15 +73,15 @@ std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& 
   if (yt.size() < 2) yt = linear_ticks(y0, y1, 5);
   for (double t : yt) {
     const double y = top + ph - (t - y0) / (y1 - y0) * ph;
-    os << "<line x1=\"" << num(left) << "\" y1=\"" << num(y) << "\" x2=\"" << num(left + pw) << "\" y2=\"" << num(y)
-       << "\" stroke=\"#e5e5e5\"/><text x=\"" << num(left - 6) << "\" y=\"" << num(y + 4) << "\" text-anchor=\"end\">"
+    os << "<line x1=\"" << svg_number(left) << "\" y1=\"" << svg_number(y) << "\" x2=\"" << svg_number(left + pw) << "\" y2=\"" << svg_number(y)
+       << "\" stroke=\"#e5e5e5\"/><text x=\"" << svg_number(left - 6) << "\" y=\"" << svg_number(y + 4) << "\" text-anchor=\"end\">"
        << tick_label(o.log_y ? std::pow(10.0, t) : t) << "</text>\n";
   }
-  os << "<rect x=\"" << num(left) << "\" y=\"" << num(top) << "\" width=\"" << num(pw) << "\" height=\"" << num(ph)
+  os << "<rect x=\"" << svg_number(left) << "\" y=\"" << svg_number(top) << "\" width=\"" << svg_number(pw) << "\" height=\"" << svg_number(ph)
      << "\" fill=\"none\" stroke=\"#444\"/>\n"
-     << "<text x=\"" << num(left + pw / 2) << "\" y=\"" << o.height - 10 << "\" text-anchor=\"middle\">"
+     << "<text x=\"" << svg_number(left + pw / 2) << "\" y=\"" << o.height - 10 << "\" text-anchor=\"middle\">"
      << xml_escape(o.x_label) << "</text>\n"
-     << "<text transform=\"rotate(-90)\" x=\"" << num(-(top + ph / 2)) << "\" y=\"16\" text-anchor=\"middle\">"
+     << "<text transform=\"rotate(-90)\" x=\"" << svg_number(-(top + ph / 2)) << "\" y=\"16\" text-anchor=\"middle\">"
      << xml_escape(o.y_label + (o.log_y ? " (log)" : "")) << "</text>\n";
   for (std::size_t k = 0; k < series.size(); ++k) {
     const Series& s = series[k];
@@ -95,10 +89,10 @@ std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& 
     os << "<polyline class=\"series\" data-label=\"" << xml_escape(s.label) << "\" fill=\"none\" stroke=\"" << colour
        << "\" stroke-width=\"1.5\" points=\"";
     for (std::size_t i = 0; i < s.x.size(); ++i)
-      if (std::isfinite(s.y[i]) && !(o.log_y && s.y[i] <= 0)) os << num(px(s.x[i])) << ',' << num(py(s.y[i])) << ' ';
-    os << "\"/>\n<line x1=\"" << num(left + pw + 12) << "\" y1=\"" << num(top + 10 + 18 * k) << "\" x2=\""
-       << num(left + pw + 32) << "\" y2=\"" << num(top + 10 + 18 * k) << "\" stroke=\"" << colour
-       << "\" stroke-width=\"2\"/><text x=\"" << num(left + pw + 36) << "\" y=\"" << num(top + 14 + 18 * k) << "\">"
+      if (std::isfinite(s.y[i]) && !(o.log_y && s.y[i] <= 0)) os << svg_number(px(s.x[i])) << ',' << svg_number(py(s.y[i])) << ' ';
+    os << "\"/>\n<line x1=\"" << svg_number(left + pw + 12) << "\" y1=\"" << svg_number(top + 10 + 18 * k) << "\" x2=\""
+       << svg_number(left + pw + 32) << "\" y2=\"" << svg_number(top + 10 + 18 * k) << "\" stroke=\"" << colour
+       << "\" stroke-width=\"2\"/><text x=\"" << svg_number(left + pw + 36) << "\" y=\"" << svg_number(top + 14 + 18 * k) << "\">"
        << xml_escape(s.label) << "</text>\n";
   }
   os << "</svg>\n";
