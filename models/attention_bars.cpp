@@ -30,10 +30,7 @@ std::string attention_bars_svg(const AttentionMap& map, const std::string& title
   const double height = top + panel_h * static_cast<double>(std::max<std::size_t>(rows, 1)) + 6;
 
   std::ostringstream os;
-  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_number(width) << "\" height=\"" << svg_number(height)
-     << "\" viewBox=\"0 0 " << svg_number(width) << ' ' << svg_number(height) << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\""
-     << font << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << svg_begin(width, height, font);
   if (!title.empty())
     os << "<text x=\"" << svg_number(width / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\" font-size=\"13\">"
        << xml_escape(title) << "</text>\n";

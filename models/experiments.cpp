@@ -640,10 +640,7 @@ std::string grouped_bar_chart_svg(const std::vector<std::string>& series, const 
   const double height = top + plot_h + 64;
   const double base = top + plot_h;
   std::ostringstream os;
-  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << f(width) << "\" height=\"" << f(height)
-     << "\" viewBox=\"0 0 " << f(width) << ' ' << f(height)
-     << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << svg_begin(width, height, 12);
   if (!options.title.empty())
     os << "<text x=\"" << f(width / 2) << "\" y=\"24\" text-anchor=\"middle\" font-weight=\"bold\">"
        << xml_escape(options.title) << "</text>\n";

@@ -13,6 +13,14 @@ std::size_t display_width(const std::string& s) {
   return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
 }
 
+std::string svg_begin(double width, double height, double font_size) {
+  const std::string w = svg_number(width), h = svg_number(height);
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w +
+         "\" height=\"" + h + "\" viewBox=\"0 0 " + w + ' ' + h +
+         "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"" + svg_number(font_size) +
+         "\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+}
+
 std::string svg_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -73,10 +81,7 @@ std::string attention_heatmap_svg(const AttentionMap& map, const std::string& ti
   const double width = bar_x + bar_w + 48, height = top + grid_h + 40;
 
   std::ostringstream os;
-  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << svg_number(width) << "\" height=\"" << svg_number(height)
-     << "\" viewBox=\"0 0 " << svg_number(width) << ' ' << svg_number(height) << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\""
-     << font << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << svg_begin(width, height, font);
   if (!title.empty())
     os << "<text x=\"" << svg_number(width / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\">" << xml_escape(title)
        << "</text>\n";

@@ -33,6 +33,10 @@ std::size_t display_width(const std::string& s);
 /// A coordinate or length for SVG attributes, two decimals ("12.35").
 std::string svg_number(double v);
 
+/// The start of a standalone SVG document of the given size (XML declaration, <svg> with a
+/// viewBox, the font, a white background); the caller appends the content and "</svg>\n".
+std::string svg_begin(double width, double height, double font_size);
+
 /// Escapes &, <, >, " and ' for XML text and attributes.
 std::string xml_escape(const std::string& s);
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "models/heatmap.h"  // xml_escape, svg_number
+#include "models/heatmap.h"  // svg_begin, svg_number, xml_escape
 
 namespace tg::models {
 
@@ -54,9 +54,7 @@ std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& 
   auto py = [&](double y) { return top + ph - (ty(y) - y0) / (y1 - y0) * ph; };
 
   std::ostringstream os;
-  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width
-     << "\" height=\"" << o.height << "\" font-family=\"DejaVu Sans, sans-serif\" font-size=\"12\">\n"
-     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << svg_begin(o.width, o.height, 12);
   if (!o.title.empty())
     os << "<text x=\"" << svg_number(left + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\">"
        << xml_escape(o.title) << "</text>\n";
