@@ -14,16 +14,6 @@ namespace {
   throw std::runtime_error(path + ":" + std::to_string(line) + ": " + reason);
 }
 
-std::vector<std::string_view> split_tabs(std::string_view line) {
-  std::vector<std::string_view> cols;
-  std::size_t start = 0;
-  for (std::size_t pos; (pos = line.find('\t', start)) != std::string_view::npos; start = pos + 1) {
-    cols.push_back(line.substr(start, pos - start));
-  }
-  cols.push_back(line.substr(start));
-  return cols;
-}
-
 // Fisher-Yates with the explicit generator, so the permutation depends only on the seed.
 std::vector<std::int64_t> permutation(std::size_t n, Generator& gen) {
   std::vector<std::int64_t> perm(n);
@@ -50,7 +40,7 @@ std::vector<SentencePair> read_sentence_pairs(const std::string& path, std::opti
     if (const std::size_t bad = find_invalid_utf8(view); bad != std::string_view::npos) {
       line_error(path, lineno, "invalid UTF-8 at byte " + std::to_string(bad + 1) + " of the line");
     }
-    const auto cols = split_tabs(view);
+    const auto cols = split_views(view, '\t');
     if (cols.size() < 2 || cols.size() > 3) {
       line_error(path, lineno,
                  "expected 2 or 3 tab-separated columns (source, target[, ignored]), found " +

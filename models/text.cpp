@@ -163,14 +163,18 @@ std::string preprocess_nmt(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> split_on_space(std::string_view text) {
-  std::vector<std::string> parts;
+std::vector<std::string_view> split_views(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
   std::size_t start = 0;
-  for (std::size_t pos; (pos = text.find(' ', start)) != std::string_view::npos; start = pos + 1) {
-    parts.emplace_back(text.substr(start, pos - start));
-  }
-  parts.emplace_back(text.substr(start));
+  for (std::size_t pos; (pos = text.find(sep, start)) != std::string_view::npos; start = pos + 1)
+    parts.push_back(text.substr(start, pos - start));
+  parts.push_back(text.substr(start));
   return parts;
+}
+
+std::vector<std::string> split_on_space(std::string_view text) {
+  const auto views = split_views(text, ' ');
+  return {views.begin(), views.end()};
 }
 
 std::vector<std::string> tokenize_nmt(std::string_view sentence) {

@@ -44,6 +44,10 @@ std::string to_lower_utf8(std::string_view text);
 /// with , . ! ? gets no space. No line of fra.txt or vie.txt starts that way.
 std::string preprocess_nmt(std::string_view text);
 
+/// Python's text.split(sep): every separator splits, so adjacent separators give empty parts.
+/// The views point into `text`.
+std::vector<std::string_view> split_views(std::string_view text, char sep);
+
 /// Python's `s.split(' ')`: splits on every single ' ', keeping empty fields ("a  b" →
 /// {"a", "", "b"}, "" → {""}).
 std::vector<std::string> split_on_space(std::string_view text);
