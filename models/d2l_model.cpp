@@ -68,6 +68,9 @@ class D2lSeq2Seq : public Seq2Seq {
     decoder = register_module("decoder", std::make_shared<D2lDecoder>(c, gen, dropout_gen_));
   }
   std::string name() const override { return "EncoderDecoder"; }
+  // d2l's encoder GRU runs over the source pads and its final state starts the decoder; keeping
+  // the full width also keeps d2l's dropout draws, so runs stay comparable with d2l's.
+  bool padding_is_inert() const override { return false; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
     // (B, S) -> (S, B, E) -> GRU -> outputs (S, B, H), state (L, B, H)

@@ -1,5 +1,7 @@
 #include "models/data.h"
 
+#include "autograd/ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -172,6 +174,19 @@ Seq2SeqBatch Seq2SeqDataset::batch(const std::vector<std::int64_t>& rows) const 
   }
   return {to_tensor(src, {b, num_steps_}), to_tensor(src_len, {b}), to_tensor(tgt, {b, num_steps_}),
           to_tensor(tgt_len, {b}), rows};
+}
+
+Seq2SeqBatch trim_padding(const Seq2SeqBatch& b) {
+  auto longest = [](const Tensor& lens) {
+    std::int64_t m = 1;
+    for (std::int64_t v : lens.to_vector<std::int64_t>()) m = std::max(m, v);
+    return m;
+  };
+  auto cut = [](const Tensor& ids, std::int64_t width) {
+    return width >= ids.shape()[1] ? ids : narrow(ids, 1, 0, width);
+  };
+  return {cut(b.src, longest(b.src_valid_len)), b.src_valid_len, cut(b.tgt, longest(b.tgt_valid_len)),
+          b.tgt_valid_len, b.rows};
 }
 
 std::vector<Seq2SeqBatch> Seq2SeqDataset::batches(std::int64_t batch_size, bool shuffle, Generator& gen) const {

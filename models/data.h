@@ -65,6 +65,10 @@ struct Seq2SeqBatch {
   std::vector<std::int64_t> rows;
 };
 
+/// The batch cut to its longest valid source row and longest valid target row (at least one
+/// column each): the columns dropped hold only `<pad>`.
+Seq2SeqBatch trim_padding(const Seq2SeqBatch& b);
+
 /// How many pairs to hold out for evaluation: a fraction in [0, 1) of the pairs (rounded to the
 /// nearest integer) or an exact count.
 class Holdout {

@@ -222,7 +222,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     Generator shuffle_gen(mix(options.seed(), kShuffleStream, static_cast<std::uint64_t>(epoch)));
     const auto batches = data.batches(options.batch_size(), options.shuffle(), shuffle_gen);
     for (auto i = static_cast<std::size_t>(st.batch_in_epoch); i < batches.size() && !finished(); ++i) {
-      const Seq2SeqBatch& b = batches[i];
+      const Seq2SeqBatch b = model.padding_is_inert() ? trim_padding(batches[i]) : batches[i];
       for (std::size_t g = 0; g < generators.size(); ++g)
         *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
       const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
@@ -283,7 +283,8 @@ double evaluate_loss(Seq2Seq& model, const Seq2SeqDataset& data, std::int64_t ba
   nn::EvalModeGuard eval(model);
   double total = 0.0;
   std::int64_t tokens = 0;
-  for (const auto& b : data.batches(batch_size)) {
+  for (const auto& full : data.batches(batch_size)) {
+    const Seq2SeqBatch b = model.padding_is_inert() ? trim_padding(full) : full;
     const std::int64_t n = sum_i64(b.tgt_valid_len);
     if (n == 0) continue;
     const Tensor logits = model.forward(b.src, b.src_valid_len, teacher_forcing_input(b.tgt, Vocab::kBos));

@@ -2,6 +2,7 @@
 
 #include "../nn/layer_test_util.h"
 #include "autograd/tapegrad.h"
+#include "models/data.h"
 #include "models/seq2seq.h"
 
 using namespace tg;
@@ -187,4 +188,35 @@ TEST(Seq2Seq, LossHelpers) {
   const Tensor logits = Tensor::zeros({1, 4, 10});
   EXPECT_NEAR(sequence_loss(logits, y, ids({3}, {1})).item(), std::log(10.0), 1e-6);
   EXPECT_THROW(sequence_loss(logits, ids({1, 2}, {1, 2}), ids({2}, {1})), std::invalid_argument);
+}
+
+TEST(Seq2Seq, TrimmedBatchGivesTheSameLossAndGradients) {
+  // train() cuts a batch to its longest valid rows when padding_is_inert(); that must not change
+  // the loss or any gradient. Rows of length 3 and 2 padded to width 4 (one pad column each side).
+  for (const std::string name : {"rnnsearch", "rnnencdec"}) {
+    SCOPED_TRACE(name);
+    Generator gen(8);
+    auto model = make_model(tiny(name), gen);
+    model->to(DType::f64);
+    ASSERT_TRUE(model->padding_is_inert());
+    Seq2SeqBatch full{ids({4, 5, 3, 1, 6, 3, 1, 1}, {2, 4}), ids({3, 2}, {2}), ids({5, 3, 1, 1, 6, 7, 3, 1}, {2, 4}),
+                      ids({2, 3}, {2}), {0, 1}};
+    const Seq2SeqBatch cut = trim_padding(full);
+    ASSERT_EQ(cut.src.shape(), (Shape{2, 3}));
+    ASSERT_EQ(cut.tgt.shape(), (Shape{2, 3}));
+    auto loss_and_grads = [&](const Seq2SeqBatch& b) {
+      model->zero_grad();
+      const Tensor loss = sequence_loss(model->forward(b.src, b.src_valid_len, teacher_forcing_input(b.tgt, 2)),
+                                        b.tgt, b.tgt_valid_len);
+      loss.backward();
+      std::vector<Tensor> grads{loss.detach()};
+      for (const auto& [n, p] : model->named_parameters()) grads.push_back(p.grad().clone());
+      return grads;
+    };
+    const auto a = loss_and_grads(full), b = loss_and_grads(cut);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), 1e-13) << "tensor " << i;
+  }
+  Generator gen(8);
+  EXPECT_FALSE(make_model(tiny("d2l"), gen)->padding_is_inert());
 }
