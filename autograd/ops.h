@@ -109,4 +109,17 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// std::invalid_argument (use a zero tensor if you really want no signal).
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 
+// ---- fused recurrent and attention kernels (ops_rnn.cpp, ops_attention.cpp) -------------------
+// Each equals a composite of the ops above (the tests gradcheck both and compare them); the fused
+// forward makes one pass over memory and records one tape node instead of a dozen.
+
+/// PyTorch's GRU cell after its two GEMMs: gi = x W_ihᵀ + b_ih and gh = h W_hhᵀ + b_hh, both
+/// (B, 3H) in gate order r, z, n; h (B, H). Returns h' = (1 - z) n + z h with
+/// r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r gh_n).
+Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h);
+
+/// Bahdanau's additive scores: e[b, q, k] = Σ_h w[h] tanh(query[b, q, h] + keys[b, k, h]) for
+/// query (B, Q, H), keys (B, K, H), w (H) -> (B, Q, K), without the (B, Q, K, H) intermediate.
+Tensor additive_attention_scores(const Tensor& query, const Tensor& keys, const Tensor& w);
+
 }  // namespace tg

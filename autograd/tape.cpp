@@ -50,6 +50,9 @@ thread_local bool t_grad_enabled = true;
                            "across steps.");
 }
 
+/// Whether nothing else holds `t` or its storage, so adding into it in place is invisible.
+bool owns_buffer(const Tensor& t) { return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1; }
+
 void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
   if (!(grad.shape() == in.shape) || grad.dtype() != in.dtype)
     throw std::logic_error(std::string("internal error in backward of '") + op + "': gradient for input " +
@@ -61,12 +64,11 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
   if (!meta.grad.defined()) {
     // A leaf's gradient outlives the pass and may be scaled in place (clipping), so it must own
     // its buffer; an intermediate gradient is read once and dropped, so it can alias.
-    const bool exclusive = grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1;
-    meta.grad = (meta.is_leaf && !exclusive) ? grad.clone() : std::move(grad);
-  } else if (meta.is_leaf) {
+    meta.grad = (meta.is_leaf && !owns_buffer(grad)) ? grad.clone() : std::move(grad);
+  } else if (meta.is_leaf || owns_buffer(meta.grad)) {
     kernels::add_inplace(meta.grad, grad);
   } else {
-    meta.grad = kernels::add(meta.grad, grad);
+    meta.grad = kernels::add(meta.grad, grad);  // the buffer is another op's gradient too
   }
 }
 
@@ -87,6 +89,19 @@ void BackwardContext::accumulate(int i, Tensor grad) {
                            std::to_string(i) + " does not exist");
   if (!node.inputs[i].meta) return;
   accumulate_into(node.name, i, node.inputs[i], std::move(grad));
+}
+
+Tensor& BackwardContext::grad_buffer(int i) {
+  Node& node = *static_cast<Node*>(node_);
+  if (!needs_grad(i))
+    throw std::logic_error(std::string("internal error in backward of '") + node.name + "': grad_buffer(" +
+                           std::to_string(i) + ") of an input that needs no gradient");
+  NodeInput& in = node.inputs[i];
+  AutogradMeta& meta = *in.meta;
+  if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
+  if (!meta.grad.defined()) meta.grad = Tensor::zeros(in.shape, in.dtype);
+  else if (!meta.is_leaf && !owns_buffer(meta.grad)) meta.grad = meta.grad.clone();
+  return meta.grad;
 }
 
 namespace tape {

@@ -43,6 +43,10 @@ class BackwardContext {
   bool needs_grad(int i) const;
   /// Adds `grad` (shape and dtype of input i) to input i's gradient.
   void accumulate(int i, Tensor grad);
+  /// Input i's gradient buffer (zeros if none yet), to add into in place: a fused kernel whose
+  /// input is read at every time step accumulates there instead of allocating a gradient per
+  /// step. Only for inputs with needs_grad(i); never keep the reference past the closure.
+  Tensor& grad_buffer(int i);
 
  private:
   friend class Engine;

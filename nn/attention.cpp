@@ -64,9 +64,9 @@ Tensor AdditiveAttention::forward_projected(const Tensor& query_proj, const Tens
     throw std::invalid_argument("AdditiveAttention: projected queries and keys must end in num_hiddens=" +
                                 std::to_string(options_.num_hiddens()) + ", got " + query_proj.shape().str() +
                                 " and " + key_proj.shape().str());
-  // (B, Q, 1, H) + (B, 1, K, H) -> (B, Q, K, H) -> w_v -> (B, Q, K)
-  const Tensor features = tanh(unsqueeze(query_proj, 2) + unsqueeze(key_proj, 1));
-  const Tensor scores = squeeze(w_v->forward(features), -1);
+  // w_v(tanh(q + k)) for every (query, key) pair, fused: no (B, Q, K, H) intermediate.
+  const Tensor scores =
+      additive_attention_scores(query_proj, key_proj, reshape(w_v->weight, {options_.num_hiddens()}));
   const Tensor weights = masked_softmax(scores, valid_lens);
   attention_weights_ = weights.detach();
   return matmul(dropout->forward(weights), values);

@@ -1,0 +1,133 @@
+// additive_attention_scores: float64 gradchecks, equality with the composite it replaces (values
+// and every gradient), accumulation into an existing key gradient, thread independence, errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autograd/parallel.h"
+#include "autograd/tapegrad.h"
+#include "gradcheck_util.h"
+
+namespace {
+
+using tg::DType;
+using tg::Generator;
+using tg::Shape;
+using tg::Tensor;
+using tg::testing::rand64;
+
+// What the fused op replaces (d2l's AdditiveAttention after its projections).
+Tensor composite(const Tensor& query, const Tensor& keys, const Tensor& w) {
+  const Tensor features = tg::tanh(tg::unsqueeze(query, 2) + tg::unsqueeze(keys, 1));  // (B, Q, K, H)
+  return tg::squeeze(tg::matmul(features, tg::unsqueeze(w, 1)), -1);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const auto x = a.to(DType::f64).to_vector<double>(), y = b.to(DType::f64).to_vector<double>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+// Values and gradients of sum(scores * weights) w.r.t. query, keys, w.
+std::vector<Tensor> value_and_grads(Tensor (*op)(const Tensor&, const Tensor&, const Tensor&), const Tensor& q,
+                                    const Tensor& k, const Tensor& w, const Tensor& weights) {
+  for (Tensor t : {q, k, w}) t.zero_grad();  // handles: clears the shared tensor's gradient
+  const Tensor s = op(q, k, w);
+  tg::sum(s * weights).backward();
+  return {s.detach(), q.grad(), k.grad(), w.grad()};
+}
+
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& w) { return tg::additive_attention_scores(q, k, w); }
+
+::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+}  // namespace
+
+TEST(AdditiveAttentionScores, Gradcheck) {
+  // H = 3 and 13 exercise the scalar tail, 8 and 16 whole SIMD batches; Q > 1 sums over queries.
+  const std::vector<std::vector<std::int64_t>> shapes = {{1, 1, 1, 1}, {2, 1, 4, 3}, {3, 2, 5, 8}, {2, 3, 4, 13}, {1, 1, 6, 16}};
+  for (const auto& bqkh : shapes) {
+    const std::int64_t B = bqkh[0], Q = bqkh[1], K = bqkh[2], H = bqkh[3];
+    SCOPED_TRACE("B=" + std::to_string(B) + " Q=" + std::to_string(Q) + " K=" + std::to_string(K) +
+                 " H=" + std::to_string(H));
+    Generator gen(11);
+    const Tensor q = rand64({B, Q, H}, gen), k = rand64({B, K, H}, gen), w = rand64({H}, gen);
+    EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return tg::additive_attention_scores(in[0], in[1], in[2]); },
+                     {q, k, w});
+  }
+}
+
+TEST(AdditiveAttentionScores, EqualsTheCompositeInValueAndGradient) {
+  for (const DType dtype : {DType::f64, DType::f32}) {
+    SCOPED_TRACE(tg::dtype_name(dtype));
+    const double tol = dtype == DType::f64 ? 1e-12 : 2e-5;
+    Generator gen(12);
+    const Tensor q = Tensor::uniform({4, 2, 16}, -1, 1, gen, dtype).requires_grad_();
+    const Tensor k = Tensor::uniform({4, 7, 16}, -1, 1, gen, dtype).requires_grad_();
+    const Tensor w = Tensor::uniform({16}, -1, 1, gen, dtype).requires_grad_();
+    // Masked positions (zero upstream gradient) are skipped by the fused backward.
+    std::vector<std::int64_t> mask(4 * 2 * 7);
+    for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 == 0;
+    const Tensor weights = tg::masked_fill(Tensor::uniform({4, 2, 7}, -1, 1, gen, dtype),
+                                           Tensor::from_vector(mask, {4, 2, 7}), 0.0);
+    const auto a = value_and_grads(fused, q, k, w, weights);
+    const auto b = value_and_grads(composite, q, k, w, weights);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), tol) << "tensor " << i;
+  }
+}
+
+TEST(AdditiveAttentionScores, AccumulatesIntoTheKeyGradientOfEveryStep) {
+  // A decoder attends to the same keys at every step: the key gradient is the sum over steps,
+  // also when the keys are an intermediate (a projection) rather than a leaf.
+  Generator gen(13);
+  const Tensor x = rand64({2, 5, 8}, gen), w = rand64({8}, gen);
+  const Tensor q1 = rand64({2, 1, 8}, gen), q2 = rand64({2, 1, 8}, gen);
+  // One backward pass over both steps: the intermediate keys' gradient is accumulated (in place,
+  // by the second step to run backward) before it reaches x.
+  auto one_pass = [&](auto op) {
+    Tensor(x).zero_grad();
+    const Tensor keys = x * 2.0;
+    (tg::sum(tg::square(op(q1, keys, w))) + tg::sum(op(q2, keys, w) * 3.0)).backward();
+    return x.grad();
+  };
+  EXPECT_LT(max_abs_diff(one_pass(fused), one_pass(composite)), 1e-12);
+}
+
+TEST(AdditiveAttentionScores, SameBitsWithOneAndTwoThreads) {
+  Generator gen(14);
+  const Tensor q = Tensor::uniform({64, 1, 256}, -1, 1, gen).requires_grad_();
+  const Tensor k = Tensor::uniform({64, 30, 256}, -1, 1, gen).requires_grad_();
+  const Tensor w = Tensor::uniform({256}, -1, 1, gen).requires_grad_();
+  const Tensor weights = Tensor::uniform({64, 1, 30}, -1, 1, gen);
+  tg::set_num_threads(1);
+  const auto one = value_and_grads(fused, q, k, w, weights);
+  tg::set_num_threads(2);
+  const auto two = value_and_grads(fused, q, k, w, weights);
+  tg::set_num_threads(0);
+  for (std::size_t i = 0; i < one.size(); ++i)
+    EXPECT_EQ(one[i].to_vector<float>(), two[i].to_vector<float>()) << "tensor " << i;
+}
+
+TEST(AdditiveAttentionScores, ErrorsNameTheOpAndTheShapes) {
+  const Tensor q = Tensor::zeros({2, 1, 4}), k = Tensor::zeros({2, 3, 4}), w = Tensor::zeros({4});
+  try {
+    tg::additive_attention_scores(q, Tensor::zeros({2, 3, 5}), w);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(Contains(e.what(), "additive_attention_scores"));
+    EXPECT_TRUE(Contains(e.what(), "[2, 1, 4]"));
+    EXPECT_TRUE(Contains(e.what(), "[2, 3, 5]"));
+  }
+  EXPECT_THROW(tg::additive_attention_scores(q, Tensor::zeros({3, 3, 4}), w), std::invalid_argument);
+  EXPECT_THROW(tg::additive_attention_scores(q, k, Tensor::zeros({1, 4})), std::invalid_argument);
+  EXPECT_THROW(tg::additive_attention_scores(q, k.to(DType::f64), w), std::invalid_argument);
+  EXPECT_THROW(tg::additive_attention_scores(q, k.to(DType::i64), w), std::invalid_argument);
+}
