@@ -75,6 +75,20 @@ class RnnEncDec : public Seq2Seq {
   }
 
   Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor*) override {
+    return (*decoder->readout)(output_features(src, src_valid_len, dec_input));
+  }
+
+  Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+              const Tensor& tgt_valid_len) override {
+    return decoder->readout->loss_at_valid(output_features(src, src_valid_len, dec_input), tgt, tgt_valid_len);
+  }
+
+  std::shared_ptr<SummaryEncoder> encoder;
+  std::shared_ptr<ContextDecoder> decoder;
+
+ private:
+  // The readout's input [s_i; E y_{i-1}; c] at every decoder step: (B, T, 2H + E).
+  Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input) {
     DecoderState state = begin(src, src_valid_len);
     const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E)
     std::vector<Tensor> states;
@@ -85,11 +99,8 @@ class RnnEncDec : public Seq2Seq {
     }
     const std::int64_t T = dec_input.size(1);
     const Tensor c = unsqueeze(state.context, 1) + Tensor::zeros({1, T, 1}, state.context.dtype());  // (B, T, H)
-    return (*decoder->readout)(concat({stack(states, 1), emb, c}, -1));
+    return concat({stack(states, 1), emb, c}, -1);
   }
-
-  std::shared_ptr<SummaryEncoder> encoder;
-  std::shared_ptr<ContextDecoder> decoder;
 };
 
 }  // namespace

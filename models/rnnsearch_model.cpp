@@ -144,6 +144,20 @@ class RnnSearch : public Seq2Seq {
   }
 
   Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) override {
+    return (*decoder->readout)(output_features(src, src_valid_len, dec_input, attention));
+  }
+
+  Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+              const Tensor& tgt_valid_len) override {
+    return decoder->readout->loss_at_valid(output_features(src, src_valid_len, dec_input, nullptr), tgt, tgt_valid_len);
+  }
+
+  std::shared_ptr<BiEncoder> encoder;
+  std::shared_ptr<RnnSearchDecoder> decoder;
+
+ private:
+  // The readout's input at every decoder step under teacher forcing: (B, T, features).
+  Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
     DecoderState state = begin(src, src_valid_len);
     const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E)
     std::vector<Tensor> states, contexts, weights;
@@ -157,14 +171,9 @@ class RnnSearch : public Seq2Seq {
       if (attention) weights.push_back(state.attention);
     }
     if (attention) *attention = stack(weights, 1);
-    // The readout of all steps in one product.
-    return (*decoder->readout)(decoder->features(stack(states, 1), emb, stack(contexts, 1)));
+    return decoder->features(stack(states, 1), emb, stack(contexts, 1));  // the readout runs once on all steps
   }
 
-  std::shared_ptr<BiEncoder> encoder;
-  std::shared_ptr<RnnSearchDecoder> decoder;
-
- private:
   std::shared_ptr<Generator> dropout_gen_;
 };
 

@@ -82,6 +82,23 @@ Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& t
   return cross_entropy(reshape(logits, {B * T, logits.size(2)}), reshape(masked, {B * T}), -100);
 }
 
+Tensor Seq2Seq::loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+                     const Tensor& tgt_valid_len) {
+  return sequence_loss(forward(src, src_valid_len, dec_input), tgt, tgt_valid_len);
+}
+
+Tensor valid_positions(const Tensor& target_valid_len, std::int64_t T) {
+  const std::int64_t B = target_valid_len.numel();
+  const std::int64_t* len = target_valid_len.data<std::int64_t>();
+  std::int64_t n = 0;
+  for (std::int64_t b = 0; b < B; ++b) n += std::clamp<std::int64_t>(len[b], 0, T);
+  Tensor out = Tensor::empty({n}, DType::i64);
+  std::int64_t* p = out.data<std::int64_t>();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < std::clamp<std::int64_t>(len[b], 0, T); ++t) *p++ = b * T + t;
+  return out;
+}
+
 Tensor teacher_forcing_input(const Tensor& target, std::int64_t bos_id) {
   const std::int64_t B = target.size(0), T = target.size(1);
   Tensor out = Tensor::empty({B, T}, DType::i64);

@@ -75,6 +75,12 @@ class Seq2Seq : public nn::Module {
   /// steps. If `attention` is given it receives (B, T, S) weights.
   virtual Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input,
                          Tensor* attention = nullptr);
+  /// The training loss of teacher forcing: sequence_loss(forward(src, src_valid_len, dec_input),
+  /// tgt, tgt_valid_len). rnnsearch and rnnencdec compute the readout only at the valid target
+  /// positions (the vocabulary GEMM is most of a step's work; pads are ~45% of positions when
+  /// lengths are uniform), with the same value and gradients (tested).
+  virtual Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+                      const Tensor& tgt_valid_len);
   /// Whether step() produces attention weights.
   virtual bool has_attention() const { return true; }
   /// True when source positions past src_valid_len and target positions past tgt_valid_len
@@ -97,6 +103,10 @@ std::vector<std::string> model_names();
 /// Mean cross-entropy over the valid target tokens: logits (B, T, V), target i64 (B, T),
 /// target_valid_len i64 (B); positions t >= valid length are ignored.
 Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len);
+
+/// Row-major flat indices b * T + t of the valid target positions (t < target_valid_len[b]) of a
+/// (B, T) target: i64 (N) with N = the number of valid tokens.
+Tensor valid_positions(const Tensor& target_valid_len, std::int64_t T);
 
 /// d2l's decoder input: <bos> followed by the target shifted right by one (last token dropped).
 Tensor teacher_forcing_input(const Tensor& target, std::int64_t bos_id);

@@ -226,8 +226,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       for (std::size_t g = 0; g < generators.size(); ++g)
         *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
       const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
-      const Tensor logits = model.forward(b.src, b.src_valid_len, dec_input);
-      const Tensor loss = sequence_loss(logits, b.tgt, b.tgt_valid_len);
+      const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len);
       optimizer.zero_grad();
       loss.backward();
       const double grad_norm = nn::clip_grad_norm(params, max_norm);
@@ -287,8 +286,9 @@ double evaluate_loss(Seq2Seq& model, const Seq2SeqDataset& data, std::int64_t ba
     const Seq2SeqBatch b = model.padding_is_inert() ? trim_padding(full) : full;
     const std::int64_t n = sum_i64(b.tgt_valid_len);
     if (n == 0) continue;
-    const Tensor logits = model.forward(b.src, b.src_valid_len, teacher_forcing_input(b.tgt, Vocab::kBos));
-    total += sequence_loss(logits, b.tgt, b.tgt_valid_len).item() * static_cast<double>(n);
+    const Tensor loss = model.loss(b.src, b.src_valid_len, teacher_forcing_input(b.tgt, Vocab::kBos), b.tgt,
+                                   b.tgt_valid_len);
+    total += loss.item() * static_cast<double>(n);
     tokens += n;
   }
   return tokens > 0 ? total / static_cast<double>(tokens) : std::numeric_limits<double>::quiet_NaN();

@@ -107,6 +107,12 @@ TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
     return sequence_loss(model->forward(b.src, b.src_len, dec_in), b.tgt, b.tgt_len);
   };
   EXPECT_GRADCHECK(fn, inputs);
+  // Seq2Seq::loss (readout only at valid positions for rnnsearch/rnnencdec) through the same check.
+  auto loss_fn = [&](const std::vector<Tensor>& xs) {
+    bind_parameters(*model, xs, 0);
+    return model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len);
+  };
+  EXPECT_GRADCHECK(loss_fn, inputs);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -219,4 +225,31 @@ TEST(Seq2Seq, TrimmedBatchGivesTheSameLossAndGradients) {
   }
   Generator gen(8);
   EXPECT_FALSE(make_model(tiny("d2l"), gen)->padding_is_inert());
+}
+
+TEST(Seq2Seq, LossEqualsSequenceLossOfForward) {
+  for (const std::string name : {"d2l", "rnnsearch", "rnnencdec"}) {
+    for (const std::string readout : {"maxout", "linear"}) {
+      SCOPED_TRACE(name + " " + readout);
+      ModelConfig c = tiny(name);
+      c.readout = readout;
+      Generator gen(9);
+      auto model = make_model(c, gen);
+      model->to(DType::f64);
+      Batch b;
+      const Tensor dec_in = teacher_forcing_input(b.tgt, 2);
+      auto value_and_grads = [&](bool fused) {
+        model->zero_grad();
+        const Tensor loss = fused ? model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len)
+                                  : sequence_loss(model->forward(b.src, b.src_len, dec_in), b.tgt, b.tgt_len);
+        loss.backward();
+        std::vector<Tensor> out{loss.detach()};
+        for (const auto& [n, p] : model->named_parameters()) out.push_back(p.grad().clone());
+        return out;
+      };
+      const auto a = value_and_grads(true), r = value_and_grads(false);
+      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], r[i]), 1e-13) << "tensor " << i;
+    }
+  }
+  EXPECT_EQ(valid_positions(ids({2, 0, 3}, {3}), 3).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 6, 7, 8}));
 }
