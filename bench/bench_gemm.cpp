@@ -115,6 +115,8 @@ void shapes(benchmark::internal::Benchmark* b) {
       // x * W^T (trans_b) and weight gradients gy^T * x (trans_a: M = out, K = rows, N = in).
       {64, 1000, 3000, 0, 1}, {80, 1620, 3000, 0, 1}, {3000, 64, 1000, 1, 0}, {96, 640, 32, 1, 0},
       {1000, 1280, 3000, 1, 0},
+      // Batch-1 decoding: one row through the readout of B ([s; Ey; c] = 1024 -> 8000) and C (3620 -> 30000).
+      {1, 1024, 8000, 0, 1},  {1, 3620, 30000, 0, 1},
   };
   for (auto& s : list)
     for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], s[3], s[4], threads});

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
@@ -583,12 +584,89 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Few rows (M <= kSkinnyRows: batch-1 decoding, one sentence's readout). Packing would copy all of
+// B to use it once, and B is the big operand (e.g. an 8000 x 1024 vocabulary projection), so
+// these products stream B straight from memory instead. Each element of C is computed by one
+// task in a fixed order, so results do not depend on the thread count either.
+constexpr int64_t kSkinnyRows = 4;
+
+/// C[m, n] for n in [n0, n1) when B is stored (N, K): dot products of A's rows with B's rows.
+template <class T>
+void skinny_dot(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
+                int64_t ldc, int64_t n0, int64_t n1) {
+  using V = xsimd::batch<T>;
+  constexpr int64_t L = V::size;
+  for (int64_t n = n0; n < n1; ++n) {
+    const T* b = B + n * ldb;
+    for (int64_t m = 0; m < M; ++m) {
+      const T* am = a + m * lda;
+      V acc0(T(0)), acc1(T(0));
+      int64_t k = 0;
+      for (; k + 2 * L <= K; k += 2 * L) {
+        acc0 = xsimd::fma(V::load_unaligned(am + k), V::load_unaligned(b + k), acc0);
+        acc1 = xsimd::fma(V::load_unaligned(am + k + L), V::load_unaligned(b + k + L), acc1);
+      }
+      T dot = xsimd::hadd(acc0 + acc1);
+      for (; k < K; ++k) dot += am[k] * b[k];
+      T& c = C[m * ldc + n];
+      c = alpha * dot + (beta == T(0) ? T(0) : beta * c);
+    }
+  }
+}
+
+/// C[m, n0:n1] when B is stored (K, N): rows of B scaled by A's entries and summed over k.
+template <class T>
+void skinny_axpy(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
+                 int64_t ldc, int64_t n0, int64_t n1) {
+  for (int64_t m = 0; m < M; ++m) {
+    T* c = C + m * ldc;
+    for (int64_t n = n0; n < n1; ++n) c[n] = beta == T(0) ? T(0) : beta * c[n];
+    for (int64_t k = 0; k < K; ++k) {
+      const T s = alpha * a[m * lda + k];
+      const T* b = B + k * ldb;
+      for (int64_t n = n0; n < n1; ++n) c[n] += s * b[n];
+    }
+  }
+}
+
+template <class T>
+void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel) {
+  // A transposed: its M rows are copied to be contiguous (M * K elements, reused per thread).
+  thread_local std::vector<T> rows;
+  const T* a = A;
+  int64_t a_ld = lda;
+  if (trans_a) {
+    rows.resize(size_t(M * K));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) rows[size_t(m * K + k)] = A[k * lda + m];
+    a = rows.data(), a_ld = K;
+  }
+  auto run = [&](int64_t n0, int64_t n1) {
+    if (trans_b) skinny_dot(M, K, alpha, a, a_ld, B, ldb, beta, C, ldc, n0, n1);
+    else skinny_axpy(M, K, alpha, a, a_ld, B, ldb, beta, C, ldc, n0, n1);
+  };
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  if (!allow_parallel || tg::num_threads() <= 1 || flops < kParallelFlops) {
+    run(0, N);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(64, int64_t(kTaskFlops / (2.0 * double(M) * double(K))));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, N, grain),
+                    [&](const tbb::blocked_range<int64_t>& r) { run(r.begin(), r.end()); });
+}
+
 template <class T>
 void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (beta != T(1)) scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  if (M <= kSkinnyRows) {
+    gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, allow_parallel);
     return;
   }
   constexpr int MR = Blocking<T>::MR;

@@ -132,6 +132,18 @@ TEST(GemmTest, SeveralBlocks) {
   check_case<float>({false, false, 400, 3200, 40, 1.0, 0.5}, seed++, 2e-6);
 }
 
+TEST(GemmTest, SkinnyProducts) {
+  // M <= 4 takes the unpacked path (dot products for a transposed B, row sums otherwise), M = 5
+  // the packed one. Alpha, beta, leading dimensions, SIMD tails.
+  uint32_t seed = 400;
+  for (int t = 0; t < 4; ++t)
+    for (int64_t M : {1, 2, 4, 5})
+      for (int64_t K : {1, 15, 16, 33, 700, 3000}) {
+        check_case<double>({bool(t & 1), bool(t & 2), M, 37, K, -0.5, 0.25, 2, 3, 4}, seed++, 1e-13);
+        check_case<float>({bool(t & 1), bool(t & 2), M, 300, K, 1.0, 0.0, 0, 1, 0}, seed++, 4e-6);
+      }
+}
+
 TEST(GemmTest, ZeroSizes) {
   std::vector<double> C(12, 2.0);
   double dummy = 1.0;
@@ -210,6 +222,9 @@ TEST(GemmTest, BitwiseIdenticalAcrossThreadCounts) {
     check_thread_invariance<float>(t & 1, t & 2, 300, 200, 500, seed++);
     check_thread_invariance<double>(t & 1, t & 2, 64, 700, 420, seed++);
   }
+  // Skinny products (M <= 4 streams B without packing) split over N.
+  check_thread_invariance<float>(false, true, 1, 8000, 1024, seed++);
+  check_thread_invariance<float>(true, false, 3, 5000, 300, seed++);
   // gemm_batched with many small entries (parallel over entries) against 1 thread.
   std::mt19937 rng(seed);
   const int64_t batch = 64, M = 16, N = 24, K = 40;
