@@ -67,12 +67,7 @@ std::vector<Tensor> split_steps(const Tensor& x, std::int64_t steps) {
 
 /// One GRU step from the precomputed input projection gi = x W_ihᵀ + b_ih (B, 3H).
 Tensor gru_step(const Tensor& gi, const Tensor& h, const Tensor& w_hh, const Tensor& b_hh) {
-  const std::int64_t H = h.size(1);
-  const Tensor gh = linear(h, w_hh, b_hh);
-  const Tensor rz = sigmoid(narrow(gi, 1, 0, 2 * H) + narrow(gh, 1, 0, 2 * H));  // r and z in one op
-  const Tensor r = narrow(rz, 1, 0, H), z = narrow(rz, 1, H, H);
-  const Tensor n = tanh(narrow(gi, 1, 2 * H, H) + r * narrow(gh, 1, 2 * H, H));
-  return n + z * (h - n);  // = (1 - z) n + z h with one op fewer
+  return gru_cell_fused(gi, linear(h, w_hh, b_hh), h);  // the gates in one pass and one tape node
 }
 
 /// One LSTM step from gi = x W_ihᵀ + b_ih (B, 4H).
