@@ -231,7 +231,7 @@ TEST(Experiments, ScoresComparesTheThreeScoreFunctions) {
   const ExperimentResult r = scores_experiment(o);
   const ExperimentTable& t = r.tables[0];
   EXPECT_EQ(t.columns, (std::vector<std::string>{"attention", "rounds", "exact", "GeoMean", "BLEU-4", "tokens/s",
-                                                 "train s", "last loss"}));
+                                                 "tokens/CPU-s", "train s", "last loss"}));
   ASSERT_EQ(t.rows.size(), 3u);
   EXPECT_EQ(t.rows[0][0], "additive");
   EXPECT_EQ(t.rows[1][0], "scaled_dot");
@@ -240,6 +240,7 @@ TEST(Experiments, ScoresComparesTheThreeScoreFunctions) {
   expect_unit_metrics(t, {"exact", "GeoMean", "BLEU-4"});
   for (const auto& row : t.rows) {
     EXPECT_GT(std::stod(row[t.column("tokens/s")]), 0.0);
+    EXPECT_GT(std::stod(row[t.column("tokens/CPU-s")]), 0.0);
     const double loss = std::stod(row[t.column("last loss")]);
     EXPECT_TRUE(std::isfinite(loss) && loss > 0) << row[t.column("last loss")];
   }
