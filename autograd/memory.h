@@ -1,10 +1,80 @@
 #pragma once
-// Live tensor memory, for tests and diagnostics (memory must not grow across training steps).
+// Tensor memory: live-buffer accounting, and the caching allocator that every tensor buffer, tensor
+// handle, autograd record and large backward closure comes from. Freed blocks wait in size-class
+// free lists and are handed out again, so after the first training steps a step asks the system
+// for no memory at all (tests/models/test_allocations.cpp counts).
+#include <cstddef>
 #include <cstdint>
+#include <new>
+#include <vector>
 
 namespace tg::memory {
-/// Bytes held by all tensor buffers alive in the process.
+
+/// Bytes held by all tensor buffers alive in the process (as requested, not rounded to a class).
 std::int64_t live_bytes();
 /// Number of tensor buffers alive in the process.
 std::int64_t live_buffers();
+
+// ---- the caching allocator ---------------------------------------------------------------------
+
+/// Alignment of every block: whole cache lines, and aligned AVX loads are always legal.
+inline constexpr std::size_t kAlignment = 64;
+
+/// A block of at least `bytes` (0 is allowed), kAlignment-aligned: a cached block of the same size
+/// class when there is one, otherwise a fresh one from the system (::operator new). Thread-safe.
+/// Throws std::bad_alloc when the system has no memory left (after releasing the cache).
+void* allocate(std::size_t bytes);
+/// Returns a block to the cache (any thread may return any block). `bytes` must be the size it was
+/// allocated with. Goes back to the system instead when the cache is at its limit.
+void deallocate(void* block, std::size_t bytes) noexcept;
+/// The size class of `bytes`: the usable size of the block allocate(bytes) returns. Multiples of
+/// 64 up to 1 KiB, then four classes per power of two (at most 25% rounding, never more than the
+/// next power of two).
+std::size_t size_class_bytes(std::size_t bytes);
+
+struct CacheStats {
+  std::int64_t cached_bytes = 0;       ///< bytes waiting in the free lists (block sizes)
+  std::int64_t cached_blocks = 0;
+  std::int64_t in_use_bytes = 0;       ///< bytes handed out and not yet returned (block sizes)
+  std::int64_t in_use_blocks = 0;
+  std::int64_t peak_in_use_bytes = 0;  ///< high-water mark of in_use_bytes
+  std::int64_t peak_reserved_bytes = 0;  ///< high-water mark of in_use_bytes + cached_bytes
+  std::int64_t system_allocs = 0;      ///< blocks taken from the system since the start
+  std::int64_t system_frees = 0;       ///< blocks given back to the system since the start
+  std::int64_t hits = 0;               ///< allocations served from the cache since the start
+  std::int64_t limit = 0;              ///< cache_limit()
+};
+CacheStats cache_stats();
+/// Bytes waiting in the free lists.
+std::int64_t cached_bytes();
+/// Gives every cached block back to the system (live blocks are untouched).
+void empty_cache();
+/// Most bytes the allocator may hold, in use and cached together, before caching gives way: a block
+/// freed above it goes back to the system, and before asking the system for a new block, cached
+/// blocks of other classes go back first (largest first) so that in use + cached stays under it.
+/// Blocks in use are never limited. Default: 1.25x the peak bytes in use, at least 64 MiB, so a
+/// training step's blocks stay cached while peak RSS stays close to what the step really uses.
+/// A negative value restores the default; setting a lower limit trims the cache at once.
+void set_cache_limit(std::int64_t bytes);
+std::int64_t cache_limit();
+
 }  // namespace tg::memory
+
+namespace tg {
+
+/// std-compatible allocator over the caching allocator: std::allocate_shared(PoolAllocator<T>())
+/// and std::vector<T, PoolAllocator<T>> then reuse freed blocks instead of calling the system.
+template <class T> struct PoolAllocator {
+  using value_type = T;
+  static_assert(alignof(T) <= memory::kAlignment, "PoolAllocator: over-aligned type");
+  PoolAllocator() noexcept = default;
+  template <class U> PoolAllocator(const PoolAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(memory::allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { memory::deallocate(p, n * sizeof(T)); }
+  template <class U> bool operator==(const PoolAllocator<U>&) const noexcept { return true; }
+};
+
+/// A std::vector whose buffer comes from the caching allocator: scratch lists in hot paths.
+template <class T> using PooledVector = std::vector<T, PoolAllocator<T>>;
+
+}  // namespace tg

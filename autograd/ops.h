@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "autograd/array_ref.h"
 #include "autograd/tensor.h"
 
 namespace tg {
@@ -53,13 +54,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 
 // ---- reductions (ops_reduce.cpp) -----------------------------------------------------------
 Tensor sum(const Tensor& x);  // over everything, 0-dim result
-Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim = false);
+Tensor sum(const Tensor& x, IntList axes, bool keepdim = false);
 Tensor mean(const Tensor& x);
-Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim = false);
+Tensor mean(const Tensor& x, IntList axes, bool keepdim = false);
 /// Max over everything; the gradient goes to the first maximal element.
 Tensor max(const Tensor& x);
 /// Max over the axes; the gradient goes to the first maximal element along them.
-Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim = false);
+Tensor max(const Tensor& x, IntList axes, bool keepdim = false);
 /// Index of the first maximum along `axis` (i64, not differentiable).
 Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false);
 
@@ -82,12 +83,12 @@ Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor view(const Tensor& x, const Shape& shape);  // alias of reshape
 Tensor flatten(const Tensor& x, std::int64_t start_axis = 0, std::int64_t end_axis = -1);
 Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
-Tensor permute(const Tensor& x, const std::vector<std::int64_t>& order);
+Tensor permute(const Tensor& x, IntList order);
 Tensor unsqueeze(const Tensor& x, std::int64_t axis);
 Tensor squeeze(const Tensor& x, std::int64_t axis);  // axis must have size 1
 Tensor squeeze(const Tensor& x);                      // drops every size-1 axis
-Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis = 0);
-Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis = 0);
+Tensor concat(TensorList xs, std::int64_t axis = 0);
+Tensor stack(TensorList xs, std::int64_t axis = 0);
 /// Elements [start, start + length) along `axis` (torch.narrow; a negative start counts from the end).
 Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t length);
 /// Elements start, start+step, ... below end along `axis`; negative start/end count from the end,

@@ -95,16 +95,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     }
     kernels::gemm<T>(false, true, rows, out, in, T(1), x.data<T>(), in, weight.data<T>(), in, beta, py, out);
   });
-  std::vector<Tensor> inputs{x, weight};
-  if (bias.defined()) inputs.push_back(bias);
-  return record("linear", y, inputs, [x = x.detach(), w = weight.detach(), rows, in, out](BackwardContext& ctx) {
+  auto backward = [x = x.detach(), w = weight.detach(), rows, in, out](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0))  // dx = G W
       ctx.accumulate(0, run({false, false, 1, rows, in, out, out, in, 0, 0}, g, w, x.shape()));
     if (ctx.needs_grad(1))  // dW = Gᵀ x
       ctx.accumulate(1, run({true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape()));
     if (ctx.needs_grad(2)) ctx.accumulate(2, kernels::sum(kernels::view_as(g, Shape{rows, out}), {0}, false));
-  });
+  };
+  if (bias.defined()) return record("linear", y, {x, weight, bias}, std::move(backward));
+  return record("linear", y, {x, weight}, std::move(backward));
 }
 
 }  // namespace tg

@@ -13,42 +13,45 @@ namespace tg {
 
 namespace {
 
-std::vector<int> normalize_axes(const char* op, const std::vector<std::int64_t>& axes, int ndim) {
-  std::vector<int> out;
+kernels::Axes normalize_axes(const char* op, IntList axes, int ndim) {
+  kernels::Axes out;
   for (auto a : axes) {
     const int n = normalize_axis(op, a, ndim);
-    if (std::find(out.begin(), out.end(), n) != out.end())
-      throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(a) + " given twice");
+    if (out.contains(n)) throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(a) + " given twice");
     out.push_back(n);
   }
-  std::sort(out.begin(), out.end());
+  out.normalize();
   return out;
 }
 
-std::vector<std::int64_t> all_axes(const Tensor& x) {
-  std::vector<std::int64_t> axes;
-  for (int i = 0; i < x.dim(); ++i) axes.push_back(i);
-  return axes;
-}
+/// Every axis of x, as an inline list.
+struct AllAxes {
+  std::int64_t v[Shape::kMaxDims];
+  int n;
+  explicit AllAxes(const Tensor& x) : n(x.dim()) {
+    for (int i = 0; i < n; ++i) v[i] = i;
+  }
+  operator IntList() const { return {v, static_cast<std::size_t>(n)}; }
+};
 
 // g (reduced shape) broadcast back to the input's shape.
-Tensor expand_grad(const Tensor& g, const Shape& input, const std::vector<int>& axes) {
+Tensor expand_grad(const Tensor& g, const Shape& input, const kernels::Axes& axes) {
   const Tensor g_keep = kernels::view_as(g, kernels::reduced_shape(input, axes, true));
   return kernels::add(Tensor::zeros(input, g.dtype()), g_keep);
 }
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+Tensor sum(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("sum", axes, x.dim());
   return record("sum", kernels::sum(x, ax, keepdim), {x}, [ax, shape = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, expand_grad(ctx.grad_output(), shape, ax));
   });
 }
 
-Tensor sum(const Tensor& x) { return sum(x, all_axes(x), false); }
+Tensor sum(const Tensor& x) { return sum(x, AllAxes(x), false); }
 
-Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+Tensor mean(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("mean", axes, x.dim());
   std::int64_t count = 1;
   for (int a : ax) count *= x.shape()[a];
@@ -56,9 +59,9 @@ Tensor mean(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim
   return mul(sum(x, axes, keepdim), 1.0 / static_cast<double>(count));
 }
 
-Tensor mean(const Tensor& x) { return mean(x, all_axes(x), false); }
+Tensor mean(const Tensor& x) { return mean(x, AllAxes(x), false); }
 
-Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim) {
+Tensor max(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("max", axes, x.dim());
   if (ax.empty()) return x;
   for (int a : ax)
@@ -66,8 +69,9 @@ Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim)
   if (ax.back() - ax.front() + 1 != static_cast<int>(ax.size())) {
     // Not one block of axes: reduce the last one, then the rest (gradients chain correctly).
     Tensor partial = max(x, {ax.back()}, true);
-    std::vector<std::int64_t> rest(ax.begin(), ax.end() - 1);
-    Tensor y = max(partial, rest, true);
+    std::int64_t rest[Shape::kMaxDims];
+    std::copy(ax.begin(), ax.end() - 1, rest);
+    Tensor y = max(partial, IntList(rest, static_cast<std::size_t>(ax.size() - 1)), true);
     return keepdim ? y : reshape(y, kernels::reduced_shape(x.shape(), ax, false));
   }
   std::int64_t outer = 1, R = 1, inner = 1;
@@ -89,7 +93,7 @@ Tensor max(const Tensor& x, const std::vector<std::int64_t>& axes, bool keepdim)
   });
 }
 
-Tensor max(const Tensor& x) { return max(x, all_axes(x), false); }
+Tensor max(const Tensor& x) { return max(x, AllAxes(x), false); }
 
 Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim) {
   const int a = normalize_axis("argmax", axis, x.dim());

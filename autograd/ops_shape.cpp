@@ -16,6 +16,7 @@
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/view.h"
+#include "autograd/memory.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 
@@ -110,8 +111,29 @@ struct Odometer {
   }
 };
 
+/// A permutation of at most Shape::kMaxDims axes, stored inline.
+struct Perm {
+  int v[Shape::kMaxDims] = {};
+  int n = 0;
+  int operator[](int i) const { return v[i]; }
+  const int* begin() const { return v; }
+  const int* end() const { return v + n; }
+  static Perm identity(int n) {
+    Perm p;
+    p.n = n;
+    for (int i = 0; i < n; ++i) p.v[i] = i;
+    return p;
+  }
+  Perm inverse() const {
+    Perm inv;
+    inv.n = n;
+    for (int i = 0; i < n; ++i) inv.v[v[i]] = i;
+    return inv;
+  }
+};
+
 template <class T>
-void permute_typed(const T* src, T* dst, const Shape& in_shape, const std::vector<int>& perm) {
+void permute_typed(const T* src, T* dst, const Shape& in_shape, const Perm& perm) {
   const int n = in_shape.size();
   std::int64_t in_stride[Shape::kMaxDims];
   for (int d = n - 1; d >= 0; --d) in_stride[d] = d == n - 1 ? 1 : in_stride[d + 1] * in_shape[d + 1];
@@ -180,7 +202,7 @@ void permute_typed(const T* src, T* dst, const Shape& in_shape, const std::vecto
   });
 }
 
-Tensor permute_kernel(const Tensor& x, const std::vector<int>& perm) {
+Tensor permute_kernel(const Tensor& x, const Perm& perm) {
   Shape out;
   for (int p : perm) out.push_back(x.shape()[p]);
   Tensor y = Tensor::empty(out, x.dtype());
@@ -211,21 +233,15 @@ Tensor scatter_slice(const Tensor& g, const Shape& shape, int axis, std::int64_t
   return gx;
 }
 
-std::string shapes_str(const std::vector<Tensor>& xs) {
+std::string shapes_str(TensorList xs) {
   std::string s;
   for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + xs[i].shape().str();
   return s;
 }
 
-std::vector<int> inverse(const std::vector<int>& perm) {
-  std::vector<int> inv(perm.size());
-  for (std::size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int>(i);
-  return inv;
-}
-
-Tensor permute_impl(const char* op, const Tensor& x, std::vector<int> perm) {
+Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm) {
   Tensor y = permute_kernel(x, perm);
-  return record(op, y, {x}, [inv = inverse(perm)](BackwardContext& ctx) {
+  return record(op, y, {x}, [inv = perm.inverse()](BackwardContext& ctx) {
     ctx.accumulate(0, permute_kernel(ctx.grad_output(), inv));
   });
 }
@@ -304,34 +320,33 @@ Tensor squeeze(const Tensor& x) {
 
 Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
   const int a = axis_of("transpose", axis0, x.dim(), x.shape()), b = axis_of("transpose", axis1, x.dim(), x.shape());
-  std::vector<int> perm(x.dim());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::swap(perm[a], perm[b]);
-  return permute_impl("transpose", x, std::move(perm));
+  Perm perm = Perm::identity(x.dim());
+  std::swap(perm.v[a], perm.v[b]);
+  return permute_impl("transpose", x, perm);
 }
 
-Tensor permute(const Tensor& x, const std::vector<std::int64_t>& order) {
+Tensor permute(const Tensor& x, IntList order) {
   auto bad = [&](const std::string& why) {
     std::string o = "(";
     for (std::size_t i = 0; i < order.size(); ++i) o += (i ? ", " : "") + std::to_string(order[i]);
     return std::invalid_argument("permute: order " + o + ") " + why + " for shape " + x.shape().str());
   };
   if (static_cast<int>(order.size()) != x.dim()) throw bad("has the wrong length");
-  std::vector<int> perm;
-  std::vector<bool> seen(x.dim(), false);
+  Perm perm;
+  bool seen[Shape::kMaxDims] = {};
   for (auto a : order) {
     if (a < -x.dim() || a >= x.dim()) throw bad("has an axis out of range");
     const int n = axis_of("permute", a, x.dim(), x.shape());
     if (seen[n]) throw bad("repeats an axis");
     seen[n] = true;
-    perm.push_back(n);
+    perm.v[perm.n++] = n;
   }
-  return permute_impl("permute", x, std::move(perm));
+  return permute_impl("permute", x, perm);
 }
 
 // ---- joining -------------------------------------------------------------------------------------
 
-Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
+Tensor concat(TensorList xs, std::int64_t axis) {
   if (xs.empty()) throw std::invalid_argument("concat: expects at least one tensor");
   const Tensor& x0 = xs[0];
   if (x0.dim() == 0) throw std::invalid_argument("concat: cannot concatenate 0-dimensional tensors (shapes " + shapes_str(xs) + ")");
@@ -350,7 +365,8 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
   }
   Tensor y = Tensor::empty(out, x0.dtype());
   const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
-  std::vector<std::int64_t> sizes;
+  PooledVector<std::int64_t> sizes;
+  sizes.reserve(xs.size());
   std::int64_t offset = 0;
   for (const Tensor& x : xs) {
     const std::int64_t len = x.shape()[a] * inner;
@@ -358,7 +374,7 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
     sizes.push_back(x.shape()[a]);
     offset += x.shape()[a];
   }
-  return record("concat", y, xs, [a, sizes = std::move(sizes)](BackwardContext& ctx) {
+  return record("concat", y, xs.data(), xs.size(), [a, sizes = std::move(sizes)](BackwardContext& ctx) {
     std::int64_t start = 0;
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), narrow_kernel(ctx.grad_output(), a, start, sizes[i]));
@@ -367,7 +383,7 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
   });
 }
 
-Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis) {
+Tensor stack(TensorList xs, std::int64_t axis) {
   if (xs.empty()) throw std::invalid_argument("stack: expects at least one tensor");
   const Tensor& x0 = xs[0];
   const int a = axis_of("stack", axis, x0.dim() + 1, x0.shape());
@@ -383,7 +399,7 @@ Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis) {
   const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
   const std::int64_t n = static_cast<std::int64_t>(xs.size());
   for (std::int64_t i = 0; i < n; ++i) copy_blocks(xs[i], 0, y, i * inner, outer, 1, inner, inner, 0, n * inner, 0);
-  return record("stack", y, xs, [a, in = x0.shape()](BackwardContext& ctx) {
+  return record("stack", y, xs.data(), xs.size(), [a, in = x0.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     for (std::int64_t i = 0; i < g.shape()[a]; ++i)
       if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), kernels::view_as(narrow_kernel(g, a, i, 1), in));

@@ -16,6 +16,7 @@
 
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 
@@ -268,7 +269,7 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t axis, bool log
 constexpr double kMaskValue = -1e6;  // d2l's finite fill value: a fully masked row is uniform
 
 // One clamped length per row of `scores` viewed as (rows, K).
-std::vector<std::int64_t> row_lengths(const Tensor& scores, const Tensor& valid_lens) {
+PooledVector<std::int64_t> row_lengths(const Tensor& scores, const Tensor& valid_lens) {
   const char* op = "masked_softmax";
   const Shape& s = scores.shape();
   const std::int64_t K = s.back();
@@ -285,7 +286,7 @@ std::vector<std::int64_t> row_lengths(const Tensor& scores, const Tensor& valid_
   }
   const std::int64_t* lens = valid_lens.data<std::int64_t>();
   const std::int64_t per_len = row_wise ? 1 : (s[0] == 0 ? 1 : rows / s[0]);  // rows sharing a length
-  std::vector<std::int64_t> out(rows);
+  PooledVector<std::int64_t> out(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t L = lens[r / per_len];
     if (L < 0)
@@ -314,9 +315,9 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens) {
     throw std::invalid_argument(std::string(op) + ": valid_lens must be i64, got " +
                                 std::string(dtype_name(valid_lens.dtype())) + " of shape " +
                                 valid_lens.shape().str() + " (scores of shape " + scores.shape().str() + ")");
-  auto lens = std::make_shared<const std::vector<std::int64_t>>(row_lengths(scores, valid_lens));
+  PooledVector<std::int64_t> lens = row_lengths(scores, valid_lens);
   const std::int64_t K = scores.shape().back();
-  const auto rows = static_cast<std::int64_t>(lens->size());
+  const auto rows = static_cast<std::int64_t>(lens.size());
   Tensor y = Tensor::empty(scores.shape(), scores.dtype());
   kernels::dispatch_floating(op, scores.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -324,7 +325,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens) {
     T* py = y.data<T>();
     kernels::parallel_for(rows, row_grain(kernels::kGrainTranscendental, K), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t r = b; r < e; ++r) {
-        const std::int64_t L = (*lens)[r];
+        const std::int64_t L = lens[r];
         T* yr = py + r * K;
         std::copy(x + r * K, x + r * K + L, yr);
         std::fill(yr + L, yr + K, static_cast<T>(kMaskValue));
@@ -332,18 +333,18 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens) {
       }
     });
   });
-  return record(op, y, {scores}, [y = y.detach(), lens, K, op](BackwardContext& ctx) {
+  return record(op, y, {scores}, [y = y.detach(), lens = std::move(lens), K, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     Tensor gx = Tensor::empty(y.shape(), y.dtype());
     kernels::dispatch_floating(op, y.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T *pg = g.data<T>(), *py = y.data<T>();
       T* pgx = gx.data<T>();
-      kernels::parallel_for(static_cast<std::int64_t>(lens->size()), row_grain(kernels::kGrainCheap, K),
+      kernels::parallel_for(static_cast<std::int64_t>(lens.size()), row_grain(kernels::kGrainCheap, K),
                             [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t r = b; r < e; ++r) {
           softmax_backward_row(pg + r * K, py + r * K, pgx + r * K, K, false);
-          std::fill(pgx + r * K + (*lens)[r], pgx + (r + 1) * K, T(0));  // masked: replaced by a constant
+          std::fill(pgx + r * K + lens[r], pgx + (r + 1) * K, T(0));  // masked: replaced by a constant
         }
       });
     });
@@ -383,7 +384,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     using T = decltype(tag);
     const T* x = logits.data<T>();
     T* plse = lse.data<T>();
-    std::vector<T> row_loss(N);
+    PooledVector<T> row_loss(static_cast<std::size_t>(N));
     kernels::parallel_for(N, row_grain(kernels::kGrainTranscendental, C), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t n = b; n < e; ++n) {
         if (t[n] == ignore_index) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/kernels/elementwise.h"
+#include "autograd/memory.h"
 
 namespace tg {
 
@@ -15,21 +16,26 @@ struct NodeInput {
   DType dtype;
 };
 
+// A node's inputs live in one array owned by the tape (first_input, num_inputs), and its closure
+// inline in the node: recording allocates nothing once the tape's arrays have grown to a step's
+// size (they keep their capacity when the tape empties).
 struct Node {
   const char* name = "";
   BackwardFn backward;
-  std::vector<NodeInput> inputs;
+  std::uint32_t first_input = 0, num_inputs = 0;
   std::shared_ptr<AutogradMeta> output;
   bool alive = true;
 };
 
 struct Tape {
   std::vector<Node> nodes;
+  std::vector<NodeInput> inputs;
   std::uint64_t epoch = 1;
   std::size_t live = 0;
 
   void clear() {
     nodes.clear();  // keeps capacity: steady-state steps do not reallocate the node array
+    inputs.clear();
     live = 0;
     ++epoch;
   }
@@ -38,6 +44,7 @@ struct Tape {
     return meta.tape == this && meta.epoch == epoch && meta.node >= 0 &&
            static_cast<std::size_t>(meta.node) < nodes.size() && nodes[meta.node].alive;
   }
+  NodeInput* inputs_of(const Node& node) { return inputs.data() + node.first_input; }
 };
 
 thread_local Tape t_tape;
@@ -78,17 +85,18 @@ bool GradMode::enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
 bool BackwardContext::needs_grad(int i) const {
-  const Node& node = *static_cast<Node*>(node_);
-  return i >= 0 && static_cast<std::size_t>(i) < node.inputs.size() && node.inputs[i].meta != nullptr;
+  const Node& node = *static_cast<const Node*>(node_);
+  return i >= 0 && static_cast<std::uint32_t>(i) < node.num_inputs && t_tape.inputs_of(node)[i].meta != nullptr;
 }
 
 void BackwardContext::accumulate(int i, Tensor grad) {
   Node& node = *static_cast<Node*>(node_);
-  if (i < 0 || static_cast<std::size_t>(i) >= node.inputs.size())
+  if (i < 0 || static_cast<std::uint32_t>(i) >= node.num_inputs)
     throw std::logic_error(std::string("internal error in backward of '") + node.name + "': input " +
                            std::to_string(i) + " does not exist");
-  if (!node.inputs[i].meta) return;
-  accumulate_into(node.name, i, node.inputs[i], std::move(grad));
+  NodeInput& in = t_tape.inputs_of(node)[i];
+  if (!in.meta) return;
+  accumulate_into(node.name, i, in, std::move(grad));
 }
 
 Tensor& BackwardContext::grad_buffer(int i) {
@@ -96,13 +104,16 @@ Tensor& BackwardContext::grad_buffer(int i) {
   if (!needs_grad(i))
     throw std::logic_error(std::string("internal error in backward of '") + node.name + "': grad_buffer(" +
                            std::to_string(i) + ") of an input that needs no gradient");
-  NodeInput& in = node.inputs[i];
+  NodeInput& in = t_tape.inputs_of(node)[i];
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
   if (!meta.grad.defined()) meta.grad = Tensor::zeros(in.shape, in.dtype);
   else if (!meta.is_leaf && !owns_buffer(meta.grad)) meta.grad = meta.grad.clone();
   return meta.grad;
 }
+
+void* BackwardFn::heap_allocate(std::size_t bytes) { return memory::allocate(bytes); }
+void BackwardFn::heap_free(void* p, std::size_t bytes) noexcept { memory::deallocate(p, bytes); }
 
 namespace tape {
 void reset() { t_tape.clear(); }
@@ -118,29 +129,28 @@ bool should_record(const Tensor* inputs, std::size_t n) {
   return false;
 }
 
-Tensor record_node(const char* name, Tensor output, const Tensor* inputs, std::size_t n, BackwardFn fn) {
+BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n) {
   Tape& tape = t_tape;
-  Node node;
-  node.name = name;
-  node.backward = std::move(fn);
-  node.inputs.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const Tensor& x = inputs[i];
-    node.inputs.push_back({x.requires_grad() ? x.impl()->meta : nullptr, x.shape(), x.dtype()});
-  }
   // The output gets fresh autograd state even if it shares storage with an input (a view).
-  if (output.impl()->meta || output.impl_ptr().use_count() > 1) output = Tensor(std::make_shared<TensorImpl>(*output.impl()));
-  auto meta = std::make_shared<AutogradMeta>();
+  if (output.impl()->meta || output.impl_ptr().use_count() > 1) output = Tensor(TensorImpl::make(*output.impl()));
+  auto meta = std::allocate_shared<AutogradMeta>(PoolAllocator<AutogradMeta>());
   meta->requires_grad = true;
   meta->is_leaf = false;
   meta->node = static_cast<std::int64_t>(tape.nodes.size());
   meta->epoch = tape.epoch;
   meta->tape = &tape;
+  Node& node = tape.nodes.emplace_back();
+  node.name = name;
+  node.first_input = static_cast<std::uint32_t>(tape.inputs.size());
+  node.num_inputs = static_cast<std::uint32_t>(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Tensor& x = inputs[i];
+    tape.inputs.push_back({x.requires_grad() ? x.impl()->meta : nullptr, x.shape(), x.dtype()});
+  }
   output.impl()->meta = meta;
   node.output = std::move(meta);
-  tape.nodes.push_back(std::move(node));
   ++tape.live;
-  return output;
+  return node.backward;
 }
 
 }  // namespace detail
@@ -148,7 +158,8 @@ Tensor record_node(const char* name, Tensor output, const Tensor* inputs, std::s
 class Engine {
   static void release(Tape& tape, Node& node) {
     node.backward = nullptr;  // frees what the closure saved
-    node.inputs.clear();
+    NodeInput* in = tape.inputs_of(node);
+    for (std::uint32_t i = 0; i < node.num_inputs; ++i) in[i].meta.reset();
     node.output.reset();
     node.alive = false;
     --tape.live;
@@ -177,6 +188,8 @@ class Engine {
       if (!node.alive || !node.output->grad.defined()) continue;  // not on a path from the root
       Tensor grad_output = std::move(node.output->grad);
       node.output->grad = Tensor();
+      if (!node.backward)
+        throw std::logic_error(std::string("internal error: node '") + node.name + "' has no backward closure");
       {
         BackwardContext ctx(&node, std::move(grad_output));
         node.backward(ctx);

@@ -10,11 +10,14 @@
 //
 // The closure captures only what the backward needs. Rules: never modify grad_output() or a
 // captured tensor in place; accumulate() adds, so an op whose input appears twice just calls it
-// twice.
+// twice. Recording allocates nothing from the system in steady state: the closure is stored inline
+// in the node (BackwardFn, up to 192 bytes of captures), the inputs in an array the tape reuses,
+// and tensors and autograd records come from the caching allocator (autograd/memory.h).
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -32,7 +35,104 @@ struct AutogradMeta {
 };
 
 class BackwardContext;
-using BackwardFn = std::function<void(BackwardContext&)>;
+
+/// An op's backward closure, like std::function<void(BackwardContext&)> but without its heap
+/// allocation: captures up to kInlineBytes (every op in this library) live inside the object;
+/// larger ones go to a block of the caching allocator. Move-only.
+class BackwardFn {
+ public:
+  static constexpr std::size_t kInlineBytes = 192;
+
+  BackwardFn() noexcept = default;
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BackwardFn> &&
+                                              std::is_invocable_v<std::decay_t<F>&, BackwardContext&>>>
+  BackwardFn(F&& f) {  // NOLINT: implicit, as std::function
+    emplace(std::forward<F>(f));
+  }
+  BackwardFn(BackwardFn&& other) noexcept { take(other); }
+  BackwardFn& operator=(BackwardFn&& other) noexcept {
+    if (this != &other) {
+      reset();
+      take(other);
+    }
+    return *this;
+  }
+  BackwardFn& operator=(std::nullptr_t) noexcept {
+    reset();
+    return *this;
+  }
+  ~BackwardFn() { reset(); }
+
+  explicit operator bool() const noexcept { return ops_ != nullptr; }
+  void operator()(BackwardContext& ctx) { ops_->call(buf_, ctx); }
+
+  /// Replaces the closure with `f` (decayed copy or move).
+  template <class F> void emplace(F&& f);
+  void reset() noexcept {
+    if (ops_) ops_->destroy(buf_);
+    ops_ = nullptr;
+  }
+
+ private:
+  struct Ops {
+    void (*call)(void* self, BackwardContext& ctx);
+    void (*move)(void* dst, void* src) noexcept;  // move-constructs dst from src, then destroys src
+    void (*destroy)(void* self) noexcept;
+  };
+  template <class C> static const Ops kInline;
+  template <class C> static const Ops kHeap;
+  static void* heap_allocate(std::size_t bytes);
+  static void heap_free(void* p, std::size_t bytes) noexcept;
+
+  void take(BackwardFn& other) noexcept {
+    if (other.ops_) other.ops_->move(buf_, other.buf_);
+    ops_ = other.ops_;
+    other.ops_ = nullptr;
+  }
+
+  alignas(16) unsigned char buf_[kInlineBytes];
+  const Ops* ops_ = nullptr;
+};
+
+template <class C>
+inline const BackwardFn::Ops BackwardFn::kInline = {
+    [](void* self, BackwardContext& ctx) { (*static_cast<C*>(self))(ctx); },
+    [](void* dst, void* src) noexcept {
+      new (dst) C(std::move(*static_cast<C*>(src)));
+      static_cast<C*>(src)->~C();
+    },
+    [](void* self) noexcept { static_cast<C*>(self)->~C(); }};
+
+template <class C>
+inline const BackwardFn::Ops BackwardFn::kHeap = {
+    [](void* self, BackwardContext& ctx) { (**static_cast<C**>(self))(ctx); },
+    [](void* dst, void* src) noexcept { *static_cast<C**>(dst) = *static_cast<C**>(src); },
+    [](void* self) noexcept {
+      C* c = *static_cast<C**>(self);
+      c->~C();
+      heap_free(c, sizeof(C));
+    }};
+
+template <class F> void BackwardFn::emplace(F&& f) {
+  using C = std::decay_t<F>;
+  static_assert(std::is_invocable_v<C&, BackwardContext&>, "a backward closure takes (BackwardContext&)");
+  reset();
+  if constexpr (sizeof(C) <= kInlineBytes && alignof(C) <= 16 && std::is_nothrow_move_constructible_v<C>) {
+    new (buf_) C(std::forward<F>(f));
+    ops_ = &kInline<C>;
+  } else {
+    static_assert(alignof(C) <= 64, "backward closure over-aligned");
+    void* p = heap_allocate(sizeof(C));
+    try {
+      new (p) C(std::forward<F>(f));
+    } catch (...) {
+      heap_free(p, sizeof(C));
+      throw;
+    }
+    *reinterpret_cast<C**>(buf_) = static_cast<C*>(p);
+    ops_ = &kHeap<C>;
+  }
+}
 
 /// What an op's backward closure sees: the gradient of its output, and a sink for the
 /// gradients of its inputs (by position in the input list given to record()).
@@ -86,7 +186,8 @@ std::size_t size();
 
 namespace detail {
 bool should_record(const Tensor* inputs, std::size_t n);
-Tensor record_node(const char* name, Tensor output, const Tensor* inputs, std::size_t n, BackwardFn fn);
+/// Appends a node for `output` (given fresh autograd state in place) and returns its closure slot.
+BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n);
 void run_backward(const Tensor& root, const Tensor& seed);
 }  // namespace detail
 
@@ -95,15 +196,23 @@ void run_backward(const Tensor& root, const Tensor& seed);
 template <class F>
 Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, F&& backward) {
   if (!detail::should_record(inputs.begin(), inputs.size())) return output;
-  return detail::record_node(name, std::move(output), inputs.begin(), inputs.size(),
-                             BackwardFn(std::forward<F>(backward)));
+  detail::record_node(name, output, inputs.begin(), inputs.size()).emplace(std::forward<F>(backward));
+  return output;
 }
 
 template <class F>
 Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, F&& backward) {
   if (!detail::should_record(inputs.data(), inputs.size())) return output;
-  return detail::record_node(name, std::move(output), inputs.data(), inputs.size(),
-                             BackwardFn(std::forward<F>(backward)));
+  detail::record_node(name, output, inputs.data(), inputs.size()).emplace(std::forward<F>(backward));
+  return output;
+}
+
+/// The same for inputs[0, n) of any contiguous sequence (a TensorList, a pooled vector).
+template <class F>
+Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, F&& backward) {
+  if (!detail::should_record(inputs, n)) return output;
+  detail::record_node(name, output, inputs, n).emplace(std::forward<F>(backward));
+  return output;
 }
 
 }  // namespace tg

@@ -7,10 +7,6 @@
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
-#include <variant>
-
-#include <xsimd/memory/xsimd_aligned_allocator.hpp>
-#include <xtensor/xstorage.hpp>
 
 #include "autograd/kernels/dispatch.h"
 #include "autograd/memory.h"
@@ -38,30 +34,23 @@ void throw_dtype_mismatch(DType have, DType want) {
 namespace {
 std::atomic<std::int64_t> g_live_bytes{0};
 std::atomic<std::int64_t> g_live_buffers{0};
-
-// 64-byte alignment: whole cache lines, and aligned AVX loads are always legal.
-template <class T> using Buffer = xt::uvector<T, xsimd::aligned_allocator<T, 64>>;
 }  // namespace
 
 struct Storage {
-  std::variant<Buffer<float>, Buffer<double>, Buffer<std::int64_t>> buffer;
-  std::int64_t bytes = 0;
+  void* data;
+  std::size_t bytes;
 
-  Storage(DType dtype, std::int64_t n) : bytes(n * static_cast<std::int64_t>(dtype_size(dtype))) {
-    kernels::dispatch_any(dtype, [&](auto tag) {
-      using T = decltype(tag);
-      buffer.emplace<Buffer<T>>(static_cast<std::size_t>(n));
-    });
-    g_live_bytes += bytes;
-    ++g_live_buffers;
+  explicit Storage(std::size_t n_bytes) : data(memory::allocate(n_bytes)), bytes(n_bytes) {
+    g_live_bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+    g_live_buffers.fetch_add(1, std::memory_order_relaxed);
   }
   ~Storage() {
-    g_live_bytes -= bytes;
-    --g_live_buffers;
+    memory::deallocate(data, bytes);
+    g_live_bytes.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
+    g_live_buffers.fetch_sub(1, std::memory_order_relaxed);
   }
-  void* data() {
-    return std::visit([](auto& b) -> void* { return b.data(); }, buffer);
-  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
 };
 
 namespace memory {
@@ -69,14 +58,20 @@ std::int64_t live_bytes() { return g_live_bytes.load(); }
 std::int64_t live_buffers() { return g_live_buffers.load(); }
 }  // namespace memory
 
+std::shared_ptr<TensorImpl> TensorImpl::make() { return std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>()); }
+std::shared_ptr<TensorImpl> TensorImpl::make(const TensorImpl& other) {
+  return std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), other);
+}
+
 // ---- factories ---------------------------------------------------------------------------
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (auto d : shape)
     if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape " + shape.str());
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(dtype, shape.numel());
-  impl->data = impl->storage->data();
+  auto impl = TensorImpl::make();
+  impl->storage = std::allocate_shared<Storage>(PoolAllocator<Storage>(),
+                                                static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  impl->data = impl->storage->data;
   impl->shape = shape;
   impl->dtype = dtype;
   return Tensor(std::move(impl));
@@ -272,7 +267,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::detach() const {
   check_defined("detach");
-  auto impl = std::make_shared<TensorImpl>(*impl_);
+  auto impl = TensorImpl::make(*impl_);
   impl->meta.reset();
   return Tensor(std::move(impl));
 }
@@ -288,7 +283,7 @@ Tensor& Tensor::requires_grad_(bool on) {
   if (on && !is_floating(dtype()))
     throw std::invalid_argument("requires_grad_: only floating-point tensors can require grad, got " +
                                 std::string(dtype_name(dtype())));
-  if (!impl_->meta) impl_->meta = std::make_shared<AutogradMeta>();
+  if (!impl_->meta) impl_->meta = std::allocate_shared<AutogradMeta>(PoolAllocator<AutogradMeta>());
   impl_->meta->requires_grad = on;
   return *this;
 }
@@ -305,7 +300,7 @@ void Tensor::set_grad(const Tensor& grad) {
   if (grad.defined() && (!(grad.shape() == shape()) || grad.dtype() != dtype()))
     throw std::invalid_argument("set_grad: gradient " + grad.shape().str() + " does not match tensor " +
                                 shape().str());
-  if (!impl_->meta) impl_->meta = std::make_shared<AutogradMeta>();
+  if (!impl_->meta) impl_->meta = std::allocate_shared<AutogradMeta>(PoolAllocator<AutogradMeta>());
   impl_->meta->grad = grad;
 }
 

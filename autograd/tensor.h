@@ -15,7 +15,7 @@ namespace tg {
 
 class Generator;
 class Tensor;
-struct Storage;  // owns the buffer (an xtensor uvector, aligned for SIMD); defined in tensor.cpp
+struct Storage;  // owns the buffer (64-byte aligned, from the caching allocator); defined in tensor.cpp
 
 /// Autograd state of one tensor. Leaves (user-created tensors, parameters) keep their
 /// accumulated gradient here; an op's output also records which tape node produced it.
@@ -29,6 +29,11 @@ struct TensorImpl {
   Shape shape;
   DType dtype = DType::f32;
   std::shared_ptr<AutogradMeta> meta;  // null until the tensor takes part in autograd
+
+  /// A new impl, empty or a copy of `other` (views, detach). Allocated from the caching allocator:
+  /// use these rather than std::make_shared.
+  static std::shared_ptr<TensorImpl> make();
+  static std::shared_ptr<TensorImpl> make(const TensorImpl& other);
 };
 
 class Tensor {

@@ -98,4 +98,48 @@ void BM_SmallGraphForwardBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_SmallGraphForwardBackward)->Unit(benchmark::kMicrosecond);
 
+// Per-op overhead on tiny tensors (4 elements), where the arithmetic is negligible: what an op
+// costs in bookkeeping (output allocation, handle, tape node, closure), per op.
+void BM_TinyOpNoGrad(benchmark::State& state) {
+  Tensor x = rand_tensor({4});
+  for (auto _ : state) {
+    Tensor h = x;
+    for (int i = 0; i < 100; ++i) h = h * 1.0001;
+    benchmark::DoNotOptimize(h);
+  }
+  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(state.iterations()) * 100,
+                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TinyOpNoGrad);
+
+void BM_TinyOpForwardBackward(benchmark::State& state) {
+  Tensor x = rand_tensor({4}).requires_grad_();
+  for (auto _ : state) {
+    Tensor h = x;
+    for (int i = 0; i < 100; ++i) h = h * 1.0001;
+    sum(h).backward();
+    x.zero_grad();
+  }
+  state.counters["ns_per_op"] = benchmark::Counter(static_cast<double>(state.iterations()) * 101,
+                                                   benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TinyOpForwardBackward);
+
+void BM_TensorEmpty(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(Tensor::empty({state.range(0)}));
+}
+BENCHMARK(BM_TensorEmpty)->Arg(16)->Arg(1 << 16);
+
+// One allocate/deallocate pair of the caching allocator (a cache hit): the lock and the free list.
+void BM_CachingAllocator(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  memory::deallocate(memory::allocate(n), n);  // warm the class
+  for (auto _ : state) {
+    void* p = memory::allocate(n);
+    benchmark::DoNotOptimize(p);
+    memory::deallocate(p, n);
+  }
+}
+BENCHMARK(BM_CachingAllocator)->Arg(64)->Arg(4096)->Arg(1 << 20);
+
 }  // namespace

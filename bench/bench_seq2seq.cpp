@@ -19,7 +19,8 @@
 // Output: one JSON line on stdout. cpu_sec_per_step is the process's user+system CPU time per
 // timed step (all threads): on a shared, oversubscribed machine it is a load-robust companion to
 // the wall-clock sec_per_step (with 1 thread it approximates the uncontended wall time). --profile adds per-phase seconds (forward, loss, backward,
-// clip, adam, summed over the timed steps).
+// clip, adam, summed over the timed steps). alloc_*: the caching allocator (autograd/memory.h) at the
+// end: peak MiB in use and in use + cached, MiB cached, and blocks it took from the system.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -34,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/memory.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"
@@ -276,6 +278,11 @@ int main(int argc, char** argv) {
        << ",\"decode_batch1_sents_per_sec\":" << num(dec1) << ",\"decode_batch64_sents_per_sec\":" << num(dec64)
        << ",\"decode_batch1_avg_steps\":" << num(dec1_len) << ",\"decode_batch64_avg_steps\":" << num(dec64_len)
        << ",\"peak_rss_mib\":" << num(peak_rss_mib());
+    const auto cache = tg::memory::cache_stats();  // the caching allocator behind every tensor
+    js << ",\"alloc_peak_in_use_mib\":" << num(static_cast<double>(cache.peak_in_use_bytes) / (1 << 20))
+       << ",\"alloc_peak_reserved_mib\":" << num(static_cast<double>(cache.peak_reserved_bytes) / (1 << 20))
+       << ",\"alloc_cached_mib\":" << num(static_cast<double>(cache.cached_bytes) / (1 << 20))
+       << ",\"alloc_system_allocs\":" << cache.system_allocs;
     if (profile)
       js << ",\"profile_s\":{\"forward_and_loss\":" << num(t_fwd) << ",\"backward\":"
          << num(t_bwd) << ",\"clip\":" << num(t_clip) << ",\"adam\":" << num(t_adam) << "}";

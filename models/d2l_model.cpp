@@ -9,6 +9,7 @@
 // (same values, less work).
 #include <memory>
 
+#include "autograd/memory.h"
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "models/seq2seq_impl.h"
@@ -93,7 +94,8 @@ class D2lSeq2Seq : public Seq2Seq {
   Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) override {
     DecoderState state = begin(src, src_valid_len);
     const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E), all steps at once
-    std::vector<Tensor> outputs, weights;
+    PooledVector<Tensor> outputs, weights;  // pooled: a training step allocates nothing from the system
+    outputs.reserve(static_cast<std::size_t>(dec_input.size(1)));
     for (std::int64_t t = 0; t < dec_input.size(1); ++t) {
       outputs.push_back(advance(squeeze(narrow(emb, 1, t, 1), 1), state));
       if (attention) weights.push_back(state.attention);

@@ -176,17 +176,19 @@ Seq2SeqBatch Seq2SeqDataset::batch(const std::vector<std::int64_t>& rows) const 
           to_tensor(tgt_len, {b}), rows};
 }
 
-Seq2SeqBatch trim_padding(const Seq2SeqBatch& b) {
+Seq2SeqBatch trim_padding(Seq2SeqBatch b) {
   auto longest = [](const Tensor& lens) {
     std::int64_t m = 1;
-    for (std::int64_t v : lens.to_vector<std::int64_t>()) m = std::max(m, v);
+    const std::int64_t* p = lens.data<std::int64_t>();
+    for (std::int64_t i = 0; i < lens.numel(); ++i) m = std::max(m, p[i]);
     return m;
   };
   auto cut = [](const Tensor& ids, std::int64_t width) {
     return width >= ids.shape()[1] ? ids : narrow(ids, 1, 0, width);
   };
-  return {cut(b.src, longest(b.src_valid_len)), b.src_valid_len, cut(b.tgt, longest(b.tgt_valid_len)),
-          b.tgt_valid_len, b.rows};
+  b.src = cut(b.src, longest(b.src_valid_len));
+  b.tgt = cut(b.tgt, longest(b.tgt_valid_len));
+  return b;
 }
 
 std::vector<Seq2SeqBatch> Seq2SeqDataset::batches(std::int64_t batch_size, bool shuffle, Generator& gen) const {

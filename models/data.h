@@ -66,8 +66,9 @@ struct Seq2SeqBatch {
 };
 
 /// The batch cut to its longest valid source row and longest valid target row (at least one
-/// column each): the columns dropped hold only `<pad>`.
-Seq2SeqBatch trim_padding(const Seq2SeqBatch& b);
+/// column each): the columns dropped hold only `<pad>`. Pass an rvalue to move `rows` instead of
+/// copying it (the training loop does: a step then allocates nothing for it).
+Seq2SeqBatch trim_padding(Seq2SeqBatch b);
 
 /// How many pairs to hold out for evaluation: a fraction in [0, 1) of the pairs (rounded to the
 /// nearest integer) or an exact count.

@@ -38,6 +38,29 @@ std::vector<std::vector<double>> log_probs(const Tensor& logits) {
   return out;
 }
 
+/// The most likely token of each row of (B, V) logits and its log-probability: the same arithmetic
+/// as log_probs() and std::max_element over its row, read in place (greedy decoding calls this
+/// every step; copying the logits out made glibc grow and trim its heap each time).
+template <class T>
+void best_tokens(const T* x, std::int64_t B, std::int64_t V, std::int64_t* best, double* log_prob) {
+  for (std::int64_t b = 0; b < B; ++b) {
+    const T* row = x + b * V;
+    double m = static_cast<double>(row[0]);
+    for (std::int64_t v = 1; v < V; ++v) m = std::max(m, static_cast<double>(row[v]));
+    double s = 0.0;
+    for (std::int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(row[v]) - m);
+    const double lse = m + std::log(s);
+    std::int64_t arg = 0;
+    double top = static_cast<double>(row[0]) - lse;
+    for (std::int64_t v = 1; v < V; ++v) {
+      const double lp = static_cast<double>(row[v]) - lse;
+      if (lp > top) top = lp, arg = v;
+    }
+    best[b] = arg;
+    log_prob[b] = top;
+  }
+}
+
 /// Row b of the (B, S) attention weights, cut to the first `len` positions.
 std::vector<float> attention_row(const std::vector<double>& att, std::int64_t S, std::int64_t b, std::int64_t len) {
   len = std::clamp<std::int64_t>(len, 0, S);
@@ -115,17 +138,20 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
   std::vector<std::int64_t> y(static_cast<std::size_t>(B), Vocab::kBos);
   std::vector<bool> done(static_cast<std::size_t>(B), false);
   std::int64_t remaining = B;
+  std::vector<std::int64_t> bests(static_cast<std::size_t>(B));
+  std::vector<double> best_lp(static_cast<std::size_t>(B)), att;
   for (std::int64_t t = 0; t < max_steps && remaining > 0; ++t) {
     const Tensor logits = model.step(ids_tensor(y), state);
-    const auto lp = log_probs(logits);
-    std::vector<double> att;
+    const std::int64_t V = logits.size(1);
+    if (logits.dtype() == DType::f32) best_tokens(logits.data<float>(), B, V, bests.data(), best_lp.data());
+    else best_tokens(logits.to(DType::f64).data<double>(), B, V, bests.data(), best_lp.data());
+    att.clear();
     if (state.attention.defined()) att = state.attention.to_vector<double>();
     for (std::int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;  // keeps feeding <eos>; its outputs are ignored
-      const auto& row = lp[b];
-      const auto best = static_cast<std::int64_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      const std::int64_t best = bests[b];
       Translation& tr = out[b];
-      tr.log_prob += row[best];
+      tr.log_prob += best_lp[b];
       if (!att.empty()) tr.attention.push_back(attention_row(att, S, b, lens[b]));
       y[b] = best;
       if (best == Vocab::kEos) {

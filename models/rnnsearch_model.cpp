@@ -16,6 +16,7 @@
 #include <cmath>
 #include <memory>
 
+#include "autograd/memory.h"
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "models/readout.h"
@@ -160,7 +161,9 @@ class RnnSearch : public Seq2Seq {
   Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
     DecoderState state = begin(src, src_valid_len);
     const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E)
-    std::vector<Tensor> states, contexts, weights;
+    PooledVector<Tensor> states, contexts, weights;  // pooled: a training step allocates nothing from the system
+    states.reserve(static_cast<std::size_t>(dec_input.size(1)));
+    contexts.reserve(static_cast<std::size_t>(dec_input.size(1)));
     Tensor s = squeeze(state.hidden, 0);
     for (std::int64_t t = 0; t < dec_input.size(1); ++t) {
       const Tensor e = squeeze(narrow(emb, 1, t, 1), 1);

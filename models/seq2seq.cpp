@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "autograd/memory.h"
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "models/seq2seq_impl.h"
@@ -46,8 +47,9 @@ DecoderState DecoderState::reorder(const Tensor& index) const {
 
 Tensor Seq2Seq::forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
   DecoderState state = begin(src, src_valid_len);
-  std::vector<Tensor> logits, weights;
+  PooledVector<Tensor> logits, weights;
   const std::int64_t T = dec_input.size(1);
+  logits.reserve(static_cast<std::size_t>(T));
   for (std::int64_t t = 0; t < T; ++t) {
     logits.push_back(step(squeeze(narrow(dec_input, 1, t, 1), 1), state));
     if (attention && state.attention.defined()) weights.push_back(state.attention);

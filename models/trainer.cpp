@@ -46,7 +46,8 @@ constexpr std::uint64_t kShuffleStream = 1, kDropoutStream = 2;
 
 std::int64_t sum_i64(const Tensor& t) {
   std::int64_t s = 0;
-  for (std::int64_t v : t.to_vector<std::int64_t>()) s += v;
+  const std::int64_t* p = t.data<std::int64_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) s += p[i];
   return s;
 }
 
@@ -200,6 +201,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   auto finished = [&] { return by_steps ? st.step >= options.steps() : st.epoch >= options.epochs(); };
 
   TrainResult result;
+  result.steps.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, total_steps - st.step)));
   CsvLog csv(options.log_csv(), resuming);
   ProgressBar bar(options.progress());
   const auto generators = dropout_generators(model);
@@ -220,9 +222,11 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   while (!finished()) {
     const std::int64_t epoch = st.epoch + 1;
     Generator shuffle_gen(mix(options.seed(), kShuffleStream, static_cast<std::uint64_t>(epoch)));
-    const auto batches = data.batches(options.batch_size(), options.shuffle(), shuffle_gen);
+    auto batches = data.batches(options.batch_size(), options.shuffle(), shuffle_gen);
     for (auto i = static_cast<std::size_t>(st.batch_in_epoch); i < batches.size() && !finished(); ++i) {
-      const Seq2SeqBatch b = model.padding_is_inert() ? trim_padding(batches[i]) : batches[i];
+      // Each batch is used once: moved, not copied (a step allocates nothing for its rows).
+      const Seq2SeqBatch b =
+          model.padding_is_inert() ? trim_padding(std::move(batches[i])) : std::move(batches[i]);
       for (std::size_t g = 0; g < generators.size(); ++g)
         *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
       const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);

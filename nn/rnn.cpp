@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/memory.h"
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
@@ -18,7 +19,7 @@ std::string shape_str(const Tensor& t) { return t.defined() ? t.shape().str() : 
 
 /// A (rows, cols) tensor sharing `x`'s buffer from element `offset` on (no copy).
 Tensor row_view(const Tensor& x, std::int64_t offset, std::int64_t rows, std::int64_t cols) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = TensorImpl::make();
   impl->storage = x.impl()->storage;
   impl->data = static_cast<char*>(x.impl()->data) + offset * static_cast<std::int64_t>(dtype_size(x.dtype()));
   impl->shape = Shape{rows, cols};
@@ -38,15 +39,15 @@ template <class T> void add_into(Tensor& acc, std::int64_t offset, const Tensor&
 /// would give each block a backward that materialises a full-size gradient, O(T²) per layer;
 /// instead every block's backward adds its gradient into one shared buffer, and one hub node,
 /// recorded before the blocks (hence run after all of them), hands that buffer to x: O(T).
-std::vector<Tensor> split_steps(const Tensor& x, std::int64_t steps) {
+PooledVector<Tensor> split_steps(const Tensor& x, std::int64_t steps) {
   const std::int64_t rows = x.size(0) / steps, cols = x.size(1), block = rows * cols;
-  std::vector<Tensor> out;
+  PooledVector<Tensor> out;
   out.reserve(static_cast<std::size_t>(steps));
   if (!(GradMode::enabled() && x.requires_grad())) {
     for (std::int64_t t = 0; t < steps; ++t) out.push_back(row_view(x, t * block, rows, cols));
     return out;
   }
-  auto acc = std::make_shared<Tensor>();  // d loss / d x, filled by the blocks' backward
+  auto acc = std::allocate_shared<Tensor>(PoolAllocator<Tensor>());  // d loss / d x, filled by the blocks' backward
   const Tensor hub = record("split_steps", Tensor::zeros({}, x.dtype()), {x}, [acc](BackwardContext& ctx) {
     Tensor g = std::move(*acc);
     *acc = Tensor();
@@ -90,10 +91,10 @@ void check_cell_sizes(const char* who, std::int64_t input_size, std::int64_t hid
 /// Validates a cell's input and state; returns them as 2-D tensors (the state zeros if undefined).
 struct CellArgs {
   Tensor x;
-  std::vector<Tensor> states;
+  PooledVector<Tensor> states;
   bool unbatched;
 };
-CellArgs cell_args(const char* who, const Tensor& x, std::vector<Tensor> states, std::int64_t input_size,
+CellArgs cell_args(const char* who, const Tensor& x, PooledVector<Tensor> states, std::int64_t input_size,
                    std::int64_t hidden_size, DType dtype) {
   if (!x.defined() || (x.dim() != 1 && x.dim() != 2) || x.size(-1) != input_size)
     throw std::invalid_argument(std::string(who) + ": input must be (B, " + std::to_string(input_size) + ") or (" +
@@ -240,12 +241,12 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
                                   std::string(dtype_name(s->dtype())) + " " + s->shape().str());
 
   // Lengths: steps t < min_len need no mask, steps t >= max_len leave every state unchanged.
-  std::vector<std::int64_t> lens(static_cast<std::size_t>(B), T);
+  PooledVector<std::int64_t> lens(static_cast<std::size_t>(B), T);  // pooled, as every list below
   if (valid_lens.defined()) {
     if (valid_lens.dtype() != DType::i64 || valid_lens.dim() != 1 || valid_lens.size(0) != B)
       throw std::invalid_argument(who + ": valid_lens must be i64 of shape [" + std::to_string(B) + "], got " +
                                   std::string(dtype_name(valid_lens.dtype())) + " " + valid_lens.shape().str());
-    lens = valid_lens.to_vector<std::int64_t>();
+    lens.assign(valid_lens.data<std::int64_t>(), valid_lens.data<std::int64_t>() + B);
     for (std::int64_t len : lens)
       if (len < 0 || len > T)
         throw std::invalid_argument(who + ": valid length " + std::to_string(len) + " is outside [0, " +
@@ -253,11 +254,11 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
   }
   const std::int64_t min_len = *std::min_element(lens.begin(), lens.end());
   const std::int64_t max_len = *std::max_element(lens.begin(), lens.end());
-  std::vector<Tensor> masks(static_cast<std::size_t>(T));  // (B, 1): 1 where t < len[b]
+  PooledVector<Tensor> masks(static_cast<std::size_t>(T));  // (B, 1) i64: 1 where t < len[b]
   for (std::int64_t t = min_len; t < max_len; ++t) {
-    std::vector<double> m(static_cast<std::size_t>(B));
-    for (std::int64_t b = 0; b < B; ++b) m[b] = t < lens[b] ? 1.0 : 0.0;
-    masks[t] = Tensor::from_values(m, {B, 1}, dtype);
+    masks[t] = Tensor::empty({B, 1}, DType::i64);
+    std::int64_t* m = masks[t].data<std::int64_t>();
+    for (std::int64_t b = 0; b < B; ++b) m[b] = t < lens[b] ? 1 : 0;
   }
   const Tensor zero_out = Tensor::zeros({B, H}, dtype);
   const Tensor zero = Tensor::zeros({}, dtype);
@@ -265,17 +266,17 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
   // Initial states per (layer, direction), as views of h0 / c0.
   auto initial = [&](const Tensor& s0) {
     if (s0.defined()) return split_steps(reshape(s0, {L * D * B, H}), L * D);
-    return std::vector<Tensor>(static_cast<std::size_t>(L * D), Tensor::zeros({B, H}, dtype));
+    return PooledVector<Tensor>(static_cast<std::size_t>(L * D), Tensor::zeros({B, H}, dtype));
   };
-  const std::vector<Tensor> h_init = initial(h0), c_init = lstm ? initial(c0) : std::vector<Tensor>();
+  const PooledVector<Tensor> h_init = initial(h0), c_init = lstm ? initial(c0) : PooledVector<Tensor>();
 
   const std::size_t per = options_.bias() ? 4 : 2;
-  std::vector<Tensor> h_last, c_last;
+  PooledVector<Tensor> h_last, c_last;
   Tensor layer_in = x;
   for (std::int64_t l = 0; l < L; ++l) {
     if (l > 0) layer_in = dropout(layer_in, options_.dropout(), *gen_, is_training());
     const Tensor flat = reshape(layer_in, {T * B, layer_in.size(2)});
-    std::vector<Tensor> dir_out;
+    PooledVector<Tensor> dir_out;
     for (std::int64_t d = 0; d < D; ++d) {
       const std::size_t k = static_cast<std::size_t>(l * D + d);
       const Tensor& w_ih = weights_[k * per];
@@ -283,9 +284,9 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
       const Tensor b_ih = per == 4 ? weights_[k * per + 2] : Tensor();
       const Tensor b_hh = per == 4 ? weights_[k * per + 3] : Tensor();
       // Input projection of every step at once; the loop only multiplies by W_hh.
-      const std::vector<Tensor> gi = split_steps(linear(flat, w_ih, b_ih), T);
+      const PooledVector<Tensor> gi = split_steps(linear(flat, w_ih, b_ih), T);
       Tensor h = h_init[k], c = lstm ? c_init[k] : Tensor();
-      std::vector<Tensor> out(static_cast<std::size_t>(T));
+      PooledVector<Tensor> out(static_cast<std::size_t>(T));
       for (std::int64_t s = 0; s < T; ++s) {
         const std::int64_t t = d == 0 ? s : T - 1 - s;
         if (t >= max_len) {  // padding for every entry: nothing changes

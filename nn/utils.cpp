@@ -24,24 +24,32 @@ template <class T> double sum_squares(const T* x, std::int64_t n) {
 }  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  std::vector<Tensor> grads;
-  for (const auto& p : params)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  // Two passes over the parameters' gradients, collecting nothing: a training step allocates nothing here.
+  auto for_each_grad = [&](auto&& f) {
+    for (const auto& p : params) {
+      if (!p.defined()) continue;
+      Tensor g = p.grad();
+      if (g.defined()) f(g);
+    }
+  };
   double total = 0.0;
-  for (const auto& g : grads)
+  for_each_grad([&](const Tensor& g) {
     total += kernels::dispatch_floating("clip_grad_norm", g.dtype(),
                                         [&](auto tag) { return sum_squares(g.data<decltype(tag)>(), g.numel()); });
+  });
   const double norm = std::sqrt(total);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
     NoGradGuard no_grad;
-    for (auto& g : grads)
+    for_each_grad([&](Tensor& g) {
       kernels::dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
         using T = decltype(tag);
         T* p = g.data<T>();
         const T c = static_cast<T>(coef);
-        for (std::int64_t i = 0; i < g.numel(); ++i) p[i] *= c;
+        const std::int64_t n = g.numel();
+        for (std::int64_t i = 0; i < n; ++i) p[i] *= c;
       });
+    });
   }
   return norm;
 }

@@ -1,5 +1,7 @@
 #include "autograd/kernels/reduce.h"
 
+#include "autograd/memory.h"
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -81,7 +83,7 @@ void sum_outer_r_inner(const T* x, T* y, std::int64_t outer, std::int64_t R, std
   if (inner == 1) {
     if (outer == 1 && R > kSumBlock) {
       const std::int64_t blocks = (R + kSumBlock - 1) / kSumBlock;
-      std::vector<T> partial(static_cast<std::size_t>(blocks));
+      PooledVector<T> partial(static_cast<std::size_t>(blocks));
       parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t b = b0; b < b1; ++b)
           partial[b] = sum_contiguous(x + b * kSumBlock, std::min(kSumBlock, R - b * kSumBlock));
@@ -124,19 +126,18 @@ void split_dims(const Shape& s, int first, int last, std::int64_t& outer, std::i
 
 }  // namespace
 
-Shape reduced_shape(const Shape& shape, const std::vector<int>& axes, bool keepdim) {
+Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdim) {
   Shape out;
   for (int i = 0; i < shape.size(); ++i) {
-    const bool reduced = std::find(axes.begin(), axes.end(), i) != axes.end();
+    const bool reduced = axes.contains(i);
     if (!reduced) out.push_back(shape[i]);
     else if (keepdim) out.push_back(1);
   }
   return out;
 }
 
-Tensor sum(const Tensor& x, std::vector<int> axes, bool keepdim) {
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+Tensor sum(const Tensor& x, Axes axes, bool keepdim) {
+  axes.normalize();
   const Shape out_shape = reduced_shape(x.shape(), axes, keepdim);
   if (axes.empty()) {
     Tensor y = Tensor::empty(out_shape, x.dtype());
@@ -171,7 +172,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int lead = g.dim() - shape.size();
   if (lead < 0) throw std::logic_error("sum_to: " + g.shape().str() + " cannot reduce to " + shape.str());
-  std::vector<int> axes;
+  Axes axes;
   for (int i = 0; i < g.dim(); ++i) {
     if (i < lead) axes.push_back(i);
     else if (shape[i - lead] == 1 && g.shape()[i] != 1) axes.push_back(i);
@@ -180,7 +181,7 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   }
   Tensor reduced = sum(g, axes, true);
   // Same elements in the same order; only the shape changes (leading dims dropped).
-  auto impl = std::make_shared<TensorImpl>(*reduced.impl());
+  auto impl = TensorImpl::make(*reduced.impl());
   impl->shape = shape;
   impl->meta.reset();
   return Tensor(std::move(impl));

@@ -2,20 +2,49 @@
 // Internal: reductions over (outer, R, inner) views. The summation order inside a row is fixed and
 // parallel work is split only across independent outputs (or fixed-size blocks combined in
 // order), so results are bitwise identical for any thread count.
-#include <vector>
+#include <algorithm>
+#include <initializer_list>
 
 #include "autograd/tensor.h"
 
 namespace tg::kernels {
 
+/// A set of axes, stored inline (at most Shape::kMaxDims): reductions allocate nothing for them.
+class Axes {
+ public:
+  Axes() = default;
+  Axes(std::initializer_list<int> axes) {
+    for (int a : axes) push_back(a);
+  }
+  void push_back(int a) { v_[n_++] = a; }
+  void pop_back() { --n_; }
+  int size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int front() const { return v_[0]; }
+  int back() const { return v_[n_ - 1]; }
+  int operator[](int i) const { return v_[i]; }
+  const int* begin() const { return v_; }
+  const int* end() const { return v_ + n_; }
+  bool contains(int a) const { return std::find(begin(), end(), a) != end(); }
+  /// Sorted, duplicates removed.
+  void normalize() {
+    std::sort(v_, v_ + n_);
+    n_ = static_cast<int>(std::unique(v_, v_ + n_) - v_);
+  }
+
+ private:
+  int v_[Shape::kMaxDims] = {};
+  int n_ = 0;
+};
+
 /// Sum over the given axes (normalised, any order, may be empty = copy).
-Tensor sum(const Tensor& x, std::vector<int> axes, bool keepdim);
+Tensor sum(const Tensor& x, Axes axes, bool keepdim);
 /// Sums a broadcast result back to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& g, const Shape& shape);
 /// Max over one axis; `argmax` (i64, same shape as the result) gets the first maximal index.
 Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax);
 
 /// Shape of x with `axes` removed (or set to 1 with keepdim).
-Shape reduced_shape(const Shape& shape, const std::vector<int>& axes, bool keepdim);
+Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdim);
 
 }  // namespace tg::kernels

@@ -10,7 +10,7 @@ namespace tg::kernels {
 inline Tensor view_as(const Tensor& x, const Shape& shape) {
   if (shape.numel() != x.numel())
     throw std::logic_error("view_as: " + x.shape().str() + " has a different size than " + shape.str());
-  auto impl = std::make_shared<TensorImpl>(*x.impl());
+  auto impl = TensorImpl::make(*x.impl());
   impl->shape = shape;
   impl->meta.reset();
   return Tensor(std::move(impl));

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <array>
+#include <memory>
+
 #include "autograd/tapegrad.h"
 
 using namespace tg;
@@ -187,4 +190,41 @@ TEST(Tape, TrainingStepsWithDeadBranchesKeepMemoryFlat) {
   for (int i = 0; i < 500; ++i) step();
   EXPECT_EQ(tape::size(), 0u);
   EXPECT_EQ(memory::live_bytes(), bytes);
+}
+
+TEST(Tape, BackwardClosuresOfAnySizeRunAndFreeWhatTheyCaptured) {
+  // A closure larger than BackwardFn's inline buffer lives in a pooled block; both kinds must run
+  // once and release their captures when the node is freed.
+  const auto buffers = memory::live_buffers();
+  {
+    Tensor x = vec({1, 2}).requires_grad_();
+    std::array<double, 64> big{};  // 512 B of captures
+    big[63] = 3.0;
+    static_assert(sizeof(big) > BackwardFn::kInlineBytes);
+    Tensor saved = Tensor::full({1000}, 1.0);  // captured by both closures
+    Tensor y = record("big", x * 1.0, {x}, [big, saved](BackwardContext& ctx) {
+      ctx.accumulate(0, ctx.grad_output() * big[63]);
+    });
+    Tensor z = record("small", y * 1.0, {y}, [saved](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output() * 2.0); });
+    saved = Tensor();
+    EXPECT_EQ(memory::live_buffers(), buffers + 4);  // x, x * 1, y * 1, and saved (held by the closures)
+    sum(z).backward();
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 6}));
+  }
+  EXPECT_EQ(memory::live_buffers(), buffers);
+  EXPECT_EQ(tape::size(), 0u);
+}
+
+TEST(Tape, BackwardFnMovesAndResets) {
+  int calls = 0;
+  auto counter = std::make_shared<int>(0);
+  BackwardFn f = [&calls, counter](BackwardContext&) { ++calls; };
+  EXPECT_TRUE(static_cast<bool>(f));
+  EXPECT_EQ(counter.use_count(), 2);
+  BackwardFn g = std::move(f);
+  EXPECT_FALSE(static_cast<bool>(f));
+  EXPECT_EQ(counter.use_count(), 2);
+  g = nullptr;
+  EXPECT_EQ(counter.use_count(), 1);
+  (void)calls;
 }

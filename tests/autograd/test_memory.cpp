@@ -1,0 +1,203 @@
+// The caching allocator (autograd/memory.h): size classes, reuse, alignment, accounting,
+// empty_cache, the cache limit, and blocks freed on another thread than the one that allocated them.
+// Other tests in this executable leave blocks in the cache, so the checks here use differences.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "autograd/memory.h"
+#include "autograd/tapegrad.h"
+
+using namespace tg;
+
+namespace {
+
+bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % memory::kAlignment == 0; }
+
+/// Restores the default cache limit when a test ends, even on failure.
+struct LimitGuard {
+  ~LimitGuard() { memory::set_cache_limit(-1); }
+};
+
+}  // namespace
+
+TEST(CachingAllocator, SizeClasses) {
+  EXPECT_EQ(memory::size_class_bytes(0), 64u);
+  EXPECT_EQ(memory::size_class_bytes(1), 64u);
+  EXPECT_EQ(memory::size_class_bytes(64), 64u);
+  EXPECT_EQ(memory::size_class_bytes(65), 128u);
+  EXPECT_EQ(memory::size_class_bytes(1000), 1024u);
+  EXPECT_EQ(memory::size_class_bytes(1024), 1024u);
+  EXPECT_EQ(memory::size_class_bytes(1025), 1280u);
+  EXPECT_EQ(memory::size_class_bytes(2048), 2048u);
+  EXPECT_EQ(memory::size_class_bytes(2049), 2560u);
+  EXPECT_EQ(memory::size_class_bytes(4000), 4096u);
+  EXPECT_EQ(memory::size_class_bytes((1u << 20) + 1), (1u << 20) + (1u << 18));
+  // Above 1 KiB a class wastes at most 25% and never exceeds the next power of two.
+  std::mt19937_64 rng(0);
+  for (int i = 0; i < 10000; ++i) {
+    const std::size_t n = 1025 + rng() % (std::size_t{1} << 34);
+    const std::size_t c = memory::size_class_bytes(n);
+    ASSERT_GE(c, n);
+    ASSERT_LE(c, n + n / 4) << n;
+    ASSERT_EQ(c % 64, 0u);
+    ASSERT_EQ(memory::size_class_bytes(c), c);  // a class size is its own class
+  }
+}
+
+TEST(CachingAllocator, ReusesFreedBlocksOfTheSameClass) {
+  void* a = memory::allocate(1000);
+  const auto before = memory::cache_stats();
+  memory::deallocate(a, 1000);
+  void* b = memory::allocate(1010);  // same class (1024 B): the block just freed
+  const auto after = memory::cache_stats();
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(after.system_allocs, before.system_allocs);
+  EXPECT_EQ(after.hits, before.hits + 1);
+  memory::deallocate(b, 1010);
+}
+
+TEST(CachingAllocator, BlocksAreAlignedAndUsable) {
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  for (std::size_t n : {0, 1, 8, 63, 64, 65, 100, 1000, 1025, 5000, 100000, 3 << 20}) {
+    void* p = memory::allocate(n);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(aligned(p)) << n;
+    std::memset(p, 0xab, memory::size_class_bytes(n));  // the whole class is usable
+    blocks.emplace_back(p, n);
+  }
+  for (auto [p, n] : blocks) memory::deallocate(p, n);
+  // Tensor buffers and views are aligned as well.
+  for (std::int64_t n : {1, 3, 17, 1000}) EXPECT_TRUE(aligned(Tensor::empty({n}).data<float>()));
+}
+
+TEST(CachingAllocator, LiveAndCachedBytesAreAccounted) {
+  const auto live = memory::live_bytes();
+  const auto buffers = memory::live_buffers();
+  const auto s0 = memory::cache_stats();
+  memory::CacheStats s1;
+  {
+    Tensor t = Tensor::empty({1000}, DType::f32);  // 4000 B, class 4096
+    EXPECT_EQ(memory::live_bytes(), live + 4000);
+    EXPECT_EQ(memory::live_buffers(), buffers + 1);
+    s1 = memory::cache_stats();
+    EXPECT_EQ(s1.in_use_blocks, s0.in_use_blocks + 3);  // buffer, handle, storage record
+    EXPECT_GE(s1.in_use_bytes, s0.in_use_bytes + 4096 + 128);
+    EXPECT_GE(s1.peak_in_use_bytes, s1.in_use_bytes);
+  }
+  EXPECT_EQ(memory::live_bytes(), live);
+  EXPECT_EQ(memory::live_buffers(), buffers);
+  const auto s2 = memory::cache_stats();
+  EXPECT_EQ(s2.in_use_bytes, s0.in_use_bytes);
+  EXPECT_EQ(s2.in_use_blocks, s0.in_use_blocks);
+  // The three blocks went to the cache, not back to the system.
+  EXPECT_EQ(s2.cached_bytes, s1.cached_bytes + (s1.in_use_bytes - s2.in_use_bytes));
+  EXPECT_EQ(s2.cached_blocks, s1.cached_blocks + 3);
+  EXPECT_EQ(s2.system_frees, s1.system_frees);
+  EXPECT_EQ(s2.cached_bytes, memory::cached_bytes());
+}
+
+TEST(CachingAllocator, EmptyCacheReleasesCachedBlocksOnly) {
+  Tensor kept = Tensor::full({256}, 7.0);
+  { Tensor dropped = Tensor::zeros({4096}); }
+  EXPECT_GE(memory::cached_bytes(), 4096 * 4);
+  const auto before = memory::cache_stats();
+  memory::empty_cache();
+  const auto after = memory::cache_stats();
+  EXPECT_EQ(after.cached_bytes, 0);
+  EXPECT_EQ(after.cached_blocks, 0);
+  EXPECT_EQ(after.system_frees, before.system_frees + before.cached_blocks);
+  EXPECT_EQ(after.in_use_bytes, before.in_use_bytes);
+  for (double v : kept.to_vector<double>()) ASSERT_EQ(v, 7.0);  // live tensors are untouched
+  // The next allocation of a freed class comes from the system again.
+  { Tensor again = Tensor::zeros({4096}); }
+  EXPECT_GT(memory::cache_stats().system_allocs, after.system_allocs);
+}
+
+TEST(CachingAllocator, LimitSendsExcessBlocksBackToTheSystem) {
+  LimitGuard guard;
+  memory::set_cache_limit(0);
+  EXPECT_EQ(memory::cached_bytes(), 0);  // lowering the limit trims the cache at once
+  const auto before = memory::cache_stats();
+  void* p = memory::allocate(5000);
+  memory::deallocate(p, 5000);
+  const auto after = memory::cache_stats();
+  EXPECT_EQ(after.cached_bytes, 0);
+  EXPECT_EQ(after.system_frees, before.system_frees + 1);
+  EXPECT_EQ(memory::cache_limit(), 0);
+  // The limit counts blocks in use and cached together.
+  memory::set_cache_limit(memory::cache_stats().in_use_bytes + (1 << 20));
+  p = memory::allocate(5000);
+  memory::deallocate(p, 5000);
+  EXPECT_EQ(memory::cached_bytes(), static_cast<std::int64_t>(memory::size_class_bytes(5000)));
+  // A new block that does not fit next to the cached ones evicts them first.
+  void* big = memory::allocate(1 << 20);
+  EXPECT_EQ(memory::cached_bytes(), 0);
+  memory::deallocate(big, 1 << 20);
+  EXPECT_LE(memory::cache_stats().in_use_bytes + memory::cached_bytes(), memory::cache_limit());
+  memory::set_cache_limit(-1);
+  EXPECT_GE(memory::cache_limit(), std::int64_t{64} << 20);  // the default
+}
+
+TEST(CachingAllocator, BlocksFreedOnAnotherThread) {
+  const auto s0 = memory::cache_stats();
+  // Allocated here, freed there, reused here.
+  void* a = memory::allocate(777);
+  std::thread([a] { memory::deallocate(a, 777); }).join();
+  void* b = memory::allocate(777);
+  EXPECT_EQ(b, a);
+  memory::deallocate(b, 777);
+  // Tensors made on one thread and dropped on another (TBB tasks, a data-loading thread).
+  std::vector<Tensor> made;
+  std::thread([&] {
+    for (int i = 0; i < 100; ++i) made.push_back(Tensor::full({i + 1}, i));
+  }).join();
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(made[static_cast<std::size_t>(i)].at({i}), i);
+  made.clear();
+  // Two threads allocating and freeing concurrently, each block checked for corruption.
+  auto churn = [](unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::pair<unsigned char*, std::size_t>> held;
+    for (int i = 0; i < 20000; ++i) {
+      if (held.size() < 64 && (held.empty() || rng() % 2)) {
+        const std::size_t n = 1 + rng() % 20000;
+        auto* p = static_cast<unsigned char*>(memory::allocate(n));
+        std::memset(p, static_cast<int>(n & 0xff), n);
+        held.emplace_back(p, n);
+      } else {
+        const std::size_t k = rng() % held.size();
+        auto [p, n] = held[k];
+        for (std::size_t j = 0; j < n; j += 97)
+          if (p[j] != static_cast<unsigned char>(n & 0xff)) return false;
+        memory::deallocate(p, n);
+        held[k] = held.back();
+        held.pop_back();
+      }
+    }
+    for (auto [p, n] : held) memory::deallocate(p, n);
+    return true;
+  };
+  bool ok1 = false, ok2 = false;
+  std::thread t1([&] { ok1 = churn(1); }), t2([&] { ok2 = churn(2); });
+  t1.join();
+  t2.join();
+  EXPECT_TRUE(ok1);
+  EXPECT_TRUE(ok2);
+  const auto s1 = memory::cache_stats();
+  EXPECT_EQ(s1.in_use_blocks, s0.in_use_blocks);
+  EXPECT_EQ(s1.in_use_bytes, s0.in_use_bytes);
+}
+
+TEST(CachingAllocator, PoolAllocatorServesStandardContainers) {
+  PooledVector<double> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(i);
+  EXPECT_EQ(v[999], 999);
+  EXPECT_TRUE(aligned(v.data()));
+  auto shared = std::allocate_shared<std::vector<int>>(PoolAllocator<std::vector<int>>(), 3, 5);
+  EXPECT_EQ((*shared)[2], 5);
+}

@@ -1,0 +1,249 @@
+// After a few warm-up steps a training step makes no heap allocation: every tensor buffer, tensor
+// handle, autograd record and scratch vector is served from the caching allocator's free lists.
+//
+// This file replaces the global operator new/delete (every overload, aligned ones included) for the
+// whole test_models executable with counting versions. The caching allocator takes its blocks from
+// ::operator new(size, align_val_t), so a block it has to get from the system is counted too.
+// Counting is off except inside the measured window. TBB's own task allocation does not go through
+// operator new (and is outside this library's control), which is why the steps run with
+// set_num_threads(1): the measurement is about this library's allocations.
+//
+// TG_ALLOC_TRACE=1 in the environment prints the call stacks of counted allocations (symbolise the
+// +0x offsets with addr2line -C -f -e build/bin/test_models).
+#include <execinfo.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/tensor.h"
+#include "models/seq2seq.h"
+#include "nn/optim.h"
+#include "nn/utils.h"
+
+namespace {
+
+std::atomic<bool> g_counting{false};
+std::atomic<std::int64_t> g_news{0};
+
+// ---- optional stack traces (fixed tables: tracing must not allocate through operator new) ----
+constexpr int kDepth = 14, kMaxSites = 512;
+struct Site {
+  void* frames[kDepth];
+  int depth;
+  std::int64_t count;
+};
+Site g_sites[kMaxSites];
+int g_num_sites = 0;
+bool g_trace = std::getenv("TG_ALLOC_TRACE") != nullptr;
+thread_local bool t_in_trace = false;
+
+void trace() {
+  if (t_in_trace) return;
+  t_in_trace = true;
+  void* frames[kDepth + 2];
+  const int n = backtrace(frames, kDepth + 2) - 2;  // drop trace() and operator new
+  if (n > 0) {
+    int i = 0;
+    for (; i < g_num_sites; ++i)
+      if (g_sites[i].depth == n && std::memcmp(g_sites[i].frames, frames + 2, sizeof(void*) * n) == 0) break;
+    if (i == g_num_sites && g_num_sites < kMaxSites) {
+      std::memcpy(g_sites[i].frames, frames + 2, sizeof(void*) * n);
+      g_sites[i].depth = n;
+      ++g_num_sites;
+    }
+    if (i < kMaxSites) ++g_sites[i].count;
+  }
+  t_in_trace = false;
+}
+
+void print_sites() {
+  for (int i = 0; i < g_num_sites; ++i) {
+    std::fprintf(stderr, "---- %lld allocations from:\n", static_cast<long long>(g_sites[i].count));
+    backtrace_symbols_fd(g_sites[i].frames, g_sites[i].depth, 2);
+  }
+  g_num_sites = 0;
+}
+
+void note_allocation() {
+  if (!g_counting.load(std::memory_order_relaxed)) return;
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (g_trace) trace();
+}
+
+void* checked(void* p) {
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void* allocate(std::size_t n) {
+  note_allocation();
+  return checked(std::malloc(n ? n : 1));
+}
+void* allocate_aligned(std::size_t n, std::align_val_t a) {
+  note_allocation();
+  void* p = nullptr;
+  const std::size_t align = std::max(static_cast<std::size_t>(a), sizeof(void*));
+  if (posix_memalign(&p, align, n ? n : 1) != 0) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+// clang-format off
+void* operator new(std::size_t n) { return allocate(n); }
+void* operator new[](std::size_t n) { return allocate(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { note_allocation(); return std::malloc(n ? n : 1); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { note_allocation(); return std::malloc(n ? n : 1); }
+void* operator new(std::size_t n, std::align_val_t a) { return allocate_aligned(n, a); }
+void* operator new[](std::size_t n, std::align_val_t a) { return allocate_aligned(n, a); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try { return allocate_aligned(n, a); } catch (...) { return nullptr; }
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try { return allocate_aligned(n, a); } catch (...) { return nullptr; }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+// clang-format on
+
+namespace {
+
+using namespace tg;
+
+constexpr std::int64_t kPad = 1, kBos = 2, kEos = 3, kFirstWord = 4;
+
+// The data of bench/bench_seq2seq.cpp: lengths uniform in [3, T], <eos>, then <pad>s.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+struct Batch {
+  Tensor src, src_len, tgt, tgt_len;
+};
+
+std::int64_t fill_row(SplitMix64& rng, std::int64_t* row, std::int64_t n, std::int64_t vocab) {
+  const std::int64_t len = 3 + rng.below(n - 2);
+  for (std::int64_t j = 0; j < len - 1; ++j) row[j] = kFirstWord + rng.below(vocab - kFirstWord);
+  row[len - 1] = kEos;
+  for (std::int64_t j = len; j < n; ++j) row[j] = kPad;
+  return len;
+}
+
+Batch make_batch(SplitMix64& rng, std::int64_t B, const models::ModelConfig& c) {
+  const std::int64_t T = c.num_steps;
+  std::vector<std::int64_t> src(B * T), tgt(B * T), src_len(B), tgt_len(B);
+  for (std::int64_t i = 0; i < B; ++i) {
+    src_len[i] = fill_row(rng, src.data() + i * T, T, c.src_vocab);
+    tgt_len[i] = fill_row(rng, tgt.data() + i * T, T, c.tgt_vocab);
+  }
+  return {Tensor::from_vector(src, {B, T}), Tensor::from_vector(src_len, {B}), Tensor::from_vector(tgt, {B, T}),
+          Tensor::from_vector(tgt_len, {B})};
+}
+
+/// Operator-new calls of each of `measured` training steps after `warmup` steps, as in
+/// bench_seq2seq and train(): teacher forcing, Seq2Seq::loss, backward, clip_grad_norm(1.0), Adam.
+std::vector<std::int64_t> allocations_per_step(const models::ModelConfig& config, std::int64_t batch, int warmup,
+                                               int measured) {
+  set_num_threads(1);
+  Generator gen(0);
+  auto model = models::make_model(config, gen);
+  nn::Adam optimizer(model->named_parameters(), nn::AdamOptions(0.005));
+  const std::vector<Tensor> params = model->parameters();
+  SplitMix64 rng{12345};
+  std::vector<Batch> batches;
+  for (int i = 0; i < warmup + measured; ++i) batches.push_back(make_batch(rng, batch, config));
+  model->train();
+  std::vector<std::int64_t> counts;
+  for (int i = 0; i < warmup + measured; ++i) {
+    const Batch& b = batches[static_cast<std::size_t>(i)];
+    const std::int64_t before = g_news.load();
+    g_counting = i >= warmup;
+    {
+      const Tensor dec_input = models::teacher_forcing_input(b.tgt, kBos);
+      const Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
+      optimizer.zero_grad();
+      loss.backward();
+      nn::clip_grad_norm(params, 1.0);
+      optimizer.step();
+      EXPECT_TRUE(std::isfinite(loss.item()));
+    }
+    g_counting = false;
+    if (i >= warmup) counts.push_back(g_news.load() - before);
+  }
+  if (g_trace) print_sites();
+  set_num_threads(0);
+  return counts;
+}
+
+std::string str(const std::vector<std::int64_t>& v) {
+  std::string s;
+  for (auto x : v) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(x);
+  }
+  return s;
+}
+
+TEST(Allocations, CounterSeesEveryOverload) {
+  const std::int64_t before = g_news.load();
+  g_counting = true;
+  delete new int(1);
+  delete[] new int[3];
+  struct alignas(64) Wide {
+    float x[16];
+  };
+  delete new Wide;
+  ::operator delete(::operator new(100, std::align_val_t{64}), std::align_val_t{64});
+  g_counting = false;
+  EXPECT_EQ(g_news.load() - before, 4);
+}
+
+TEST(Allocations, D2lTrainingStepAllocatesNothing) {
+  // Workload A of bench_seq2seq.
+  models::ModelConfig c;
+  c.model = "d2l";
+  c.src_vocab = 184, c.tgt_vocab = 201, c.embed_size = 32, c.num_hiddens = 32, c.num_layers = 2;
+  c.dropout = 0.1, c.num_steps = 10;
+  const auto counts = allocations_per_step(c, 64, 4, 20);
+  std::printf("d2l (workload A): operator new calls per step after warm-up: %s\n", str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+TEST(Allocations, RnnSearchTrainingStepAllocatesNothing) {
+  models::ModelConfig c;
+  c.model = "rnnsearch";
+  c.src_vocab = 60, c.tgt_vocab = 70, c.embed_size = 16, c.num_hiddens = 32, c.num_layers = 1;
+  c.dropout = 0.0, c.num_steps = 6;
+  const auto counts = allocations_per_step(c, 8, 4, 20);
+  std::printf("rnnsearch (small): operator new calls per step after warm-up: %s\n", str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+}  // namespace
