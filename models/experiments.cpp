@@ -637,8 +637,12 @@ std::string grouped_bar_chart_svg(const std::vector<std::string>& series, const 
   auto f = [](double v) { return num(v, 2); };
   std::size_t legend_chars = 4;
   for (const auto& s : series) legend_chars = std::max(legend_chars, s.size());
-  const double bar_w = 16, gap = 22;
-  const double group_w = bar_w * static_cast<double>(series.size()) + gap;
+  std::size_t group_chars = 0;
+  for (const auto& g : groups) group_chars = std::max(group_chars, display_width(g.label));
+  const double bar_w = 16;
+  // Wide enough for the bars and for the group's label under them (~7 px per character).
+  const double group_w = std::max(bar_w * static_cast<double>(series.size()) + 22, 7.0 * static_cast<double>(group_chars) + 12);
+  const double gap = group_w - bar_w * static_cast<double>(series.size());
   const double left = 56, top = options.title.empty() ? 16 : 40, plot_h = 220;
   const double plot_w = std::max(200.0, group_w * static_cast<double>(groups.size()));
   const double legend_x = left + plot_w + 20;

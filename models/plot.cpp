@@ -48,13 +48,19 @@ std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& 
   if (!std::isfinite(x0)) throw std::invalid_argument("line_plot_svg: nothing to plot");
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1;
-  const double left = 64, right = 150, top = o.title.empty() ? 16 : 36, bottom = 48;
-  const double pw = o.width - left - right, ph = o.height - top - bottom;
+  // The legend sits right of the plot: widen the picture (not shrink the plot) for long labels,
+  // at ~7.2 px per character of 12 px text.
+  std::size_t label_chars = 0;
+  for (const Series& s : series) label_chars = std::max(label_chars, display_width(s.label));
+  const double left = 64, top = o.title.empty() ? 16 : 36, bottom = 48;
+  const double right = std::max(150.0, 44 + 7.2 * static_cast<double>(label_chars));
+  const double width = o.width + (right - 150);
+  const double pw = o.width - left - 150, ph = o.height - top - bottom;
   auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return top + ph - (ty(y) - y0) / (y1 - y0) * ph; };
 
   std::ostringstream os;
-  os << svg_begin(o.width, o.height, 12);
+  os << svg_begin(width, o.height, 12);
   if (!o.title.empty())
     os << "<text x=\"" << svg_number(left + pw / 2) << "\" y=\"22\" text-anchor=\"middle\" font-weight=\"bold\">"
        << xml_escape(o.title) << "</text>\n";
