@@ -12,7 +12,8 @@
 // the Python reference draws exactly the same batches. One step = teacher-forced forward,
 // sequence_loss, backward, clip_grad_norm(1.0), Adam(lr 0.005). Every step uses a fresh batch.
 // tokens_per_sec counts valid target tokens (<eos> included) of the timed steps.
-// Decoding: greedy_decode (eval mode, no grad, max_steps = num_steps) of single sentences
+// Decoding: greedy_decode (eval mode, no grad, max_steps = num_steps, attention weights not kept,
+// as in the PyTorch loop) of single sentences
 // (batch 1) and of batches of 64, in sentences per second, on the freshly initialised model
 // (before training, so that nearly every sentence runs num_steps steps in both frameworks);
 // decode_batch*_avg_steps report the mean decoding steps per sentence actually run.
@@ -213,21 +214,21 @@ int main(int argc, char** argv) {
         for (const auto& t : out) n += t.steps();
         return n;
       };
-      tg::models::greedy_decode(*model, singles[0].first, singles[0].second, c.num_steps);  // warm-up
+      tg::models::greedy_decode(*model, singles[0].first, singles[0].second, c.num_steps, false);  // warm-up
       std::int64_t n = 0, len = 0;
       auto t = Clock::now();
       do {
         const auto& s = singles[n % B];
-        len += total_steps(tg::models::greedy_decode(*model, s.first, s.second, c.num_steps));
+        len += total_steps(tg::models::greedy_decode(*model, s.first, s.second, c.num_steps, false));
         ++n;
       } while (since(t) < w.decode_min_time || n < 4);
       dec1 = static_cast<double>(n) / since(t);
       dec1_len = static_cast<double>(len) / static_cast<double>(n);
-      tg::models::greedy_decode(*model, full.first, full.second, c.num_steps);  // warm-up
+      tg::models::greedy_decode(*model, full.first, full.second, c.num_steps, false);  // warm-up
       n = 0, len = 0;
       t = Clock::now();
       do {
-        len += total_steps(tg::models::greedy_decode(*model, full.first, full.second, c.num_steps));
+        len += total_steps(tg::models::greedy_decode(*model, full.first, full.second, c.num_steps, false));
         n += full.first.size(0);
       } while (since(t) < w.decode_min_time);
       dec64 = static_cast<double>(n) / since(t);

@@ -124,7 +124,7 @@ SourceBatch encode_sources(const std::vector<std::vector<std::string>>& sentence
 }
 
 std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
-                                       std::int64_t max_steps) {
+                                       std::int64_t max_steps, bool keep_attention) {
   check_sources(src, src_valid_len, "greedy_decode");
   if (max_steps < 1) throw std::invalid_argument("greedy_decode: max_steps must be >= 1");
   NoGradGuard no_grad;
@@ -146,7 +146,7 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
     if (logits.dtype() == DType::f32) best_tokens(logits.data<float>(), B, V, bests.data(), best_lp.data());
     else best_tokens(logits.to(DType::f64).data<double>(), B, V, bests.data(), best_lp.data());
     att.clear();
-    if (state.attention.defined()) att = state.attention.to_vector<double>();
+    if (keep_attention && state.attention.defined()) att = state.attention.to_vector<double>();
     for (std::int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;  // keeps feeding <eos>; its outputs are ignored
       const std::int64_t best = bests[b];

@@ -95,9 +95,10 @@ SourceBatch encode_sources(const std::vector<std::vector<std::string>>& sentence
 
 /// Greedy decoding of a batch: at each step the most probable token (the first one on ties) is
 /// fed back; rows finish independently and decoding stops once every row has produced `<eos>` or
-/// after max_steps steps (> 0). Fills ids, ended, attention, log_prob, score.
+/// after max_steps steps (> 0). Fills ids, ended, log_prob, score, and attention unless
+/// keep_attention is false (throughput runs that never look at the weights).
 std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
-                                       std::int64_t max_steps);
+                                       std::int64_t max_steps, bool keep_attention = true);
 
 /// Beam search over each sentence of the batch in turn (the k hypotheses of one sentence run as
 /// one batch of k rows; DecoderState::reorder follows the surviving hypotheses). At each step the

@@ -69,6 +69,11 @@ TEST(Decode, GreedyStopsAtEosWithOneAttentionRowPerStep) {
   // log P = log .9 + log .8 + log .7.
   EXPECT_NEAR(out[0].log_prob, std::log(0.9) + std::log(0.8) + std::log(0.7), 1e-4);
   EXPECT_EQ(model.step_calls, 3);  // stopped right after <eos>
+  // Without keeping the weights: the same tokens and score, no attention rows.
+  const auto bare = greedy_decode(model, src, ids({3}, {1}), 6, /*keep_attention=*/false);
+  EXPECT_EQ(bare[0].ids, out[0].ids);
+  EXPECT_EQ(bare[0].log_prob, out[0].log_prob);
+  EXPECT_TRUE(bare[0].attention.empty());
 }
 
 TEST(Decode, GreedyStopsAfterMaxSteps) {
