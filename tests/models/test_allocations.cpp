@@ -28,6 +28,7 @@
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "models/seq2seq.h"
+#include "bench/workloads.h"
 #include "nn/optim.h"
 #include "nn/utils.h"
 
@@ -130,42 +131,10 @@ namespace {
 
 using namespace tg;
 
-constexpr std::int64_t kPad = 1, kBos = 2, kEos = 3, kFirstWord = 4;
-
-// The data of bench/bench_seq2seq.cpp: lengths uniform in [3, T], <eos>, then <pad>s.
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
-};
-
-struct Batch {
-  Tensor src, src_len, tgt, tgt_len;
-};
-
-std::int64_t fill_row(SplitMix64& rng, std::int64_t* row, std::int64_t n, std::int64_t vocab) {
-  const std::int64_t len = 3 + rng.below(n - 2);
-  for (std::int64_t j = 0; j < len - 1; ++j) row[j] = kFirstWord + rng.below(vocab - kFirstWord);
-  row[len - 1] = kEos;
-  for (std::int64_t j = len; j < n; ++j) row[j] = kPad;
-  return len;
-}
-
-Batch make_batch(SplitMix64& rng, std::int64_t B, const models::ModelConfig& c) {
-  const std::int64_t T = c.num_steps;
-  std::vector<std::int64_t> src(B * T), tgt(B * T), src_len(B), tgt_len(B);
-  for (std::int64_t i = 0; i < B; ++i) {
-    src_len[i] = fill_row(rng, src.data() + i * T, T, c.src_vocab);
-    tgt_len[i] = fill_row(rng, tgt.data() + i * T, T, c.tgt_vocab);
-  }
-  return {Tensor::from_vector(src, {B, T}), Tensor::from_vector(src_len, {B}), Tensor::from_vector(tgt, {B, T}),
-          Tensor::from_vector(tgt_len, {B})};
-}
+using bench::Batch;
+using bench::kBos;
+using bench::make_batch;
+using bench::SplitMix64;
 
 /// Operator-new calls of each of `measured` training steps after `warmup` steps, as in
 /// bench_seq2seq and train(): teacher forcing, Seq2Seq::loss, backward, clip_grad_norm(1.0), Adam.
@@ -226,12 +195,8 @@ TEST(Allocations, CounterSeesEveryOverload) {
 }
 
 TEST(Allocations, D2lTrainingStepAllocatesNothing) {
-  // Workload A of bench_seq2seq.
-  models::ModelConfig c;
-  c.model = "d2l";
-  c.src_vocab = 184, c.tgt_vocab = 201, c.embed_size = 32, c.num_hiddens = 32, c.num_layers = 2;
-  c.dropout = 0.1, c.num_steps = 10;
-  const auto counts = allocations_per_step(c, 64, 4, 20);
+  const bench::Workload a = bench::workload("A", "");
+  const auto counts = allocations_per_step(a.config, a.batch, 4, 20);
   std::printf("d2l (workload A): operator new calls per step after warm-up: %s\n", str(counts).c_str());
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
 }

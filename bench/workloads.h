@@ -1,0 +1,97 @@
+#pragma once
+// The workloads A, B, C of issue 6 and their synthetic batches, shared by bench_seq2seq and the
+// allocation-count test (tests/models/test_allocations.cpp). bench/pytorch_reference.py draws the
+// same batches: keep the two in step.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "models/seq2seq.h"
+
+namespace tg::bench {
+
+constexpr std::int64_t kPad = 1, kBos = 2, kEos = 3, kFirstWord = 4;
+
+// splitmix64: trivial to reproduce bit for bit in Python (bench/pytorch_reference.py).
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+struct Workload {
+  std::string name;
+  tg::models::ModelConfig config;
+  std::int64_t batch = 0;
+  int default_steps = 0, default_warmup = 0;
+  double decode_min_time = 1.0;   // seconds per decode measurement (at least one repetition)
+};
+
+inline Workload workload(const std::string& name, const std::string& readout) {
+  Workload w;
+  w.name = name;
+  auto& c = w.config;
+  if (name == "A") {
+    c.model = "d2l";
+    c.src_vocab = 184, c.tgt_vocab = 201, c.embed_size = 32, c.num_hiddens = 32, c.num_layers = 2;
+    c.dropout = 0.1, c.num_steps = 10;
+    w.batch = 64, w.default_steps = 100, w.default_warmup = 10;
+  } else if (name == "B") {
+    c.model = "rnnsearch";
+    c.src_vocab = 8000, c.tgt_vocab = 8000, c.embed_size = 256, c.num_hiddens = 256, c.num_layers = 1;
+    c.dropout = 0.0, c.num_steps = 20, c.readout = "linear";
+    w.batch = 64, w.default_steps = 10, w.default_warmup = 2;
+  } else if (name == "C") {
+    c.model = "rnnsearch";
+    c.src_vocab = 30000, c.tgt_vocab = 30000, c.embed_size = 620, c.num_hiddens = 1000, c.num_layers = 1;
+    c.dropout = 0.0, c.num_steps = 30, c.readout = "linear";
+    w.batch = 80, w.default_steps = 3, w.default_warmup = 1, w.decode_min_time = 0.0;
+  } else {
+    throw std::invalid_argument("unknown --config " + name + " (A, B or C)");
+  }
+  if (!readout.empty()) {
+    if (c.model != "rnnsearch") throw std::invalid_argument("--readout applies to B and C only");
+    c.readout = readout;
+  }
+  c.validate();
+  return w;
+}
+
+struct Batch {
+  tg::Tensor src, src_len, tgt, tgt_len;
+  std::int64_t tokens = 0;  // valid target tokens, <eos> included
+};
+
+// One row of `n` tokens: length uniform in [3, n], words uniform in [4, vocab), <eos>, <pad>s.
+inline std::int64_t fill_row(SplitMix64& rng, std::int64_t* row, std::int64_t n, std::int64_t vocab) {
+  const std::int64_t len = 3 + rng.below(n - 2);
+  for (std::int64_t j = 0; j < len - 1; ++j) row[j] = kFirstWord + rng.below(vocab - kFirstWord);
+  row[len - 1] = kEos;
+  for (std::int64_t j = len; j < n; ++j) row[j] = kPad;
+  return len;
+}
+
+inline Batch make_batch(SplitMix64& rng, std::int64_t B, const tg::models::ModelConfig& c) {
+  const std::int64_t T = c.num_steps;
+  std::vector<std::int64_t> src(B * T), tgt(B * T), src_len(B), tgt_len(B);
+  Batch b;
+  for (std::int64_t i = 0; i < B; ++i) {
+    src_len[i] = fill_row(rng, src.data() + i * T, T, c.src_vocab);
+    tgt_len[i] = fill_row(rng, tgt.data() + i * T, T, c.tgt_vocab);
+    b.tokens += tgt_len[i];
+  }
+  b.src = tg::Tensor::from_vector(src, {B, T});
+  b.tgt = tg::Tensor::from_vector(tgt, {B, T});
+  b.src_len = tg::Tensor::from_vector(src_len, {B});
+  b.tgt_len = tg::Tensor::from_vector(tgt_len, {B});
+  return b;
+}
+
+}  // namespace tg::bench
