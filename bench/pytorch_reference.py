@@ -10,7 +10,7 @@ threads run several times slower) must be in the environment before torch is imp
 sets both from --threads if they are missing, and bench/compare sets them explicitly.
 
 Workloads:
-  A: d2l's Bahdanau chapter model (d2l 0.17's classes, as in tests/data/make_d2l_checkpoint.py),
+  A: d2l's Bahdanau chapter model (d2l 0.17's classes, bench/d2l_torch.py),
      embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201.
   B: RNNsearch (mirrors models/rnnsearch_model.cpp), embed 256, hidden 256, batch 64, num_steps 20,
      vocab 8000 / 8000, linear readout, no dropout.
@@ -63,6 +63,9 @@ import torch  # noqa: E402  (after the environment is set)
 from torch import nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from d2l_torch import Seq2SeqAttentionDecoder, Seq2SeqEncoder  # noqa: E402
+
 
 # ----------------------------------------------------------------------------- data
 class SplitMix64:
@@ -100,79 +103,6 @@ def make_batch(rng, B, w):
 
 
 # ----------------------------------------------------------------------------- d2l (A)
-def sequence_mask(X, valid_len, value=0):
-    maxlen = X.size(1)
-    mask = torch.arange((maxlen), dtype=torch.float32, device=X.device)[None, :] < valid_len[:, None]
-    X[~mask] = value
-    return X
-
-
-def masked_softmax(X, valid_lens):
-    if valid_lens is None:
-        return nn.functional.softmax(X, dim=-1)
-    shape = X.shape
-    if valid_lens.dim() == 1:
-        valid_lens = torch.repeat_interleave(valid_lens, shape[1])
-    else:
-        valid_lens = valid_lens.reshape(-1)
-    X = sequence_mask(X.reshape(-1, shape[-1]), valid_lens, value=-1e6)
-    return nn.functional.softmax(X.reshape(shape), dim=-1)
-
-
-class AdditiveAttention(nn.Module):
-    def __init__(self, key_size, query_size, num_hiddens, dropout):
-        super().__init__()
-        self.W_k = nn.Linear(key_size, num_hiddens, bias=False)
-        self.W_q = nn.Linear(query_size, num_hiddens, bias=False)
-        self.w_v = nn.Linear(num_hiddens, 1, bias=False)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, queries, keys, values, valid_lens):
-        queries, keys = self.W_q(queries), self.W_k(keys)
-        features = torch.tanh(queries.unsqueeze(2) + keys.unsqueeze(1))
-        scores = self.w_v(features).squeeze(-1)
-        self.attention_weights = masked_softmax(scores, valid_lens)
-        return torch.bmm(self.dropout(self.attention_weights), values)
-
-
-class Seq2SeqEncoder(nn.Module):
-    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
-        super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = nn.GRU(embed_size, num_hiddens, num_layers, dropout=dropout)
-
-    def forward(self, X, *args):
-        X = self.embedding(X).permute(1, 0, 2)
-        return self.rnn(X)
-
-
-class Seq2SeqAttentionDecoder(nn.Module):
-    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers, dropout=0):
-        super().__init__()
-        self.attention = AdditiveAttention(num_hiddens, num_hiddens, num_hiddens, dropout)
-        self.embedding = nn.Embedding(vocab_size, embed_size)
-        self.rnn = nn.GRU(embed_size + num_hiddens, num_hiddens, num_layers, dropout=dropout)
-        self.dense = nn.Linear(num_hiddens, vocab_size)
-
-    def init_state(self, enc_outputs, enc_valid_lens, *args):
-        outputs, hidden_state = enc_outputs
-        return (outputs.permute(1, 0, 2), hidden_state, enc_valid_lens)
-
-    def forward(self, X, state):
-        enc_outputs, hidden_state, enc_valid_lens = state
-        X = self.embedding(X).permute(1, 0, 2)
-        outputs, self._attention_weights = [], []
-        for x in X:
-            query = torch.unsqueeze(hidden_state[-1], dim=1)
-            context = self.attention(query, enc_outputs, enc_outputs, enc_valid_lens)
-            x = torch.cat((context, torch.unsqueeze(x, dim=1)), dim=-1)
-            out, hidden_state = self.rnn(x.permute(1, 0, 2), hidden_state)
-            outputs.append(out)
-            self._attention_weights.append(self.attention.attention_weights)
-        outputs = self.dense(torch.cat(outputs, dim=0))
-        return outputs.permute(1, 0, 2), [enc_outputs, hidden_state, enc_valid_lens]
-
-
 class D2lEncoderDecoder(nn.Module):
     def __init__(self, w):
         super().__init__()
