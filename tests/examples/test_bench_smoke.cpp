@@ -2,27 +2,16 @@
 // one JSON line with every documented key and positive numbers. No timing assertions.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
+
+#include "child_process.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The value of a numeric "key": in a flat JSON line, or NaN if absent.
 double number(const std::string& json, const std::string& key) {
@@ -43,15 +32,12 @@ std::string string_value(const std::string& json, const std::string& key) {
 TEST(BenchSmoke, Seq2SeqConfigAPrintsJson) {
   const fs::path bin = fs::path(TG_BINARY_DIR) / "bin" / "bench_seq2seq";
   if (!fs::exists(bin)) GTEST_SKIP() << bin << " not built (TG_BUILD_BENCH=OFF?)";
-  const fs::path dir = fs::temp_directory_path() / ("tg_bench_smoke_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const fs::path out = dir / "out.txt", err = dir / "err.txt";
-  const std::string cmd = bin.string() + " --config A --steps 2 --warmup 1 --threads 1 >" + out.string() + " 2>" +
-                          err.string() + " </dev/null";
-  const int rc = std::system(cmd.c_str());
-  const std::string stdout_text = slurp(out), stderr_text = slurp(err);
+  const fs::path dir = tg::testing::scratch_dir("tg_bench_smoke");
+  const tg::testing::ProgramRun r =
+      tg::testing::run_command(bin.string() + " --config A --steps 2 --warmup 1 --threads 1", dir);
   fs::remove_all(dir);
-  ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << "exit " << rc << "\nstderr:\n" << stderr_text;
+  const std::string& stdout_text = r.out;
+  ASSERT_EQ(r.status, 0) << "stderr:\n" << r.err;
 
   // Exactly one line, a JSON object.
   std::string line = stdout_text;

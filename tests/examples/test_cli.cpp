@@ -1,9 +1,6 @@
 // End-to-end tests of build/bin/bahdanau, run as a child process.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
@@ -13,23 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kBinary = TG_BINARY_DIR "/bin/bahdanau";
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using CliRun = tg::testing::ProgramRun;
+using tg::testing::read_file;
 
 std::vector<std::string> lines(const std::string& s) {
   std::vector<std::string> out;
@@ -41,26 +31,14 @@ std::vector<std::string> lines(const std::string& s) {
 class Cli : public ::testing::Test {
  protected:
   static fs::path dir() {
-    static const fs::path d = [] {
-      fs::path p = fs::temp_directory_path() / ("tg_cli_" + std::to_string(::getpid()));
-      fs::create_directories(p);
-      return p;
-    }();
+    static const fs::path d = tg::testing::scratch_dir("tg_cli");
     return d;
   }
   static void TearDownTestSuite() { fs::remove_all(dir()); }
 
   /// Runs `bahdanau ARGS` through the shell (ARGS already quoted), stdin from `input`.
   static CliRun run(const std::string& args, const std::string& input = "") {
-    const fs::path in = dir() / "stdin.txt", out = dir() / "stdout.txt", err = dir() / "stderr.txt";
-    std::ofstream(in, std::ios::binary) << input;
-    const std::string cmd = kBinary + " " + args + " <" + in.string() + " >" + out.string() + " 2>" + err.string();
-    const int rc = std::system(cmd.c_str());
-    CliRun r;
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    return r;
+    return tg::testing::run_command(kBinary + " " + args, dir(), input);
   }
 
   /// A tiny reverse-task model, trained once for the whole suite.

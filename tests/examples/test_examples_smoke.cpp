@@ -2,9 +2,6 @@
 // as a child process with tiny settings, and its exit code and printed numbers are checked.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -16,47 +13,27 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "nn/serialize.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = tg::testing::ProgramRun;
+using tg::testing::read_file;
 
 class Examples : public ::testing::Test {
  protected:
   static fs::path dir() {
-    static const fs::path d = [] {
-      fs::path p = fs::temp_directory_path() / ("tg_examples_smoke_" + std::to_string(::getpid()));
-      fs::create_directories(p);
-      return p;
-    }();
+    static const fs::path d = tg::testing::scratch_dir("tg_examples_smoke");
     return d;
   }
   static void TearDownTestSuite() { fs::remove_all(dir()); }
 
   /// Runs build/bin/<program> ARGS (already shell-quoted) and captures its exit code and output.
   static Result run(const std::string& program, const std::string& args) {
-    const fs::path out = dir() / "stdout.txt", err = dir() / "stderr.txt";
-    const std::string cmd = std::string(TG_BINARY_DIR) + "/bin/" + program + " " + args + " >" + out.string() +
-                            " 2>" + err.string() + " </dev/null";
-    const int rc = std::system(cmd.c_str());
-    Result r;
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    return r;
+    return tg::testing::run_command(std::string(TG_BINARY_DIR) + "/bin/" + program + " " + args, dir());
   }
 
   /// Every number captured by group 1 of `pattern` in `text`, in order.

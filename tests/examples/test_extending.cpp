@@ -23,6 +23,7 @@
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "child_process.h"
 
 using tg::testing::rand64;
 using tg::nn::testing::bind_parameters;
@@ -192,16 +193,11 @@ TEST(Highway, GradcheckWrtInputAndParameters) {
 // ================================ the document matches this file =================================
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using tg::testing::read_file;
 
 TEST(ExtendingDoc, EveryCodeBlockIsPartOfThisFile) {
-  const std::string doc = read_text(TG_SOURCE_DIR "/docs/extending.md");
-  const std::string self = read_text(TG_SOURCE_DIR "/tests/examples/test_extending.cpp");
+  const std::string doc = read_file(TG_SOURCE_DIR "/docs/extending.md");
+  const std::string self = read_file(TG_SOURCE_DIR "/tests/examples/test_extending.cpp");
   ASSERT_FALSE(doc.empty());
   ASSERT_FALSE(self.empty());
   int blocks = 0;
