@@ -7,20 +7,13 @@
 #include <regex>
 
 #include "models/heatmap.h"
+#include "attention_sample.h"
 
 using namespace tg::models;
 
 namespace {
-AttentionMap sample() {
-  return {{"je", "suis", "chez", "moi", ".", "<eos>"},
-          {"i'm", "home", ".", "<eos>"},
-          {{0.7f, 0.2f, 0.05f, 0.05f, 0.0f, 0.0f},
-           {0.0f, 0.1f, 0.5f, 0.4f, 0.0f, 0.0f},
-           {0.0f, 0.0f, 0.0f, 0.1f, 0.9f, 0.0f},
-           {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f}}};
-}
-
-bool have(const char* cmd) { return std::system((std::string("command -v ") + cmd + " >/dev/null 2>&1").c_str()) == 0; }
+using tg::models::testing::have;
+AttentionMap sample() { return tg::models::testing::sample_attention(); }
 }  // namespace
 
 TEST(Heatmap, SvgCellsCarryTheWeights) {
