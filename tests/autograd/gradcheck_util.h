@@ -2,6 +2,11 @@
 // Shared helpers for the op tests: fixed-seed float64 inputs and a gradcheck assertion.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "autograd/tapegrad.h"
 
 namespace tg::testing {
@@ -16,5 +21,23 @@ inline Tensor rand64(const Shape& shape, Generator& gen, double lo = -1.0, doubl
     EXPECT_TRUE(report_.ok) << report_;                                   \
     EXPECT_GT(report_.checked, 0);                                        \
   } while (0)
+
+/// gtest predicate: `text` contains `part` (the test binary does not link gmock).
+inline ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
+}
+
+/// Runs fn and expects an exception of type E whose message contains every one of `parts`.
+template <class E = std::invalid_argument>
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception thrown; expected one mentioning " << parts[0];
+  } catch (const E& e) {
+    const std::string msg = e.what();
+    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+  }
+}
 
 }  // namespace tg::testing

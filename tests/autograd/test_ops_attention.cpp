@@ -44,10 +44,7 @@ std::vector<Tensor> value_and_grads(Tensor (*op)(const Tensor&, const Tensor&, c
 
 Tensor fused(const Tensor& q, const Tensor& k, const Tensor& w) { return tg::additive_attention_scores(q, k, w); }
 
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
+using tg::testing::Contains;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "gradcheck_util.h"
 
 using namespace tg;
 
@@ -30,16 +31,7 @@ Tensor rand64(const Shape& shape, Generator& gen) {
   return ::testing::AssertionSuccess();
 }
 
-template <class E = std::invalid_argument>
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown; expected one mentioning " << parts[0];
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
+using tg::testing::expect_error;
 
 }  // namespace
 

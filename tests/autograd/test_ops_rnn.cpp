@@ -37,10 +37,7 @@ Tensor composite(const Tensor& gi, const Tensor& gh, const Tensor& h) {
   return n + z * (h - n);
 }
 
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
+using tg::testing::Contains;
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());

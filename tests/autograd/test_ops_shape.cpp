@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "gradcheck_util.h"
 
 using namespace tg;
 
@@ -56,17 +57,7 @@ D permute_reference(const Tensor& x, const std::vector<int>& perm) {
   return out;
 }
 
-// Runs fn and expects an exception of type E whose message contains every one of `parts`.
-template <class E = std::invalid_argument>
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception thrown; expected one mentioning " << parts[0];
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
+using tg::testing::expect_error;
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 
 #include "autograd/parallel.h"
 #include "autograd/tapegrad.h"
+#include "gradcheck_util.h"
 
 namespace {
 
@@ -20,11 +21,7 @@ using tg::Generator;
 using tg::Shape;
 using tg::Tensor;
 
-// gtest predicate: `text` contains `part` (the test binary does not link gmock).
-::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" does not contain \"" << part << "\"";
-}
+using tg::testing::Contains;
 
 // Naive softmax along `axis` of a row-major tensor: exp(x) / sum exp(x), no max subtraction.
 std::vector<double> ref_softmax(const std::vector<double>& x, const Shape& s, int axis, bool log) {
