@@ -16,6 +16,7 @@
 #include "models/seq2seq.h"
 #include "models/text.h"
 #include "nn/optim.h"
+#include "test_dirs.h"
 
 using namespace tg;
 using namespace tg::models;
@@ -23,13 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() / ("tg_ckpt_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return tg::models::testing::per_test_dir("tg_ckpt", true); }
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

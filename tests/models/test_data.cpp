@@ -13,6 +13,7 @@
 
 #include "autograd/random.h"
 #include "models/data.h"
+#include "test_dirs.h"
 
 using namespace tg;
 using namespace tg::models;
@@ -23,12 +24,7 @@ namespace {
 using Tokens = std::vector<std::string>;
 using Ids = std::vector<std::int64_t>;
 
-fs::path temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() / ("tg_data_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return tg::models::testing::per_test_dir("tg_data", false); }
 
 std::string write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

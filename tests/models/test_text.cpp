@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "models/text.h"
+#include "test_dirs.h"
 
 using namespace tg::models;
 namespace fs = std::filesystem;
@@ -17,12 +18,7 @@ namespace {
 
 using Tokens = std::vector<std::string>;
 
-fs::path temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() / ("tg_text_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return tg::models::testing::per_test_dir("tg_text", false); }
 
 void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

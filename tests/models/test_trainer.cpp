@@ -17,6 +17,7 @@
 #include "models/tasks.h"
 #include "models/trainer.h"
 #include "scripted_model.h"
+#include "test_dirs.h"
 
 using namespace tg;
 using namespace tg::models;
@@ -24,13 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::temp_directory_path() / ("tg_trainer_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path temp_dir() { return tg::models::testing::per_test_dir("tg_trainer", true); }
 
 TranslationData reverse_data(std::int64_t count, std::int64_t num_steps = 8) {
   Generator gen(0);
