@@ -22,6 +22,15 @@ inline Tensor rand64(const Shape& shape, Generator& gen, double lo = -1.0, doubl
     EXPECT_GT(report_.checked, 0);                                        \
   } while (0)
 
+/// gtest predicate form of EXPECT_GRADCHECK: EXPECT_TRUE(passes_gradcheck(fn, inputs)).
+inline ::testing::AssertionResult passes_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                                                   const std::vector<Tensor>& inputs) {
+  const GradcheckReport r = gradcheck(fn, inputs);
+  if (!r.ok) return ::testing::AssertionFailure() << r;
+  if (r.checked == 0) return ::testing::AssertionFailure() << "gradcheck compared no entries";
+  return ::testing::AssertionSuccess();
+}
+
 /// gtest predicate: `text` contains `part` (the test binary does not link gmock).
 inline ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();

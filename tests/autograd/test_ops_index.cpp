@@ -20,16 +20,8 @@ using I = std::vector<std::int64_t>;
 using D = std::vector<double>;
 using F = std::vector<float>;
 
-Tensor rand64(const Shape& shape, Generator& gen) {
-  return Tensor::uniform(shape, -1.0, 1.0, gen, DType::f64).requires_grad_();
-}
-
-::testing::AssertionResult passes_gradcheck(const Fn& fn, const std::vector<Tensor>& inputs) {
-  const GradcheckReport r = gradcheck(fn, inputs);
-  if (!r.ok) return ::testing::AssertionFailure() << r;
-  if (r.checked == 0) return ::testing::AssertionFailure() << "gradcheck compared no entries";
-  return ::testing::AssertionSuccess();
-}
+using tg::testing::passes_gradcheck;
+using tg::testing::rand64;
 
 using tg::testing::expect_error;
 

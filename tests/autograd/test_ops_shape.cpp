@@ -19,16 +19,8 @@ using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 using I = std::vector<std::int64_t>;
 using D = std::vector<double>;
 
-Tensor rand64(const Shape& shape, Generator& gen) {
-  return Tensor::uniform(shape, -1.0, 1.0, gen, DType::f64).requires_grad_();
-}
-
-::testing::AssertionResult passes_gradcheck(const Fn& fn, const std::vector<Tensor>& inputs) {
-  const GradcheckReport r = gradcheck(fn, inputs);
-  if (!r.ok) return ::testing::AssertionFailure() << r;
-  if (r.checked == 0) return ::testing::AssertionFailure() << "gradcheck compared no entries";
-  return ::testing::AssertionSuccess();
-}
+using tg::testing::passes_gradcheck;
+using tg::testing::rand64;
 
 // 0, 1, 2, ... as int64 of the given shape.
 Tensor iota64(const Shape& shape) {
