@@ -1,7 +1,7 @@
 // End-to-end training and decoding throughput of the translators on synthetic data (issue 6).
 //
 //   build/bin/bench_seq2seq --config A|B|C [--readout linear|maxout] [--threads N] [--steps N]
-//                           [--warmup N] [--seed S] [--profile]
+//                           [--warmup N] [--seed S] [--profile] [--only train|decode1|decode64]
 //
 // Workloads (bench/pytorch_reference.py implements the same ones in PyTorch, with the same data):
 //   A: d2l, embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201
@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the weights and of the data");
   app.add_flag("--profile", profile, "also report seconds per phase of a step");
   app.add_flag("--no-decode", no_decode, "skip the decoding measurements");
+  std::string only;
+  app.add_option("--only", only, "run one part only, for profilers: train | decode1 | decode64")
+      ->check(CLI::IsMember({"train", "decode1", "decode64"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -124,7 +127,9 @@ int main(int argc, char** argv) {
     // sentences/s depend on what it learnt). The mean decoding steps per sentence are reported.
     // greedy_decode switches to eval mode and disables recording itself.
     double dec1 = 0, dec64 = 0, dec1_len = 0, dec64_len = 0;
-    if (!no_decode) {
+    const bool run_dec1 = !no_decode && (only.empty() || only == "decode1");
+    const bool run_dec64 = !no_decode && (only.empty() || only == "decode64");
+    if (run_dec1 || run_dec64) {
       const Batch& b = batches.back();
       const std::int64_t B = b.src.size(0);
       std::vector<std::pair<tg::Tensor, tg::Tensor>> singles;
@@ -135,26 +140,31 @@ int main(int argc, char** argv) {
         for (const auto& t : out) n += t.steps();
         return n;
       };
-      tg::models::greedy_decode(*model, singles[0].first, singles[0].second, c.num_steps, false);  // warm-up
-      std::int64_t n = 0, len = 0;
-      auto t = Clock::now();
-      do {
-        const auto& s = singles[n % B];
-        len += total_steps(tg::models::greedy_decode(*model, s.first, s.second, c.num_steps, false));
-        ++n;
-      } while (since(t) < w.decode_min_time || n < 4);
-      dec1 = static_cast<double>(n) / since(t);
-      dec1_len = static_cast<double>(len) / static_cast<double>(n);
-      tg::models::greedy_decode(*model, full.first, full.second, c.num_steps, false);  // warm-up
-      n = 0, len = 0;
-      t = Clock::now();
-      do {
-        len += total_steps(tg::models::greedy_decode(*model, full.first, full.second, c.num_steps, false));
-        n += full.first.size(0);
-      } while (since(t) < w.decode_min_time);
-      dec64 = static_cast<double>(n) / since(t);
-      dec64_len = static_cast<double>(len) / static_cast<double>(n);
+      if (run_dec1) {
+        tg::models::greedy_decode(*model, singles[0].first, singles[0].second, c.num_steps, false);  // warm-up
+        std::int64_t n = 0, len = 0;
+        const auto t = Clock::now();
+        do {
+          const auto& s = singles[n % B];
+          len += total_steps(tg::models::greedy_decode(*model, s.first, s.second, c.num_steps, false));
+          ++n;
+        } while (since(t) < w.decode_min_time || n < 4);
+        dec1 = static_cast<double>(n) / since(t);
+        dec1_len = static_cast<double>(len) / static_cast<double>(n);
+      }
+      if (run_dec64) {
+        tg::models::greedy_decode(*model, full.first, full.second, c.num_steps, false);  // warm-up
+        std::int64_t n = 0, len = 0;
+        const auto t = Clock::now();
+        do {
+          len += total_steps(tg::models::greedy_decode(*model, full.first, full.second, c.num_steps, false));
+          n += full.first.size(0);
+        } while (since(t) < w.decode_min_time);
+        dec64 = static_cast<double>(n) / since(t);
+        dec64_len = static_cast<double>(len) / static_cast<double>(n);
+      }
     }
+    if (!only.empty() && only != "train") steps = 0, warmup = 0;
 
     // Training.
     model->train();
@@ -187,16 +197,18 @@ int main(int argc, char** argv) {
         t_fwd += f, t_bwd += bw, t_clip += cl, t_adam += ad;
       }
     }
-    const double train_s = since(start);
-    const double train_cpu_s = cpu_seconds() - cpu_start;
+    // --only decode*: no timed steps; the training fields then read 0.
+    const double train_s = steps > 0 ? since(start) : 0.0;
+    const double train_cpu_s = steps > 0 ? cpu_seconds() - cpu_start : 0.0;
+    const double per_step = steps > 0 ? 1.0 / steps : 0.0;
 
     std::ostringstream js;
     js << "{\"framework\":\"tapegrad\",\"config\":\"" << w.name << "\",\"model\":\"" << c.model
        << "\",\"readout\":\"" << (c.model == "rnnsearch" ? c.readout : std::string("linear")) << "\",\"threads\":"
        << tg::num_threads() << ",\"steps\":" << steps << ",\"warmup\":" << warmup << ",\"batch\":" << w.batch
        << ",\"num_steps\":" << c.num_steps << ",\"tokens\":" << tokens
-       << ",\"tokens_per_sec\":" << num(static_cast<double>(tokens) / train_s)
-       << ",\"sec_per_step\":" << num(train_s / steps) << ",\"cpu_sec_per_step\":" << num(train_cpu_s / steps) << ",\"loss_last\":" << num(last_loss)
+       << ",\"tokens_per_sec\":" << num(steps > 0 ? static_cast<double>(tokens) / train_s : 0.0)
+       << ",\"sec_per_step\":" << num(train_s * per_step) << ",\"cpu_sec_per_step\":" << num(train_cpu_s * per_step) << ",\"loss_last\":" << num(last_loss)
        << ",\"decode_batch1_sents_per_sec\":" << num(dec1) << ",\"decode_batch64_sents_per_sec\":" << num(dec64)
        << ",\"decode_batch1_avg_steps\":" << num(dec1_len) << ",\"decode_batch64_avg_steps\":" << num(dec64_len)
        << ",\"peak_rss_mib\":" << num(peak_rss_mib());

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/kernels/reduce.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "models/data.h"
@@ -22,42 +23,31 @@ void check_sources(const Tensor& src, const Tensor& valid_len, const char* who) 
     throw std::invalid_argument(std::string(who) + ": src_valid_len must be i64 (B) for src " + src.shape().str());
 }
 
-/// Row-wise log-softmax in double of a (B, V) logits tensor.
+/// Row-wise log-softmax in double of a (B, V) logits tensor (beam search).
 std::vector<std::vector<double>> log_probs(const Tensor& logits) {
   const std::int64_t B = logits.size(0), V = logits.size(1);
-  const std::vector<double> x = logits.to_vector<double>();
+  const Tensor x = logits.dtype() == DType::f64 ? logits : logits.to(DType::f32);
   std::vector<std::vector<double>> out(static_cast<std::size_t>(B), std::vector<double>(static_cast<std::size_t>(V)));
-  for (std::int64_t b = 0; b < B; ++b) {
-    const double* row = x.data() + b * V;
-    const double m = *std::max_element(row, row + V);
-    double s = 0.0;
-    for (std::int64_t v = 0; v < V; ++v) s += std::exp(row[v] - m);
-    const double lse = m + std::log(s);
-    for (std::int64_t v = 0; v < V; ++v) out[b][v] = row[v] - lse;
-  }
+  auto fill = [&](const auto* data) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      const auto* row = data + b * V;
+      const double lse = kernels::log_sum_exp(row, V);
+      for (std::int64_t v = 0; v < V; ++v) out[b][v] = static_cast<double>(row[v]) - lse;
+    }
+  };
+  if (x.dtype() == DType::f64) fill(x.data<double>());
+  else fill(x.data<float>());
   return out;
 }
 
-/// The most likely token of each row of (B, V) logits and its log-probability: the same arithmetic
-/// as log_probs() and std::max_element over its row, read in place (greedy decoding calls this
-/// every step; copying the logits out made glibc grow and trim its heap each time).
+/// The most likely token of each row of (B, V) logits (the first maximum) and its log-probability,
+/// with the normaliser log_probs() uses, read in place (greedy decoding calls this every step).
 template <class T>
 void best_tokens(const T* x, std::int64_t B, std::int64_t V, std::int64_t* best, double* log_prob) {
   for (std::int64_t b = 0; b < B; ++b) {
     const T* row = x + b * V;
-    double m = static_cast<double>(row[0]);
-    for (std::int64_t v = 1; v < V; ++v) m = std::max(m, static_cast<double>(row[v]));
-    double s = 0.0;
-    for (std::int64_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(row[v]) - m);
-    const double lse = m + std::log(s);
-    std::int64_t arg = 0;
-    double top = static_cast<double>(row[0]) - lse;
-    for (std::int64_t v = 1; v < V; ++v) {
-      const double lp = static_cast<double>(row[v]) - lse;
-      if (lp > top) top = lp, arg = v;
-    }
-    best[b] = arg;
-    log_prob[b] = top;
+    const double lse = kernels::log_sum_exp(row, V, &best[b]);
+    log_prob[b] = static_cast<double>(row[best[b]]) - lse;
   }
 }
 

@@ -44,6 +44,12 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 /// Max over one axis; `argmax` (i64, same shape as the result) gets the first maximal index.
 Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax);
 
+/// log(sum_i exp(x[i])) of one contiguous row (vectorised exp in x's precision, sum in double): the
+/// log-softmax normaliser greedy and beam decoding share, so both score a token identically.
+/// With `argmax`, also writes the first index of the row's maximum.
+double log_sum_exp(const float* x, std::int64_t n, std::int64_t* argmax = nullptr);
+double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax = nullptr);
+
 /// Shape of x with `axes` removed (or set to 1 with keepdim).
 Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdim);
 

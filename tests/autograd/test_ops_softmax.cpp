@@ -2,6 +2,7 @@
 // float64 gradchecks, d2l masking semantics, PyTorch loss semantics, errors, thread independence.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/kernels/reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/tapegrad.h"
 #include "gradcheck_util.h"
@@ -450,3 +452,36 @@ TEST(CrossEntropy, BitwiseIndependentOfThreadCount) {
 }
 
 }  // namespace
+
+// kernels::log_sum_exp, the decoders' normaliser: against a plain double loop for row lengths
+// around the SIMD width, its argmax against std::max_element (first maximum on ties), and the
+// edge rows (large values, -inf entries, empty).
+TEST(LogSumExpKernel, MatchesPlainLoopAndFirstArgmax) {
+  Generator gen(17);
+  for (std::int64_t n : {1, 3, 7, 8, 9, 16, 201, 1000}) {
+    std::vector<float> xf(static_cast<std::size_t>(n));
+    std::vector<double> xd(xf.size());
+    for (std::size_t i = 0; i < xf.size(); ++i) xd[i] = xf[i] = static_cast<float>(8.0 * gen.uniform() - 4.0);
+    if (n > 4) {  // large values (no overflow), a tie below the max, the max twice: the first wins
+      xf[2] = xf[n - 1] = 50.0f, xf[1] = xf[3] = 60.0f;
+      for (std::size_t i = 0; i < xf.size(); ++i) xd[i] = xf[i];
+    }
+    const double m = *std::max_element(xd.begin(), xd.end());
+    double ref = 0.0;
+    for (double v : xd) ref += std::exp(v - m);
+    ref = m + std::log(ref);
+    std::int64_t arg = -1;
+    EXPECT_NEAR(tg::kernels::log_sum_exp(xf.data(), n, &arg), ref, 1e-6 * std::max(1.0, std::abs(ref))) << n;
+    EXPECT_EQ(arg, std::max_element(xf.begin(), xf.end()) - xf.begin()) << n;
+    EXPECT_NEAR(tg::kernels::log_sum_exp(xd.data(), n), ref, 1e-12 * std::max(1.0, std::abs(ref))) << n;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> some_masked{-inf, 2.0f, -inf, 2.0f, -inf, -inf, -inf, -inf, -inf, 1.0f};
+  std::int64_t arg = -1;
+  EXPECT_NEAR(tg::kernels::log_sum_exp(some_masked.data(), 10, &arg), std::log(2 * std::exp(2.0) + std::exp(1.0)), 1e-6);
+  EXPECT_EQ(arg, 1);
+  const std::vector<float> all_masked(9, -inf);
+  EXPECT_EQ(tg::kernels::log_sum_exp(all_masked.data(), 9), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(tg::kernels::log_sum_exp(all_masked.data(), 0, &arg), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(arg, 0);
+}
