@@ -236,15 +236,26 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
     throw std::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p) + " (x shape " +
                                 x.shape().str() + ")");
   if (!training || p == 0.0) return x;
-  // The mask holds 0 or 1/(1-p) in x's dtype: forward and backward are one multiply each.
+  // The mask holds 0 or 1/(1-p) in x's dtype: forward and backward are one multiply each. The
+  // forward is written in the same pass as the mask. A draw u (53 bits) drops when u 2^-53 < p,
+  // compared as u < p 2^53 (exact: both sides are doubles and 2^53 scales exactly).
   Tensor mask = Tensor::empty(x.shape(), x.dtype());
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
   kernels::dispatch_floating("dropout", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* m = mask.data<T>();
+    T* py = y.data<T>();
+    const T* px = x.data<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    for (std::int64_t i = 0; i < mask.numel(); ++i) m[i] = gen.uniform() < p ? T(0) : scale;
+    const double threshold = p * 0x1.0p53;
+    const std::int64_t n = x.numel();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T factor = static_cast<double>(gen.next_u64() >> 11) < threshold ? T(0) : scale;
+      m[i] = factor;
+      py[i] = px[i] * factor;
+    }
   });
-  return record("dropout", kernels::mul(x, mask), {x},
+  return record("dropout", y, {x},
                 [mask](BackwardContext& ctx) { ctx.accumulate(0, kernels::mul(ctx.grad_output(), mask)); });
 }
 

@@ -589,7 +589,11 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 // B to use it once, and B is the big operand (e.g. an 8000 x 1024 vocabulary projection), so
 // these products stream B straight from memory instead. Each element of C is computed by one
 // task in a fixed order, so results do not depend on the thread count either.
+// The same path serves a tiny inner dimension (K <= kThinDepth: the outer products of attention's
+// backward, (S, 1) x (1, H) per sentence), where packing both operands costs more than the
+// K multiply-adds per element of C.
 constexpr int64_t kSkinnyRows = 4;
+constexpr int64_t kThinDepth = 4;
 
 /// C[m, n] for n in [n0, n1) when B is stored (N, K): dot products of A's rows with B's rows.
 template <class T>
@@ -619,13 +623,18 @@ void skinny_dot(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T*
 template <class T>
 void skinny_axpy(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
                  int64_t ldc, int64_t n0, int64_t n1) {
+  using V = xsimd::batch<T>;
+  constexpr int64_t L = V::size;
   for (int64_t m = 0; m < M; ++m) {
     T* c = C + m * ldc;
     for (int64_t n = n0; n < n1; ++n) c[n] = beta == T(0) ? T(0) : beta * c[n];
     for (int64_t k = 0; k < K; ++k) {
       const T s = alpha * a[m * lda + k];
       const T* b = B + k * ldb;
-      for (int64_t n = n0; n < n1; ++n) c[n] += s * b[n];
+      const V sv(s);
+      int64_t n = n0;
+      for (; n + L <= n1; n += L) xsimd::fma(sv, V::load_unaligned(b + n), V::load_unaligned(c + n)).store_unaligned(c + n);
+      for (; n < n1; ++n) c[n] += s * b[n];
     }
   }
 }
@@ -665,7 +674,7 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
     if (beta != T(1)) scale_c(M, N, beta, C, ldc);
     return;
   }
-  if (M <= kSkinnyRows) {
+  if (M <= kSkinnyRows || K <= kThinDepth) {
     gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, allow_parallel);
     return;
   }

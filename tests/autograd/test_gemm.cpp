@@ -142,6 +142,13 @@ TEST(GemmTest, SkinnyProducts) {
         check_case<double>({bool(t & 1), bool(t & 2), M, 37, K, -0.5, 0.25, 2, 3, 4}, seed++, 1e-13);
         check_case<float>({bool(t & 1), bool(t & 2), M, 300, K, 1.0, 0.0, 0, 1, 0}, seed++, 4e-6);
       }
+  // K <= 4 takes the same path for any M (attention's (S, 1) x (1, H) outer products), K = 5 not.
+  for (int t = 0; t < 4; ++t)
+    for (int64_t K : {1, 2, 4, 5})
+      for (int64_t M : {10, 64, 300}) {
+        check_case<double>({bool(t & 1), bool(t & 2), M, 37, K, -0.5, 0.25, 2, 3, 4}, seed++, 1e-13);
+        check_case<float>({bool(t & 1), bool(t & 2), M, 33, K, 1.0, 0.0, 0, 1, 0}, seed++, 4e-6);
+      }
 }
 
 TEST(GemmTest, ZeroSizes) {
@@ -225,6 +232,7 @@ TEST(GemmTest, BitwiseIdenticalAcrossThreadCounts) {
   // Skinny products (M <= 4 streams B without packing) split over N.
   check_thread_invariance<float>(false, true, 1, 8000, 1024, seed++);
   check_thread_invariance<float>(true, false, 3, 5000, 300, seed++);
+  check_thread_invariance<float>(true, false, 600, 5000, 2, seed++);
   // gemm_batched with many small entries (parallel over entries) against 1 thread.
   std::mt19937 rng(seed);
   const int64_t batch = 64, M = 16, N = 24, K = 40;
