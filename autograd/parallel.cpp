@@ -1,5 +1,6 @@
 #include "autograd/parallel.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -7,22 +8,30 @@
 #include <tbb/info.h>
 
 namespace tg {
+
 namespace {
-std::mutex g_mutex;
+std::mutex g_mutex;  // serialises set_num_threads (the global_control swap)
 std::unique_ptr<tbb::global_control> g_control;
-int g_threads = 0;
+// The effective count, read by every kernel launch: an atomic so that the hot path takes no lock.
+std::atomic<int> g_effective{0};
 }  // namespace
 
 void set_num_threads(int n) {
   std::lock_guard lock(g_mutex);
   g_control.reset();
   if (n > 0) g_control = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, n);
-  g_threads = n;
+  g_effective.store(n > 0 ? n : tbb::info::default_concurrency(), std::memory_order_relaxed);
 }
 
 int num_threads() {
-  std::lock_guard lock(g_mutex);
-  return g_threads > 0 ? g_threads : tbb::info::default_concurrency();
+  int n = g_effective.load(std::memory_order_relaxed);
+  if (n == 0) {  // first use without set_num_threads: all hardware threads
+    n = tbb::info::default_concurrency();
+    int expected = 0;
+    g_effective.compare_exchange_strong(expected, n, std::memory_order_relaxed);
+    n = g_effective.load(std::memory_order_relaxed);
+  }
+  return n;
 }
 
 }  // namespace tg

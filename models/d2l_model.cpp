@@ -92,6 +92,23 @@ class D2lSeq2Seq : public Seq2Seq {
   }
 
   Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) override {
+    return decoder->dense->forward(decoder_outputs(src, src_valid_len, dec_input, attention));  // (B, T, V) in one product
+  }
+
+  // The dense layer only at valid target positions (same loss and gradients as d2l's masked loss
+  // over all positions; a third of the positions are pads when lengths are uniform in [3, T]).
+  Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+              const Tensor& tgt_valid_len) override {
+    return loss_at_valid_positions(decoder_outputs(src, src_valid_len, dec_input, nullptr), tgt, tgt_valid_len,
+                                   [this](const Tensor& rows) { return decoder->dense->forward(rows); });
+  }
+
+  std::shared_ptr<D2lEncoder> encoder;
+  std::shared_ptr<D2lDecoder> decoder;
+
+ private:
+  // The last GRU layer's outputs (B, T, H) under teacher forcing.
+  Tensor decoder_outputs(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
     DecoderState state = begin(src, src_valid_len);
     const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E), all steps at once
     PooledVector<Tensor> outputs, weights;  // pooled: a training step allocates nothing from the system
@@ -101,13 +118,9 @@ class D2lSeq2Seq : public Seq2Seq {
       if (attention) weights.push_back(state.attention);
     }
     if (attention) *attention = stack(weights, 1);
-    return decoder->dense->forward(stack(outputs, 1));  // (B, T, V) in one product
+    return stack(outputs, 1);
   }
 
-  std::shared_ptr<D2lEncoder> encoder;
-  std::shared_ptr<D2lDecoder> decoder;
-
- private:
   // One decoder step up to the GRU output (B, H); updates hidden and attention.
   Tensor advance(const Tensor& emb, DecoderState& state) {
     const std::int64_t L = state.hidden.size(0);

@@ -4,12 +4,11 @@
 //   linear: logits = W [s_i; E y_{i-1}; c_i] + b
 // Registered into the decoder as "maxout" (maxout only) and "dense" (the vocabulary projection).
 #include <memory>
-#include <stdexcept>
 
 #include "autograd/ops.h"
 #include "nn/linear.h"
 #include "nn/module.h"
-#include "models/seq2seq.h"
+#include "models/seq2seq_impl.h"
 
 namespace tg::models {
 
@@ -38,16 +37,7 @@ struct DeepOutput {
 
   /// sequence_loss of the logits of features (B, T, in), computed only at the valid positions.
   Tensor loss_at_valid(const Tensor& features, const Tensor& target, const Tensor& target_valid_len) const {
-    const std::int64_t B = features.size(0), T = features.size(1);
-    if (!(target.shape() == Shape{B, T}) || !(target_valid_len.shape() == Shape{B}))
-      throw std::invalid_argument("loss: target " + target.shape().str() + " and target_valid_len " +
-                                  target_valid_len.shape().str() + " do not match features " + features.shape().str());
-    const Tensor rows = valid_positions(target_valid_len, T);
-    const Tensor picked = index_select(reshape(features, {B * T, features.size(2)}), 0, rows);
-    Tensor labels = Tensor::empty({rows.numel()}, DType::i64);
-    const std::int64_t *pos = rows.data<std::int64_t>(), *y = target.data<std::int64_t>();
-    for (std::int64_t i = 0; i < rows.numel(); ++i) labels.data<std::int64_t>()[i] = y[pos[i]];
-    return cross_entropy((*this)(picked), labels);
+    return loss_at_valid_positions(features, target, target_valid_len, *this);
   }
 };
 

@@ -76,8 +76,8 @@ class Seq2Seq : public nn::Module {
   virtual Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input,
                          Tensor* attention = nullptr);
   /// The training loss of teacher forcing: sequence_loss(forward(src, src_valid_len, dec_input),
-  /// tgt, tgt_valid_len). rnnsearch and rnnencdec compute the readout only at the valid target
-  /// positions (the vocabulary GEMM is most of a step's work; pads are ~45% of positions when
+  /// tgt, tgt_valid_len). The built-in models compute the readout only at the valid target
+  /// positions (the vocabulary GEMM is most of a step's work; pads are ~35-45% of positions when
   /// lengths are uniform), with the same value and gradients (tested).
   virtual Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
                       const Tensor& tgt_valid_len);

@@ -5,6 +5,8 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "autograd/parallel.h"
+
 namespace tg::kernels {
 
 /// Grain sizes measured on the target machine (TOOLCHAIN.md): TBB pays off above ~16K elements
@@ -12,13 +14,14 @@ namespace tg::kernels {
 inline constexpr int64_t kGrainTranscendental = 4096;
 inline constexpr int64_t kGrainCheap = 65536;
 
-/// Calls fn(begin, end) over [0, n) in chunks of at least `grain`; serially when n <= grain.
+/// Calls fn(begin, end) over [0, n) in chunks of at least `grain`; serially (without entering
+/// TBB, which allocates a task tree per call) when n <= grain or tapegrad runs on one thread.
 /// Callers must make each element's result independent of the chunking (it is, for elementwise
 /// kernels) so that results do not depend on the thread count.
 template <class Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   if (n <= 0) return;
-  if (n <= grain) {
+  if (n <= grain || tg::num_threads() <= 1) {
     fn(int64_t{0}, n);
     return;
   }
