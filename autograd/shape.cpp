@@ -14,10 +14,8 @@ Shape::Shape(const std::vector<std::int64_t>& dims) {
   for (auto d : dims) push_back(d);
 }
 
-void Shape::push_back(std::int64_t d) {
-  if (n_ == kMaxDims)
-    throw std::invalid_argument("tapegrad supports at most " + std::to_string(kMaxDims) + " dimensions");
-  dims_[n_++] = d;
+void Shape::throw_too_many_dims() {
+  throw std::invalid_argument("tapegrad supports at most " + std::to_string(kMaxDims) + " dimensions");
 }
 
 void Shape::insert(int pos, std::int64_t d) {
@@ -31,12 +29,6 @@ void Shape::insert(int pos, std::int64_t d) {
 void Shape::erase(int pos) {
   for (int i = pos; i + 1 < n_; ++i) dims_[i] = dims_[i + 1];
   --n_;
-}
-
-std::int64_t Shape::numel() const {
-  std::int64_t n = 1;
-  for (auto d : *this) n *= d;
-  return n;
 }
 
 std::string Shape::str() const {
@@ -64,13 +56,9 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
-int normalize_axis(const char* op, std::int64_t axis, int ndim) {
-  const std::int64_t wrapped = axis < 0 ? axis + ndim : axis;
-  if (wrapped < 0 || wrapped >= ndim)
-    throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) +
-                                " is out of range for a tensor with " + std::to_string(ndim) +
-                                " dimensions");
-  return static_cast<int>(wrapped);
+void throw_axis_out_of_range(const char* op, std::int64_t axis, int ndim) {
+  throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) +
+                              " is out of range for a tensor with " + std::to_string(ndim) + " dimensions");
 }
 
 }  // namespace tg

@@ -29,12 +29,19 @@ class Shape {
   std::int64_t* begin() { return dims_; }
   std::int64_t* end() { return dims_ + n_; }
   std::int64_t back() const { return dims_[n_ - 1]; }
-  void push_back(std::int64_t d);
+  void push_back(std::int64_t d) {
+    if (n_ == kMaxDims) throw_too_many_dims();
+    dims_[n_++] = d;
+  }
   void insert(int pos, std::int64_t d);
   void erase(int pos);
 
   /// Product of the dimensions (1 for a scalar shape).
-  std::int64_t numel() const;
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (int i = 0; i < n_; ++i) n *= dims_[i];
+    return n;
+  }
   std::vector<std::int64_t> to_vector() const { return {begin(), end()}; }
   /// "[2, 3]" as used in every error message.
   std::string str() const;
@@ -44,6 +51,7 @@ class Shape {
   }
 
  private:
+  [[noreturn]] static void throw_too_many_dims();
   std::int64_t dims_[kMaxDims] = {};
   int n_ = 0;
 };
@@ -53,7 +61,13 @@ std::ostream& operator<<(std::ostream& os, const Shape& shape);
 /// NumPy broadcasting of two shapes; throws naming `op` and both shapes when incompatible.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
+[[noreturn]] void throw_axis_out_of_range(const char* op, std::int64_t axis, int ndim);
+
 /// Wraps a possibly negative axis into [0, ndim); throws naming `op` when out of range.
-int normalize_axis(const char* op, std::int64_t axis, int ndim);
+inline int normalize_axis(const char* op, std::int64_t axis, int ndim) {
+  const std::int64_t wrapped = axis < 0 ? axis + ndim : axis;
+  if (wrapped < 0 || wrapped >= ndim) throw_axis_out_of_range(op, axis, ndim);
+  return static_cast<int>(wrapped);
+}
 
 }  // namespace tg

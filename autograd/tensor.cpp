@@ -151,21 +151,7 @@ Tensor Tensor::normal(const Shape& shape, double mean, double stddev, Generator&
 
 // ---- metadata and elements ---------------------------------------------------------------
 
-void Tensor::check_defined(const char* what) const {
-  if (!impl_) throw std::logic_error(std::string(what) + ": the tensor is undefined");
-}
-
-const Shape& Tensor::shape() const {
-  check_defined("shape");
-  return impl_->shape;
-}
-
-DType Tensor::dtype() const {
-  check_defined("dtype");
-  return impl_->dtype;
-}
-
-std::int64_t Tensor::size(std::int64_t axis) const { return shape()[normalize_axis("size", axis, dim())]; }
+void Tensor::throw_undefined(const char* what) { throw std::logic_error(std::string(what) + ": the tensor is undefined"); }
 
 namespace {
 double element_as_double(const TensorImpl& impl, std::int64_t flat) {

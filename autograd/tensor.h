@@ -63,12 +63,18 @@ class Tensor {
 
   // ---- metadata and elements -------------------------------------------------------------
   bool defined() const { return impl_ != nullptr; }
-  const Shape& shape() const;
+  const Shape& shape() const {
+    check_defined("shape");
+    return impl_->shape;
+  }
   int dim() const { return shape().size(); }
   /// Size of one axis; negative axes count from the end.
-  std::int64_t size(std::int64_t axis) const;
+  std::int64_t size(std::int64_t axis) const { return shape()[normalize_axis("size", axis, dim())]; }
   std::int64_t numel() const { return shape().numel(); }
-  DType dtype() const;
+  DType dtype() const {
+    check_defined("dtype");
+    return impl_->dtype;
+  }
 
   /// The only element of a one-element tensor, as double.
   double item() const;
@@ -117,7 +123,10 @@ class Tensor {
   bool shares_storage(const Tensor& other) const;
 
  private:
-  void check_defined(const char* what) const;
+  void check_defined(const char* what) const {
+    if (!impl_) throw_undefined(what);
+  }
+  [[noreturn]] static void throw_undefined(const char* what);
   std::shared_ptr<TensorImpl> impl_;
 };
 
