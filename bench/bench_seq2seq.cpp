@@ -116,6 +116,8 @@ int main(int argc, char** argv) {
     auto model = tg::models::make_model(c, gen);
     tg::nn::Adam optimizer(model->named_parameters(), tg::nn::AdamOptions(0.005));
     const auto params = model->parameters();
+    std::int64_t parameter_count = 0;  // float32 parameters + gradients + Adam's two moments take 16 B each
+    for (const auto& p : params) parameter_count += p.numel();
 
     SplitMix64 rng{seed * 0x632BE59BD9B4E019ULL + 12345};
     std::vector<Batch> batches;
@@ -211,7 +213,7 @@ int main(int argc, char** argv) {
        << ",\"sec_per_step\":" << num(train_s * per_step) << ",\"cpu_sec_per_step\":" << num(train_cpu_s * per_step) << ",\"loss_last\":" << num(last_loss)
        << ",\"decode_batch1_sents_per_sec\":" << num(dec1) << ",\"decode_batch64_sents_per_sec\":" << num(dec64)
        << ",\"decode_batch1_avg_steps\":" << num(dec1_len) << ",\"decode_batch64_avg_steps\":" << num(dec64_len)
-       << ",\"peak_rss_mib\":" << num(peak_rss_mib());
+       << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count;
     const auto cache = tg::memory::cache_stats();  // the caching allocator behind every tensor
     js << ",\"alloc_peak_in_use_mib\":" << num(static_cast<double>(cache.peak_in_use_bytes) / (1 << 20))
        << ",\"alloc_peak_reserved_mib\":" << num(static_cast<double>(cache.peak_reserved_bytes) / (1 << 20))

@@ -485,3 +485,20 @@ TEST(LogSumExpKernel, MatchesPlainLoopAndFirstArgmax) {
   EXPECT_EQ(tg::kernels::log_sum_exp(all_masked.data(), 0, &arg), -std::numeric_limits<double>::infinity());
   EXPECT_EQ(arg, 0);
 }
+
+// cross_entropy's backward writes the gradient over the logits when nothing else holds them:
+// same gradient as when the caller keeps the logits (which must then stay untouched).
+TEST(CrossEntropy, GradientInPlaceOverDroppedLogitsMatchesKeptLogits) {
+  Generator gen(23);
+  Tensor w = Tensor::uniform({6, 9}, -1, 1, gen).requires_grad_();
+  const Tensor x = Tensor::uniform({5, 6}, -1, 1, gen);
+  const Tensor targets = Tensor::from_vector(std::vector<std::int64_t>{0, 8, -100, 3, 3}, {5});
+  cross_entropy(tg::matmul(x, w), targets).backward();  // logits dropped at once: in place
+  const Tensor in_place = w.grad().clone();
+  w.zero_grad();
+  const Tensor logits = tg::matmul(x, w);
+  const std::vector<double> before = logits.to_vector<double>();
+  cross_entropy(logits, targets).backward();  // logits kept by the caller
+  EXPECT_EQ(logits.to_vector<double>(), before);
+  EXPECT_EQ(w.grad().to_vector<double>(), in_place.to_vector<double>());
+}
