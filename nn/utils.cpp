@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
 #include "autograd/tape.h"
 #include "nn/optim.h"
 
@@ -24,7 +26,11 @@ template <class T> double sum_squares(const T* x, std::int64_t n) {
 }  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  // Two passes over the parameters' gradients, collecting nothing: a training step allocates nothing here.
+  // Two passes over the parameters' gradients. Each gradient's sum of squares is taken over fixed
+  // blocks of kBlock elements (in parallel) and the block sums are added in order, so the norm is
+  // the same for any thread count. Scratch comes from the caching allocator: a training step
+  // allocates nothing here.
+  constexpr std::int64_t kBlock = 16384;
   auto for_each_grad = [&](auto&& f) {
     for (const auto& p : params) {
       if (!p.defined()) continue;
@@ -33,9 +39,18 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     }
   };
   double total = 0.0;
+  PooledVector<double> block_sums;
   for_each_grad([&](const Tensor& g) {
-    total += kernels::dispatch_floating("clip_grad_norm", g.dtype(),
-                                        [&](auto tag) { return sum_squares(g.data<decltype(tag)>(), g.numel()); });
+    const std::int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
+    block_sums.assign(static_cast<std::size_t>(blocks), 0.0);
+    kernels::dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
+      const auto* x = g.data<decltype(tag)>();
+      kernels::parallel_for(blocks, std::max<std::int64_t>(1, kernels::kGrainCheap / kBlock), [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t b = b0; b < b1; ++b)
+          block_sums[static_cast<std::size_t>(b)] = sum_squares(x + b * kBlock, std::min(kBlock, n - b * kBlock));
+      });
+    });
+    for (double s : block_sums) total += s;
   });
   const double norm = std::sqrt(total);
   const double coef = max_norm / (norm + 1e-6);
@@ -46,8 +61,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
         using T = decltype(tag);
         T* p = g.data<T>();
         const T c = static_cast<T>(coef);
-        const std::int64_t n = g.numel();
-        for (std::int64_t i = 0; i < n; ++i) p[i] *= c;
+        kernels::parallel_for_aligned(g.numel(), kernels::kGrainCheap, 64, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t i = b; i < e; ++i) p[i] *= c;
+        });
       });
     });
   }

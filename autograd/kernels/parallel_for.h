@@ -1,5 +1,6 @@
 #pragma once
 // Internal: TBB loops with explicit grain sizes. Included by kernel sources only.
+#include <algorithm>
 #include <cstdint>
 
 #include <tbb/blocked_range.h>
@@ -27,6 +28,16 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   }
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
                     [&](const tbb::blocked_range<int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
+/// parallel_for that splits [0, n) only at multiples of `align` elements: a loop whose vectorised
+/// body and scalar tail might round differently then computes every element the same way for
+/// any thread count (the one tail stays at n). For optimizer updates and gradient clipping.
+template <class Fn>
+void parallel_for_aligned(int64_t n, int64_t grain, int64_t align, Fn&& fn) {
+  const int64_t blocks = (n + align - 1) / align;
+  parallel_for(blocks, std::max<int64_t>(1, grain / align),
+               [&](int64_t b0, int64_t b1) { fn(b0 * align, std::min(b1 * align, n)); });
 }
 
 }  // namespace tg::kernels

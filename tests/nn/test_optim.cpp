@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
@@ -424,3 +425,34 @@ TEST(Optim, TinyMlpLearnsToyRegression) {
 }
 
 }  // namespace
+
+// Clipping and Adam split large tensors between threads: the norm, the clipped gradients and the
+// updated parameters are bitwise the same with 1 and 2 threads (odd sizes: block tails).
+TEST(Optim, ClipAndAdamAreBitwiseIndependentOfThreadCount) {
+  auto run = [](int threads) {
+    tg::set_num_threads(threads);
+    Generator gen(31);
+    std::vector<Tensor> params{Tensor::uniform({700, 513}, -1, 1, gen).requires_grad_(),
+                               Tensor::uniform({77}, -1, 1, gen).requires_grad_()};
+    tg::nn::Adam adam(params, AdamOptions(0.01).weight_decay(0.1));
+    std::vector<double> out;
+    for (int step = 0; step < 3; ++step) {
+      for (auto& p : params) p.set_grad(Tensor::uniform(p.shape(), -3, 3, gen));
+      out.push_back(tg::nn::clip_grad_norm(params, 1.0));
+      for (auto& p : params) {
+        const auto g = p.grad().to_vector<double>();
+        out.insert(out.end(), g.begin(), g.end());
+      }
+      adam.step();
+    }
+    for (auto& p : params) {
+      const auto v = p.to_vector<double>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    tg::set_num_threads(0);
+    return out;
+  };
+  const auto one = run(1), two = run(2);
+  ASSERT_EQ(one.size(), two.size());
+  EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(double)));
+}
