@@ -192,9 +192,19 @@ TEST(IndexOps, DropoutDeterminismAndIdentity) {
   const D a = dropout(x, 0.5, g1).to_vector<double>();
   EXPECT_EQ(a, dropout(x, 0.5, g2).to_vector<double>());
   EXPECT_NE(a, dropout(x, 0.5, g3).to_vector<double>());
-  // The mask follows gen.uniform() in element order.
+  // The mask: one draw of gen seeds splitmix64; output k decides elements 2k (low 32 bits) and
+  // 2k + 1 (high 32 bits), dropping when the half is below p 2^32. gen advances by that one draw.
   Generator ref(7);
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], ref.uniform() < 0.5 ? 0.0 : 2.0) << i;
+  std::uint64_t state = ref.next_u64();
+  for (std::size_t i = 0; i < a.size(); i += 2) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    EXPECT_EQ(a[i], (z & 0xFFFFFFFFULL) < (1ULL << 31) ? 0.0 : 2.0) << i;
+    EXPECT_EQ(a[i + 1], (z >> 32) < (1ULL << 31) ? 0.0 : 2.0) << i + 1;
+  }
+  EXPECT_EQ(g1.next_u64(), ref.next_u64());
   // Identity (the same tensor, generator untouched) in eval mode and for p == 0.
   Generator g4(9);
   Tensor e = dropout(x, 0.5, g4, false);
