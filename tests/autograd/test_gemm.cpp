@@ -130,6 +130,12 @@ TEST(GemmTest, SeveralBlocks) {
   }
   check_case<double>({false, false, 50, 2100, 300, 1.0, 0.0}, seed++, 1e-13);
   check_case<float>({false, false, 400, 3200, 40, 1.0, 0.5}, seed++, 2e-6);
+  // One K pass: up to 640 rows read A in place (several MC blocks here), taller ones pack it.
+  for (int t = 0; t < 4; ++t)
+    for (int64_t M : {150, 640, 641, 700}) {
+      check_case<float>({bool(t & 1), bool(t & 2), M, 70, 50, 1.0, 0.0, 1, 2, 3}, seed++, 2e-6);
+      check_case<double>({bool(t & 1), bool(t & 2), M, 45, 33, -0.5, 1.0, 0, 1, 0}, seed++, 1e-13);
+    }
 }
 
 TEST(GemmTest, SkinnyProducts) {
