@@ -638,16 +638,17 @@ void skinny_dot(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T*
 }
 
 /// C[m, n0:n1] when B is stored (K, N): rows of B scaled by A's entries and summed over k.
+/// A's element (m, k) is at a[m * a_rs + k * a_ks] (a transposed A needs no copy here).
 template <class T>
-void skinny_axpy(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
-                 int64_t ldc, int64_t n0, int64_t n1) {
+void skinny_axpy(int64_t M, int64_t K, T alpha, const T* a, int64_t a_rs, int64_t a_ks, const T* B, int64_t ldb,
+                 T beta, T* C, int64_t ldc, int64_t n0, int64_t n1) {
   using V = xsimd::batch<T>;
   constexpr int64_t L = V::size;
   for (int64_t m = 0; m < M; ++m) {
     T* c = C + m * ldc;
     for (int64_t n = n0; n < n1; ++n) c[n] = beta == T(0) ? T(0) : beta * c[n];
     for (int64_t k = 0; k < K; ++k) {
-      const T s = alpha * a[m * lda + k];
+      const T s = alpha * a[m * a_rs + k * a_ks];
       const T* b = B + k * ldb;
       const V sv(s);
       int64_t n = n0;
@@ -657,22 +658,33 @@ void skinny_axpy(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T
   }
 }
 
+/// Columns [n0, n1) of C = alpha op(A) op(B) + beta C for a skinny product, on the calling thread.
+/// A transposed with B transposed: A's M rows are first copied to be contiguous (the dot products
+/// load them as vectors); `rows` holds that copy.
+template <class T>
+void skinny_serial(bool trans_a, bool trans_b, int64_t M, int64_t K, T alpha, const T* A, int64_t lda,
+                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc, int64_t n0, int64_t n1, const T* rows) {
+  if (!trans_b) {
+    skinny_axpy(M, K, alpha, A, trans_a ? 1 : lda, trans_a ? lda : 1, B, ldb, beta, C, ldc, n0, n1);
+  } else if (trans_a) {
+    skinny_dot(M, K, alpha, rows, K, B, ldb, beta, C, ldc, n0, n1);
+  } else {
+    skinny_dot(M, K, alpha, A, lda, B, ldb, beta, C, ldc, n0, n1);
+  }
+}
+
 template <class T>
 void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                  const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel) {
-  // A transposed: its M rows are copied to be contiguous (M * K elements, reused per thread).
   thread_local std::vector<T> rows;
-  const T* a = A;
-  int64_t a_ld = lda;
-  if (trans_a) {
+  if (trans_a && trans_b) {
     rows.resize(size_t(M * K));
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) rows[size_t(m * K + k)] = A[k * lda + m];
-    a = rows.data(), a_ld = K;
   }
+  const T* copied = rows.data();  // this thread's copy: TBB workers must not look up their own
   auto run = [&](int64_t n0, int64_t n1) {
-    if (trans_b) skinny_dot(M, K, alpha, a, a_ld, B, ldb, beta, C, ldc, n0, n1);
-    else skinny_axpy(M, K, alpha, a, a_ld, B, ldb, beta, C, ldc, n0, n1);
+    skinny_serial(trans_a, trans_b, M, K, alpha, A, lda, B, ldb, beta, C, ldc, n0, n1, copied);
   };
   const double flops = 2.0 * double(M) * double(N) * double(K);
   if (!allow_parallel || tg::num_threads() <= 1 || flops < kParallelFlops) {
@@ -771,6 +783,14 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
     return;
   }
   const double flops = 2.0 * double(M) * double(N) * double(K);
+  // Tiny skinny entries (attention's context per sentence, (1, S) x (S, H), and its backward):
+  // straight to the serial kernel, without the per-call setup of gemm_impl.
+  if ((M <= kSkinnyRows || K <= kThinDepth) && !(trans_a && trans_b) && flops * double(batch) < kParallelFlops) {
+    for (int64_t i = 0; i < batch; ++i)
+      skinny_serial(trans_a, trans_b, M, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                    C + i * stride_c, ldc, int64_t{0}, N, static_cast<const T*>(nullptr));
+    return;
+  }
   const int threads = tg::num_threads();
   // Large entries, a single entry, or entries writing the same C: one (parallel) product at a time.
   if (batch == 1 || threads <= 1 || stride_c == 0 || flops * double(batch) < kParallelFlops ||

@@ -206,6 +206,10 @@ TEST(GemmTest, Batched) {
       check_batched<double>(ta, tb, 3, 40, 70, 50, share == 1, share == 2, 1.0, seed++, 1e-13);
       check_batched<float>(ta, tb, 37, 8, 16, 24, share == 1, share == 2, 0.0, seed++, 2e-6);
       check_batched<float>(ta, tb, 4, 70, 130, 90, share == 1, share == 2, 0.5, seed++, 2e-6);
+      // Attention's shapes: (1, S) x (S, H) per sentence and the (S, 1) x (1, H) outer products
+      // of its backward take the serial skinny path for the whole batch.
+      check_batched<float>(ta, tb, 64, 1, 32, 10, share == 1, share == 2, 0.0, seed++, 2e-6);
+      check_batched<double>(ta, tb, 64, 10, 32, 1, share == 1, share == 2, 1.0, seed++, 1e-13);
     }
   }
 }
