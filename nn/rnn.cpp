@@ -260,8 +260,10 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
     std::int64_t* m = masks[t].data<std::int64_t>();
     for (std::int64_t b = 0; b < B; ++b) m[b] = t < lens[b] ? 1 : 0;
   }
-  const Tensor zero_out = Tensor::zeros({B, H}, dtype);
-  const Tensor zero = Tensor::zeros({}, dtype);
+  // Made on first use: a decoder calls run() once per step with no lengths and needs neither.
+  Tensor zero_out, zero;
+  auto zeros_out = [&]() -> const Tensor& { return zero_out.defined() ? zero_out : (zero_out = Tensor::zeros({B, H}, dtype)); };
+  auto zero_scalar = [&]() -> const Tensor& { return zero.defined() ? zero : (zero = Tensor::zeros({}, dtype)); };
 
   // Initial states per (layer, direction), as views of h0 / c0.
   auto initial = [&](const Tensor& s0) {
@@ -283,14 +285,16 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
       const Tensor& w_hh = weights_[k * per + 1];
       const Tensor b_ih = per == 4 ? weights_[k * per + 2] : Tensor();
       const Tensor b_hh = per == 4 ? weights_[k * per + 3] : Tensor();
-      // Input projection of every step at once; the loop only multiplies by W_hh.
-      const PooledVector<Tensor> gi = split_steps(linear(flat, w_ih, b_ih), T);
+      // Input projection of every step at once; the loop only multiplies by W_hh. One step (a
+      // decoder's call) is the projection itself: no split, and no stack of the outputs below.
+      const Tensor proj = linear(flat, w_ih, b_ih);
+      const PooledVector<Tensor> gi = T == 1 ? PooledVector<Tensor>(1, proj) : split_steps(proj, T);
       Tensor h = h_init[k], c = lstm ? c_init[k] : Tensor();
       PooledVector<Tensor> out(static_cast<std::size_t>(T));
       for (std::int64_t s = 0; s < T; ++s) {
         const std::int64_t t = d == 0 ? s : T - 1 - s;
         if (t >= max_len) {  // padding for every entry: nothing changes
-          out[t] = zero_out;
+          out[t] = zeros_out();
           continue;
         }
         Tensor h_new, c_new;
@@ -303,12 +307,12 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
         if (t < min_len) {
           h = h_new, c = c_new, out[t] = h_new;
         } else {  // keep the state of entries already past their end; their output is 0
-          out[t] = where(masks[t], h_new, zero);
+          out[t] = where(masks[t], h_new, zero_scalar());
           h = where(masks[t], h_new, h);
           if (lstm) c = where(masks[t], c_new, c);
         }
       }
-      dir_out.push_back(stack(out, 0));
+      dir_out.push_back(T == 1 ? unsqueeze(out[0], 0) : stack(out, 0));
       h_last.push_back(h);
       if (lstm) c_last.push_back(c);
     }
