@@ -87,13 +87,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   kernels::dispatch_floating("linear", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* py = y.template data<T>();
-    T beta = 0;
-    if (bias.defined()) {  // start from the bias rows, then add x Wᵀ
-      const T* pb = bias.data<T>();
-      for (std::int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out, py + r * out);
-      beta = 1;
-    }
-    kernels::gemm<T>(false, true, rows, out, in, T(1), x.data<T>(), in, weight.data<T>(), in, beta, py, out);
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;  // added in the GEMM's store
+    kernels::gemm<T>(false, true, rows, out, in, T(1), x.data<T>(), in, weight.data<T>(), in, T(0), py, out, pb);
   });
   auto backward = [x = x.detach(), w = weight.detach(), rows, in, out](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();

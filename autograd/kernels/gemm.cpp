@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <stdexcept>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -309,10 +310,12 @@ inline void pack_panel(const T* src, int64_t sk, int64_t sr, int lanes, int64_t 
 // and A either packed (element (i, k) at a[k * MR + i]) or read in place (at a[i * a_rs + k * a_ks]).
 // Both read the same values in the same order, so the results are bitwise the same.
 // `beta` is the caller's beta on the first K pass (beta == 0: do not read C), 1 on later passes.
+// A non-null `bias` (first pass of a product with a row bias, beta == 0) is added to every row
+// instead: the arithmetic of beta == 1 with C holding the bias rows, without writing them first.
 // Columns >= nr are computed and dropped.
 template <class T, int R, int NB, bool kPackedA>
 void micro_kernel(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a_ks, const T* __restrict b,
-                  T* __restrict c, int64_t ldc, int nr, T alpha, T beta) {
+                  T* __restrict c, int64_t ldc, int nr, T alpha, T beta, const T* __restrict bias) {
   using batch = xsimd::batch<T>;
   constexpr int L = static_cast<int>(batch::size);
   constexpr int MR = Blocking<T>::MR;
@@ -347,7 +350,15 @@ void micro_kernel(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a_ks,
 
   const batch va(alpha);
   if (nr == NB * L) {
-    if (beta == T(0)) {
+    if (bias) {
+      batch bv[NB];
+#pragma GCC unroll 2
+      for (int j = 0; j < NB; ++j) bv[j] = batch::load_unaligned(bias + j * L);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) xsimd::fma(va, acc[i][j], bv[j]).store_unaligned(c + i * ldc + j * L);
+    } else if (beta == T(0)) {
 #pragma GCC unroll 6
       for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
@@ -378,12 +389,15 @@ void micro_kernel(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a_ks,
 #pragma GCC unroll 6
     for (int i = 0; i < R; ++i) {
       T* p = c + i * ldc;
-      if (beta != T(0))
+      if (bias)
+        for (int j = 0; j < nr; ++j) tmp[j] = bias[j];
+      else if (beta != T(0))
         for (int j = 0; j < nr; ++j) tmp[j] = p[j];
 #pragma GCC unroll 2
       for (int j = 0; j < NB; ++j) {
         const batch cj = batch::load_aligned(tmp + j * L);
-        const batch r = beta == T(0) ? va * acc[i][j]
+        const batch r = bias ? xsimd::fma(va, acc[i][j], cj)
+                        : beta == T(0) ? va * acc[i][j]
                         : beta == T(1) ? xsimd::fma(va, acc[i][j], cj)
                                        : xsimd::fma(va, acc[i][j], vb * cj);
         r.store_aligned(tmp + j * L);
@@ -394,7 +408,7 @@ void micro_kernel(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a_ks,
 }
 
 template <class T>
-using KernelFn = void (*)(int64_t, const T*, int64_t, int64_t, const T*, T*, int64_t, int, T, T);
+using KernelFn = void (*)(int64_t, const T*, int64_t, int64_t, const T*, T*, int64_t, int, T, T, const T*);
 
 template <class T, int NB, bool kPackedA>
 constexpr KernelFn<T> kernel_for_rows(int r) {
@@ -435,6 +449,7 @@ struct Problem {
   T* C;
   int64_t ldc;
   int64_t kc;  // depth of one pass; depends on K only (determinism)
+  const T* bias = nullptr;  // (N), added to every row of C (beta == 0)
 };
 
 template <class T>
@@ -581,8 +596,9 @@ void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
               const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
               pf.step();
               const T* a = direct_a ? p.A + (ic + ir) * a_si + pc * a_sk : abuf + ir * kc;
+              const T* bias = pc == 0 && p.bias ? p.bias + jc + jr : nullptr;
               kernel_for<T>(rows, cols, !direct_a)(kc, a, a_si, a_sk, bstrip, cblock + ir * p.ldc, p.ldc, cols,
-                                                   p.alpha, beta);
+                                                   p.alpha, beta, bias);
             }
           }
         }
@@ -616,7 +632,7 @@ constexpr int64_t kThinDepth = 4;
 /// C[m, n] for n in [n0, n1) when B is stored (N, K): dot products of A's rows with B's rows.
 template <class T>
 void skinny_dot(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
-                int64_t ldc, int64_t n0, int64_t n1) {
+                int64_t ldc, int64_t n0, int64_t n1, const T* bias) {
   using V = xsimd::batch<T>;
   constexpr int64_t L = V::size;
   for (int64_t n = n0; n < n1; ++n) {
@@ -632,7 +648,7 @@ void skinny_dot(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T*
       T dot = xsimd::hadd(acc0 + acc1);
       for (; k < K; ++k) dot += am[k] * b[k];
       T& c = C[m * ldc + n];
-      c = alpha * dot + (beta == T(0) ? T(0) : beta * c);
+      c = alpha * dot + (bias ? bias[n] : beta == T(0) ? T(0) : beta * c);
     }
   }
 }
@@ -641,12 +657,12 @@ void skinny_dot(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T*
 /// A's element (m, k) is at a[m * a_rs + k * a_ks] (a transposed A needs no copy here).
 template <class T>
 void skinny_axpy(int64_t M, int64_t K, T alpha, const T* a, int64_t a_rs, int64_t a_ks, const T* B, int64_t ldb,
-                 T beta, T* C, int64_t ldc, int64_t n0, int64_t n1) {
+                 T beta, T* C, int64_t ldc, int64_t n0, int64_t n1, const T* bias) {
   using V = xsimd::batch<T>;
   constexpr int64_t L = V::size;
   for (int64_t m = 0; m < M; ++m) {
     T* c = C + m * ldc;
-    for (int64_t n = n0; n < n1; ++n) c[n] = beta == T(0) ? T(0) : beta * c[n];
+    for (int64_t n = n0; n < n1; ++n) c[n] = bias ? bias[n] : beta == T(0) ? T(0) : beta * c[n];
     for (int64_t k = 0; k < K; ++k) {
       const T s = alpha * a[m * a_rs + k * a_ks];
       const T* b = B + k * ldb;
@@ -663,19 +679,20 @@ void skinny_axpy(int64_t M, int64_t K, T alpha, const T* a, int64_t a_rs, int64_
 /// load them as vectors); `rows` holds that copy.
 template <class T>
 void skinny_serial(bool trans_a, bool trans_b, int64_t M, int64_t K, T alpha, const T* A, int64_t lda,
-                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc, int64_t n0, int64_t n1, const T* rows) {
+                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc, int64_t n0, int64_t n1, const T* rows,
+                   const T* bias) {
   if (!trans_b) {
-    skinny_axpy(M, K, alpha, A, trans_a ? 1 : lda, trans_a ? lda : 1, B, ldb, beta, C, ldc, n0, n1);
+    skinny_axpy(M, K, alpha, A, trans_a ? 1 : lda, trans_a ? lda : 1, B, ldb, beta, C, ldc, n0, n1, bias);
   } else if (trans_a) {
-    skinny_dot(M, K, alpha, rows, K, B, ldb, beta, C, ldc, n0, n1);
+    skinny_dot(M, K, alpha, rows, K, B, ldb, beta, C, ldc, n0, n1, bias);
   } else {
-    skinny_dot(M, K, alpha, A, lda, B, ldb, beta, C, ldc, n0, n1);
+    skinny_dot(M, K, alpha, A, lda, B, ldb, beta, C, ldc, n0, n1, bias);
   }
 }
 
 template <class T>
 void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel) {
+                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel, const T* bias) {
   thread_local std::vector<T> rows;
   if (trans_a && trans_b) {
     rows.resize(size_t(M * K));
@@ -684,7 +701,7 @@ void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
   }
   const T* copied = rows.data();  // this thread's copy: TBB workers must not look up their own
   auto run = [&](int64_t n0, int64_t n1) {
-    skinny_serial(trans_a, trans_b, M, K, alpha, A, lda, B, ldb, beta, C, ldc, n0, n1, copied);
+    skinny_serial(trans_a, trans_b, M, K, alpha, A, lda, B, ldb, beta, C, ldc, n0, n1, copied, bias);
   };
   const double flops = 2.0 * double(M) * double(N) * double(K);
   if (!allow_parallel || tg::num_threads() <= 1 || flops < kParallelFlops) {
@@ -698,19 +715,24 @@ void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
 
 template <class T>
 void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel) {
+               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel,
+               const T* bias = nullptr) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    if (beta != T(1)) scale_c(M, N, beta, C, ldc);
+    if (bias) {
+      for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * ldc);
+    } else if (beta != T(1)) {
+      scale_c(M, N, beta, C, ldc);
+    }
     return;
   }
   if (M <= kSkinnyRows || K <= kThinDepth) {
-    gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, allow_parallel);
+    gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, allow_parallel, bias);
     return;
   }
   constexpr int MR = Blocking<T>::MR;
   constexpr int NR = Blocking<T>::NR;
-  const Problem<T> p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, choose_kc<T>(K)};
+  const Problem<T> p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, choose_kc<T>(K), bias};
 
   const double flops = 2.0 * double(M) * double(N) * double(K);
   const int threads = allow_parallel ? tg::num_threads() : 1;
@@ -768,8 +790,9 @@ void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, true);
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias) {
+  if (bias && beta != T(0)) throw std::invalid_argument("gemm: a row bias needs beta == 0");
+  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, true, bias);
 }
 
 template <class T>
@@ -788,7 +811,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   if ((M <= kSkinnyRows || K <= kThinDepth) && !(trans_a && trans_b) && flops * double(batch) < kParallelFlops) {
     for (int64_t i = 0; i < batch; ++i)
       skinny_serial(trans_a, trans_b, M, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
-                    C + i * stride_c, ldc, int64_t{0}, N, static_cast<const T*>(nullptr));
+                    C + i * stride_c, ldc, int64_t{0}, N, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr));
     return;
   }
   const int threads = tg::num_threads();
@@ -811,7 +834,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
 
 #define TG_INSTANTIATE_GEMM(T)                                                                     \
   template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*,   \
-                        int64_t, T, T*, int64_t);                                                 \
+                        int64_t, T, T*, int64_t, const T*);                                       \
   template void gemm_reference<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t,   \
                                   const T*, int64_t, T, T*, int64_t);                             \
   template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, int64_t, T, const T*,     \

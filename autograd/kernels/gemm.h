@@ -9,10 +9,12 @@ namespace tg::kernels {
 /// trans_a: A is stored (K, M) with leading dimension lda (>= M); otherwise (M, K), lda >= K.
 /// trans_b: B is stored (N, K) with leading dimension ldb (>= K); otherwise (K, N), ldb >= N.
 /// beta == 0 overwrites C without reading it (C may hold garbage or NaN).
+/// `bias` (length N, optional, only with beta == 0) is added to every row: C = alpha op(A) op(B) + bias,
+/// with the bias applied in the kernel's store instead of a separate pass over C.
 /// The result does not depend on the number of threads: K is never split across threads.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr);
 
 /// `batch` independent products; matrix i uses A + i*stride_a, B + i*stride_b, C + i*stride_c.
 /// A stride of 0 reuses one matrix for every batch entry.

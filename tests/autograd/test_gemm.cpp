@@ -1,10 +1,12 @@
 // The packed GEMM kernel against the plain reference loop.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <vector>
@@ -257,6 +259,47 @@ TEST(GemmTest, BitwiseIdenticalAcrossThreadCounts) {
                       M * N);
   tg::set_num_threads(0);
   EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float)));
+}
+
+}  // namespace
+
+namespace {
+
+// gemm with a row bias equals the reference plus the bias on every row: skinny (M <= 4), thin
+// (K <= 4), in-place A, packed A, several K passes, edge tiles and K = 0.
+template <class T>
+void check_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, uint32_t seed, double tol) {
+  SCOPED_TRACE("bias ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " M=" + std::to_string(M) +
+               " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  std::mt19937 rng(seed);
+  auto A = random_vector<T>(size_t(std::max<int64_t>(M * K, 1)), rng);
+  auto B = random_vector<T>(size_t(std::max<int64_t>(K * N, 1)), rng);
+  const auto bias = random_vector<T>(size_t(N), rng);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  std::vector<T> C(size_t(M * N), std::numeric_limits<T>::quiet_NaN()), R(C.size());
+  gemm<T>(ta, tb, M, N, K, T(0.5), A.data(), std::max<int64_t>(lda, 1), B.data(), std::max<int64_t>(ldb, 1), T(0),
+          C.data(), N, bias.data());
+  gemm_reference<T>(ta, tb, M, N, K, T(0.5), A.data(), std::max<int64_t>(lda, 1), B.data(), std::max<int64_t>(ldb, 1),
+                    T(0), R.data(), N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      ASSERT_NEAR(double(C[size_t(i * N + j)]), double(R[size_t(i * N + j)] + bias[size_t(j)]), tol * double(K + 2))
+          << i << "," << j;
+}
+
+TEST(GemmTest, RowBias) {
+  uint32_t seed = 900;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    for (auto [M, N, K] : {std::array<int64_t, 3>{1, 37, 50}, {3, 300, 7}, {64, 201, 32}, {65, 97, 3},
+                           {700, 45, 40}, {29, 45, 700}, {13, 33, 0}}) {
+      check_bias<float>(ta, tb, M, N, K, seed++, 2e-6);
+      check_bias<double>(ta, tb, M, N, K, seed++, 1e-13);
+    }
+  }
+  std::vector<float> a(4), b(4), c(4), bias(2);
+  EXPECT_THROW(gemm<float>(false, false, 2, 2, 2, 1.f, a.data(), 2, b.data(), 2, 1.f, c.data(), 2, bias.data()),
+               std::invalid_argument);
 }
 
 }  // namespace
