@@ -22,6 +22,9 @@
 // the wall-clock sec_per_step (with 1 thread it approximates the uncontended wall time). --profile adds per-phase seconds (forward, loss, backward,
 // clip, adam, summed over the timed steps). alloc_*: the caching allocator (autograd/memory.h) at the
 // end: peak MiB in use and in use + cached, MiB cached, and blocks it took from the system.
+// parameters: the model's parameter count (16 bytes each for the weights, their gradients and
+// Adam's two moments in float32: a floor under peak_rss_mib). --only train|decode1|decode64 runs
+// one part (for profilers); the fields of the other parts read 0.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>

@@ -17,7 +17,8 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE="$
   -DTG_BUILD_BENCH=OFF -DTG_BUILD_EXAMPLES=ON >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS=halt_on_error=1
+# TBB's internals, invisible to TSan in Debian's uninstrumented libtbb: see scripts/tsan.supp.
+export TSAN_OPTIONS="halt_on_error=1 history_size=7 suppressions=$PWD/scripts/tsan.supp"
 status=0
 for t in "$dir"/bin/test_*; do
   echo "== $t" >&2

@@ -18,16 +18,17 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <stdexcept>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 #include <xsimd/xsimd.hpp>
 
+#include "autograd/kernels/parallel_for.h"
 #include "autograd/parallel.h"
 
 namespace tg::kernels {
@@ -709,7 +710,7 @@ void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
     return;
   }
   const int64_t grain = std::max<int64_t>(64, int64_t(kTaskFlops / (2.0 * double(M) * double(K))));
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, N, grain),
+  tbb_for(tbb::blocked_range<int64_t>(0, N, grain),
                     [&](const tbb::blocked_range<int64_t>& r) { run(r.begin(), r.end()); });
 }
 
@@ -758,7 +759,7 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
   n_parts = (n_strips + n_per - 1) / n_per;
   m_parts = (m_strips + m_per - 1) / m_per;
 
-  tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, m_parts, 1, 0, n_parts, 1),
+  tbb_for(tbb::blocked_range2d<int64_t>(0, m_parts, 1, 0, n_parts, 1),
                     [&](const tbb::blocked_range2d<int64_t>& r) {
                       for (int64_t mi = r.rows().begin(); mi < r.rows().end(); ++mi)
                         for (int64_t ni = r.cols().begin(); ni < r.cols().end(); ++ni) {
@@ -825,7 +826,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
   }
   // Many small entries: one serial product per task.
   const int64_t grain = std::max<int64_t>(1, int64_t(kTaskFlops / std::max(flops, 1.0)));
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, batch, grain), [&](const tbb::blocked_range<int64_t>& r) {
+  tbb_for(tbb::blocked_range<int64_t>(0, batch, grain), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t i = r.begin(); i < r.end(); ++i)
       gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
                 C + i * stride_c, ldc, false);
