@@ -2,6 +2,8 @@
 // Shared helpers for the op tests: fixed-seed float64 inputs and a gradcheck assertion.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -29,6 +31,16 @@ inline ::testing::AssertionResult passes_gradcheck(const std::function<Tensor(co
   if (!r.ok) return ::testing::AssertionFailure() << r;
   if (r.checked == 0) return ::testing::AssertionFailure() << "gradcheck compared no entries";
   return ::testing::AssertionSuccess();
+}
+
+/// max |a - b| over all elements, compared in double whatever the dtypes (shapes must match).
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  if (!(a.shape() == b.shape())) return INFINITY;
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
 }
 
 /// gtest predicate: `text` contains `part` (the test binary does not link gmock).

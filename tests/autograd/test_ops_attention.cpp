@@ -17,20 +17,13 @@ using tg::DType;
 using tg::Generator;
 using tg::Shape;
 using tg::Tensor;
+using tg::testing::max_abs_diff;
 using tg::testing::rand64;
 
 // What the fused op replaces (d2l's AdditiveAttention after its projections).
 Tensor composite(const Tensor& query, const Tensor& keys, const Tensor& w) {
   const Tensor features = tg::tanh(tg::unsqueeze(query, 2) + tg::unsqueeze(keys, 1));  // (B, Q, K, H)
   return tg::squeeze(tg::matmul(features, tg::unsqueeze(w, 1)), -1);
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const auto x = a.to(DType::f64).to_vector<double>(), y = b.to(DType::f64).to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
 }
 
 // Values and gradients of sum(scores * weights) w.r.t. query, keys, w.

@@ -20,6 +20,7 @@ using tg::DType;
 using tg::Generator;
 using tg::Shape;
 using tg::Tensor;
+using tg::testing::max_abs_diff;
 using tg::testing::rand64;
 
 // (B, H) with B * H above both parallel grains of the op (forward 8192, backward 32768), so
@@ -38,14 +39,6 @@ Tensor composite(const Tensor& gi, const Tensor& gh, const Tensor& h) {
 }
 
 using tg::testing::Contains;
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const auto x = a.to(DType::f64).to_vector<double>(), y = b.to(DType::f64).to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
 
 struct Inputs {
   Tensor gi, gh, h;

@@ -2,8 +2,6 @@
 // Helpers shared by the layer tests (test_layers, test_rnn, test_attention, test_torch_fixture).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -42,14 +40,6 @@ inline Tensor flat_concat(const std::vector<Tensor>& ts) {
   return concat(flat, 0);
 }
 
-/// max |a - b| over all elements (shapes must match).
-inline double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  if (!(a.shape() == b.shape())) return INFINITY;
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using ::tg::testing::max_abs_diff;  // max |a - b| over all elements (gradcheck_util.h)
 
 }  // namespace tg::nn::testing
