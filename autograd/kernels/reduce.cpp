@@ -1,9 +1,6 @@
 #include "autograd/kernels/reduce.h"
 
-#include "autograd/memory.h"
-
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -11,6 +8,7 @@
 
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
 
 namespace tg::kernels {
 
@@ -228,43 +226,5 @@ Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax) {
   if (argmax) *argmax = idx;
   return y;
 }
-
-namespace {
-
-// exp runs in T's own precision (8 float lanes: float32 logits need no more, and double exp
-// cost a quarter of a batch-64 decoding step); the lane sums are added in double. With `argmax`,
-// also the first index of the maximum (greedy decoding wants both from one read of the row).
-template <class T>
-double log_sum_exp_row(const T* x, std::int64_t n, std::int64_t* argmax) {
-  if (argmax) *argmax = 0;
-  if (n <= 0) return -std::numeric_limits<double>::infinity();
-  constexpr std::int64_t W = Batch<T>::size;
-  alignas(64) T lanes[W];
-  T m = x[0];
-  std::int64_t i = 0;
-  if (n >= W) {
-    Batch<T> mx = Batch<T>::load_unaligned(x);
-    for (i = W; i + W <= n; i += W) mx = xsimd::max(mx, Batch<T>::load_unaligned(x + i));
-    mx.store_aligned(lanes);
-    for (std::int64_t k = 0; k < W; ++k) m = std::max(m, lanes[k]);
-  }
-  for (; i < n; ++i) m = std::max(m, x[i]);  // nan compares false: a nan row gives a nan sum below
-  if (argmax) *argmax = std::find(x, x + n, m) - x;
-  if (argmax && *argmax == n) *argmax = 0;
-  if (!std::isfinite(m)) m = T(0);  // all -inf gives -inf; +inf or nan propagate through the sum
-  const Batch<T> M(m);
-  Batch<T> acc(T(0));
-  for (i = 0; i + W <= n; i += W) acc += xsimd::exp(Batch<T>::load_unaligned(x + i) - M);
-  acc.store_aligned(lanes);
-  double s = 0.0;
-  for (std::int64_t k = 0; k < W; ++k) s += static_cast<double>(lanes[k]);
-  for (; i < n; ++i) s += std::exp(static_cast<double>(x[i]) - static_cast<double>(m));
-  return static_cast<double>(m) + std::log(s);
-}
-
-}  // namespace
-
-double log_sum_exp(const float* x, std::int64_t n, std::int64_t* argmax) { return log_sum_exp_row(x, n, argmax); }
-double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax) { return log_sum_exp_row(x, n, argmax); }
 
 }  // namespace tg::kernels

@@ -46,7 +46,8 @@ Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax);
 
 /// log(sum_i exp(x[i])) of one contiguous row (vectorised exp in x's precision, sum in double): the
 /// log-softmax normaliser greedy and beam decoding share, so both score a token identically.
-/// With `argmax`, also writes the first index of the row's maximum.
+/// With `argmax`, also writes the first index of the row's maximum. Defined in ops_softmax.cpp,
+/// beside the softmax row primitives it shares.
 double log_sum_exp(const float* x, std::int64_t n, std::int64_t* argmax = nullptr);
 double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax = nullptr);
 
