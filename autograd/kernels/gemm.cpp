@@ -711,7 +711,7 @@ void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
   }
   const int64_t grain = std::max<int64_t>(64, int64_t(kTaskFlops / (2.0 * double(M) * double(K))));
   tbb_for(tbb::blocked_range<int64_t>(0, N, grain),
-                    [&](const tbb::blocked_range<int64_t>& r) { run(r.begin(), r.end()); });
+          [&](const tbb::blocked_range<int64_t>& r) { run(r.begin(), r.end()); });
 }
 
 template <class T>
@@ -759,16 +759,17 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
   n_parts = (n_strips + n_per - 1) / n_per;
   m_parts = (m_strips + m_per - 1) / m_per;
 
-  tbb_for(tbb::blocked_range2d<int64_t>(0, m_parts, 1, 0, n_parts, 1),
-                    [&](const tbb::blocked_range2d<int64_t>& r) {
-                      for (int64_t mi = r.rows().begin(); mi < r.rows().end(); ++mi)
-                        for (int64_t ni = r.cols().begin(); ni < r.cols().end(); ++ni) {
-                          const int64_t m0 = mi * m_per * MR, m1 = std::min(M, (mi + 1) * m_per * MR);
-                          const int64_t n0 = ni * n_per * NR, n1 = std::min(N, (ni + 1) * n_per * NR);
-                          run_tile(p, m0, m1, n0, n1);
-                        }
-                    },
-                    tbb::simple_partitioner());
+  tbb_for(
+      tbb::blocked_range2d<int64_t>(0, m_parts, 1, 0, n_parts, 1),
+      [&](const tbb::blocked_range2d<int64_t>& r) {
+        for (int64_t mi = r.rows().begin(); mi < r.rows().end(); ++mi)
+          for (int64_t ni = r.cols().begin(); ni < r.cols().end(); ++ni) {
+            const int64_t m0 = mi * m_per * MR, m1 = std::min(M, (mi + 1) * m_per * MR);
+            const int64_t n0 = ni * n_per * NR, n1 = std::min(N, (ni + 1) * n_per * NR);
+            run_tile(p, m0, m1, n0, n1);
+          }
+      },
+      tbb::simple_partitioner());
 }
 
 }  // namespace
