@@ -23,7 +23,8 @@ Tensor loss_at_valid_positions(const Tensor& features, const Tensor& target, con
   const Tensor picked = index_select(reshape(features, {B * T, features.size(2)}), 0, rows);
   Tensor labels = Tensor::empty({rows.numel()}, DType::i64);
   const std::int64_t *pos = rows.data<std::int64_t>(), *y = target.data<std::int64_t>();
-  for (std::int64_t i = 0; i < rows.numel(); ++i) labels.data<std::int64_t>()[i] = y[pos[i]];
+  std::int64_t* label = labels.data<std::int64_t>();
+  for (std::int64_t i = 0; i < rows.numel(); ++i) label[i] = y[pos[i]];
   return cross_entropy(readout(picked), labels);
 }
 
