@@ -242,13 +242,7 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   // output decides two elements: a 32-bit half u drops when u < p 2^32.
   Tensor mask = Tensor::empty(x.shape(), x.dtype());
   Tensor y = Tensor::empty(x.shape(), x.dtype());
-  std::uint64_t state = gen.next_u64();
-  auto next = [&state] {  // splitmix64 (Steele, Lea, Flood 2014)
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  };
+  SplitMix64 stream{gen.next_u64()};
   kernels::dispatch_floating("dropout", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* m = mask.data<T>();
@@ -264,11 +258,11 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
     };
     std::int64_t i = 0;
     for (; i + 2 <= n; i += 2) {
-      const std::uint64_t r = next();
+      const std::uint64_t r = stream.next();
       decide(i, r & 0xFFFFFFFFULL);
       decide(i + 1, r >> 32);
     }
-    if (i < n) decide(i, next() & 0xFFFFFFFFULL);
+    if (i < n) decide(i, stream.next() & 0xFFFFFFFFULL);
   });
   return record("dropout", y, {x},
                 [mask](BackwardContext& ctx) { ctx.accumulate(0, kernels::mul(ctx.grad_output(), mask)); });

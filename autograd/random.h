@@ -7,6 +7,22 @@
 
 namespace tg {
 
+/// splitmix64 (Steele, Lea, Flood 2014): a tiny 64-bit stream, trivial to reproduce bit for bit in
+/// other languages. Dropout runs one per call, seeded from a Generator; the benchmarks draw their
+/// batches from it so that bench/pytorch_reference.py can draw the same ones.
+struct SplitMix64 {
+  std::uint64_t state;
+  /// The output function: a well-mixed 64-bit value from any 64-bit input.
+  static std::uint64_t finalize(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  std::uint64_t next() { return finalize(state += 0x9E3779B97F4A7C15ULL); }
+  /// Uniform-ish integer in [0, n) (modulo: the benchmarks' batches, not statistics).
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+};
+
 class Generator {
  public:
   explicit Generator(std::uint64_t seed = 0) : engine_(seed) {}

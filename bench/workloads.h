@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "models/seq2seq.h"
 
@@ -15,16 +16,7 @@ namespace tg::bench {
 constexpr std::int64_t kPad = 1, kBos = 2, kEos = 3, kFirstWord = 4;
 
 // splitmix64: trivial to reproduce bit for bit in Python (bench/pytorch_reference.py).
-struct SplitMix64 {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
-};
+using tg::SplitMix64;
 
 struct Workload {
   std::string name;

@@ -30,15 +30,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// splitmix64 finaliser: a well-mixed 64-bit value from a few integers.
+/// A well-mixed 64-bit value from a few integers (splitmix64's output function, applied after each).
 std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, std::uint64_t d = 0) {
   std::uint64_t x = a;
-  for (std::uint64_t v : {b, c, d}) {
-    x += 0x9e3779b97f4a7c15ULL + v;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-  }
+  for (std::uint64_t v : {b, c, d}) x = SplitMix64::finalize(x + 0x9e3779b97f4a7c15ULL + v);
   return x;
 }
 constexpr std::uint64_t kShuffleStream = 1, kDropoutStream = 2;
