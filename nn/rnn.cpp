@@ -39,7 +39,9 @@ template <class T> void add_into(Tensor& acc, std::int64_t offset, const Tensor&
 /// would give each block a backward that materialises a full-size gradient, O(T²) per layer;
 /// instead every block's backward adds its gradient into one shared buffer, and one hub node,
 /// recorded before the blocks (hence run after all of them), hands that buffer to x: O(T).
+/// One step is x itself (a decoder's call, or one layer's initial state): no views, no nodes.
 PooledVector<Tensor> split_steps(const Tensor& x, std::int64_t steps) {
+  if (steps == 1) return PooledVector<Tensor>(1, x);
   const std::int64_t rows = x.size(0) / steps, cols = x.size(1), block = rows * cols;
   PooledVector<Tensor> out;
   out.reserve(static_cast<std::size_t>(steps));
@@ -286,9 +288,8 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
       const Tensor b_ih = per == 4 ? weights_[k * per + 2] : Tensor();
       const Tensor b_hh = per == 4 ? weights_[k * per + 3] : Tensor();
       // Input projection of every step at once; the loop only multiplies by W_hh. One step (a
-      // decoder's call) is the projection itself: no split, and no stack of the outputs below.
-      const Tensor proj = linear(flat, w_ih, b_ih);
-      const PooledVector<Tensor> gi = T == 1 ? PooledVector<Tensor>(1, proj) : split_steps(proj, T);
+      // decoder's call) needs no stack of the outputs below either.
+      const PooledVector<Tensor> gi = split_steps(linear(flat, w_ih, b_ih), T);
       Tensor h = h_init[k], c = lstm ? c_init[k] : Tensor();
       PooledVector<Tensor> out(static_cast<std::size_t>(T));
       for (std::int64_t s = 0; s < T; ++s) {
