@@ -4,6 +4,8 @@
 // its backward allocates a (B, K, H) key gradient per step and adds it to the running one. Here the
 // forward is one pass of tanh + dot products, and the backward recomputes tanh (cheaper than
 // keeping (B, Q, K, H) per step alive until backward) and adds straight into the key gradient.
+// tanh is kernels::gate_tanh (rational in float32, see kernels/fast_math.h), the same function
+// forward and backward, so the recomputed values equal the forward's.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -13,6 +15,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
@@ -32,9 +35,9 @@ T score(const T* q, const T* k, const T* w, std::int64_t H) {
   std::int64_t h = 0;
   for (; h + W <= H; h += W)
     acc = xsimd::fma(Batch<T>::load_unaligned(w + h),
-                     xsimd::tanh(Batch<T>::load_unaligned(q + h) + Batch<T>::load_unaligned(k + h)), acc);
+                     kernels::gate_tanh(Batch<T>::load_unaligned(q + h) + Batch<T>::load_unaligned(k + h)), acc);
   T s = xsimd::hadd(acc);
-  for (; h < H; ++h) s += w[h] * std::tanh(q[h] + k[h]);
+  for (; h < H; ++h) s += w[h] * kernels::gate_tanh(q[h] + k[h]);
   return s;
 }
 
@@ -45,14 +48,14 @@ void score_backward(T c, const T* q, const T* k, const T* w, T* dk, T* dq, T* dw
   const Batch<T> cb(c), one(T(1));
   std::int64_t h = 0;
   for (; h + W <= H; h += W) {
-    const Batch<T> t = xsimd::tanh(Batch<T>::load_unaligned(q + h) + Batch<T>::load_unaligned(k + h));
+    const Batch<T> t = kernels::gate_tanh(Batch<T>::load_unaligned(q + h) + Batch<T>::load_unaligned(k + h));
     const Batch<T> u = cb * Batch<T>::load_unaligned(w + h) * xsimd::fnma(t, t, one);
     if (dk) (Batch<T>::load_unaligned(dk + h) + u).store_unaligned(dk + h);
     if (dq) (Batch<T>::load_unaligned(dq + h) + u).store_unaligned(dq + h);
     if (dw) xsimd::fma(cb, t, Batch<T>::load_unaligned(dw + h)).store_unaligned(dw + h);
   }
   for (; h < H; ++h) {
-    const T t = std::tanh(q[h] + k[h]);
+    const T t = kernels::gate_tanh(q[h] + k[h]);
     const T u = c * w[h] * (T(1) - t * t);
     if (dk) dk[h] += u;
     if (dq) dq[h] += u;

@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"
@@ -51,12 +52,9 @@ void map_lanes(const std::array<const T*, NI>& in, const std::array<T*, NO>& out
   }
 }
 
-// The same formula as the sigmoid op, so the fused cell matches the composite to rounding.
-template <class T> Batch<T> sigmoid_batch(Batch<T> x) { return Batch<T>(T(1)) / (Batch<T>(T(1)) + xsimd::exp(-x)); }
-
-// Elements of h per TBB task. Serially, in float32 on the 2-core target, the forward costs ~2 ns
-// per element (three transcendentals) and the backward ~0.7 ns (memory-bound); these grains give
-// each task 10-20 us of work: (64, 32) stays serial, (64, 256) splits its forward only,
+// Elements of h per TBB task. Serially, in float32 on the 2-core target, the forward costs ~1 ns
+// per element (three rational tanh, kernels/fast_math.h) and the backward ~0.7 ns (memory-bound);
+// these grains give each task 8-20 us of work: (64, 32) stays serial, (64, 256) splits its forward only,
 // (80, 1000) splits both.
 constexpr std::int64_t kForwardGrain = 8192;
 constexpr std::int64_t kBackwardGrain = 32768;
@@ -77,8 +75,9 @@ void gru_forward(const T* gi, const T* gh, const T* h, T* out, T* saved, std::in
       map_lanes<T, 7, 5>({gib, gib + H, gib + 2 * H, ghb, ghb + H, ghb + 2 * H, h + b * H},
                          {out + b * H, part(0), part(1), part(2), part(3)}, H, [](const auto& x, auto& y) {
                            const auto& [gi_r, gi_z, gi_n, gh_r, gh_z, gh_n, hv] = x;
-                           const Batch<T> r = sigmoid_batch(gi_r + gh_r), z = sigmoid_batch(gi_z + gh_z);
-                           const Batch<T> n = xsimd::tanh(gi_n + r * gh_n);
+                           const Batch<T> r = kernels::gate_sigmoid(gi_r + gh_r);
+                           const Batch<T> z = kernels::gate_sigmoid(gi_z + gh_z);
+                           const Batch<T> n = kernels::gate_tanh(gi_n + r * gh_n);
                            y = {n + z * (hv - n), r, z, n, gh_n};  // (1 - z) n + z h, as the composite
                          });
     }

@@ -1,0 +1,105 @@
+// The float32 tanh and sigmoid of the fused kernels (autograd/kernels/fast_math.h) against the
+// double-precision library functions, on a dense grid and at the special values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "autograd/kernels/fast_math.h"
+
+namespace {
+
+using tg::kernels::gate_sigmoid;
+using tg::kernels::gate_tanh;
+using FloatBatch = xsimd::batch<float>;
+constexpr int kLanes = static_cast<int>(FloatBatch::size);
+
+// Lanes x0, x0 + step, ... (computed once: the same floats for the SIMD and the scalar form).
+void fill_lanes(float x0, float step, float* lanes) {
+  for (int k = 0; k < kLanes; ++k) lanes[k] = x0 + static_cast<float>(k) * step;
+}
+
+TEST(FastMath, TanhIsWithinThreeFloatEpsilonsOfTheExactValue) {
+  // Relative error over [-12, 12] (beyond the ±9 clamp too), every 1/8192, and near zero.
+  double worst = 0.0;
+  for (int i = -12 * 8192; i <= 12 * 8192; i += kLanes) {
+    alignas(64) float in[kLanes], out[kLanes];
+    fill_lanes(static_cast<float>(i) / 8192.0f, 1.0f / 8192.0f, in);
+    gate_tanh(FloatBatch::load_aligned(in)).store_aligned(out);
+    for (int k = 0; k < kLanes; ++k) {
+      const float x = in[k];
+      if (x == 0.0f) continue;
+      const double exact = std::tanh(static_cast<double>(x));
+      worst = std::max(worst, std::abs((out[k] - exact) / exact));
+    }
+  }
+  for (float x = 1e-30f; x < 1e-2f; x *= 1.37f) {
+    const double exact = std::tanh(static_cast<double>(x));
+    worst = std::max(worst, std::abs((gate_tanh(x) - exact) / exact));
+  }
+  EXPECT_LT(worst, 3.0 * std::numeric_limits<float>::epsilon());
+  EXPECT_GT(worst, 0.0);  // it is an approximation: if this fails, the test is not testing it
+}
+
+TEST(FastMath, ScalarTanhRoundsExactlyLikeTheSimdForm) {
+  for (int i = -20000; i <= 20000; i += kLanes) {
+    alignas(64) float in[kLanes], out[kLanes];
+    fill_lanes(static_cast<float>(i) * 7.3e-4f, 7.3e-4f, in);
+    gate_tanh(FloatBatch::load_aligned(in)).store_aligned(out);
+    for (int k = 0; k < kLanes; ++k) {
+      const float x = in[k];
+      ASSERT_EQ(out[k], gate_tanh(x)) << "x = " << x;
+    }
+  }
+}
+
+TEST(FastMath, TanhSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(gate_tanh(0.0f), 0.0f);
+  EXPECT_EQ(gate_tanh(inf), 1.0f);
+  EXPECT_EQ(gate_tanh(-inf), -1.0f);
+  EXPECT_EQ(gate_tanh(9.0f), 1.0f);
+  EXPECT_EQ(gate_tanh(1e30f), 1.0f);
+  EXPECT_TRUE(std::isnan(gate_tanh(std::numeric_limits<float>::quiet_NaN())));
+  alignas(64) float in[kLanes], out[kLanes];
+  for (int k = 0; k < kLanes; ++k) in[k] = k % 2 ? std::numeric_limits<float>::quiet_NaN() : inf;
+  gate_tanh(FloatBatch::load_aligned(in)).store_aligned(out);
+  for (int k = 0; k < kLanes; ++k) {
+    if (k % 2) EXPECT_TRUE(std::isnan(out[k])) << "lane " << k;
+    else EXPECT_EQ(out[k], 1.0f) << "lane " << k;
+  }
+  // Odd: tanh(-x) = -tanh(x) bit for bit.
+  for (float x = 1e-6f; x < 10.0f; x *= 1.01f) ASSERT_EQ(gate_tanh(-x), -gate_tanh(x)) << x;
+}
+
+TEST(FastMath, SigmoidIsWithinTwoTenMillionthsAbsolute) {
+  double worst = 0.0;
+  for (int i = -30 * 1024; i <= 30 * 1024; i += kLanes) {
+    alignas(64) float in[kLanes], out[kLanes];
+    for (int k = 0; k < kLanes; ++k) in[k] = static_cast<float>(i + k) / 1024.0f;
+    gate_sigmoid(FloatBatch::load_aligned(in)).store_aligned(out);
+    for (int k = 0; k < kLanes; ++k) {
+      const double exact = 1.0 / (1.0 + std::exp(-static_cast<double>(in[k])));
+      worst = std::max(worst, std::abs(out[k] - exact));
+      ASSERT_GE(out[k], 0.0f);
+      ASSERT_LE(out[k], 1.0f);
+    }
+  }
+  EXPECT_LT(worst, 2e-7);
+}
+
+TEST(FastMath, DoubleKeepsTheLibraryFunctions) {
+  for (double x = -20.0; x <= 20.0; x += 0.37) {
+    EXPECT_NEAR(gate_tanh(x), std::tanh(x), 1e-15) << x;
+    alignas(64) double in[xsimd::batch<double>::size], out[xsimd::batch<double>::size];
+    for (std::size_t k = 0; k < xsimd::batch<double>::size; ++k) in[k] = x + 0.01 * static_cast<double>(k);
+    gate_sigmoid(xsimd::batch<double>::load_aligned(in)).store_aligned(out);
+    for (std::size_t k = 0; k < xsimd::batch<double>::size; ++k)
+      EXPECT_NEAR(out[k], 1.0 / (1.0 + std::exp(-in[k])), 1e-15) << in[k];
+  }
+}
+
+}  // namespace
