@@ -2,7 +2,10 @@
 // Tensor memory: live-buffer accounting, and the caching allocator that every tensor buffer, tensor
 // handle, autograd record and large backward closure comes from. Freed blocks wait in size-class
 // free lists and are handed out again, so after the first training steps a step asks the system
-// for no memory at all (tests/models/test_allocations.cpp counts).
+// for no memory at all (tests/models/test_allocations.cpp counts). Each thread parks a few freed
+// blocks of up to 64 KiB (256 KiB worth per size class, 8 to 64 blocks) for its own next
+// allocations, so threads that allocate at the same time do not contend; parked blocks count as
+// cached.
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -33,11 +36,11 @@ void deallocate(void* block, std::size_t bytes) noexcept;
 std::size_t size_class_bytes(std::size_t bytes);
 
 struct CacheStats {
-  std::int64_t cached_bytes = 0;       ///< bytes waiting in the free lists (block sizes)
+  std::int64_t cached_bytes = 0;       ///< bytes waiting in the free lists and thread caches (block sizes)
   std::int64_t cached_blocks = 0;
   std::int64_t in_use_bytes = 0;       ///< bytes handed out and not yet returned (block sizes)
   std::int64_t in_use_blocks = 0;
-  std::int64_t peak_in_use_bytes = 0;  ///< high-water mark of in_use_bytes
+  std::int64_t peak_in_use_bytes = 0;  ///< high-water mark of in_use_bytes (parked blocks included)
   std::int64_t peak_reserved_bytes = 0;  ///< high-water mark of in_use_bytes + cached_bytes
   std::int64_t system_allocs = 0;      ///< blocks taken from the system since the start
   std::int64_t system_frees = 0;       ///< blocks given back to the system since the start
@@ -47,12 +50,14 @@ struct CacheStats {
 CacheStats cache_stats();
 /// Bytes waiting in the free lists.
 std::int64_t cached_bytes();
-/// Gives every cached block back to the system (live blocks are untouched).
+/// Gives every cached block back to the system, every thread's parked blocks included (live
+/// blocks are untouched).
 void empty_cache();
 /// Most bytes the allocator may hold, in use and cached together, before caching gives way: a block
 /// freed above it goes back to the system, and before asking the system for a new block, cached
 /// blocks of other classes go back first (largest first) so that in use + cached stays under it.
-/// Blocks in use are never limited. Default: 1.25x the peak bytes in use, at least 64 MiB, so a
+/// Blocks in use are never limited, nor are the few small blocks a thread parks for its own reuse
+/// (setting a limit returns those parked so far to the pool first). Default: 1.25x the peak bytes in use, at least 64 MiB, so a
 /// training step's blocks stay cached while peak RSS stays close to what the step really uses.
 /// A negative value restores the default; setting a lower limit trims the cache at once.
 void set_cache_limit(std::int64_t bytes);

@@ -1,11 +1,14 @@
 // The caching allocator (autograd/memory.h): size classes, reuse, alignment, accounting,
-// empty_cache, the cache limit, and blocks freed on another thread than the one that allocated them.
+// empty_cache, the cache limit, the per-thread caches, and blocks freed on another thread than the
+// one that allocated them.
 // Other tests in this executable leave blocks in the cache, so the checks here use differences.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -51,6 +54,7 @@ TEST(CachingAllocator, SizeClasses) {
 }
 
 TEST(CachingAllocator, ReusesFreedBlocksOfTheSameClass) {
+  memory::empty_cache();  // so that the thread's own cache has room and no older block of the class
   void* a = memory::allocate(1000);
   const auto before = memory::cache_stats();
   memory::deallocate(a, 1000);
@@ -120,33 +124,89 @@ TEST(CachingAllocator, EmptyCacheReleasesCachedBlocksOnly) {
 }
 
 TEST(CachingAllocator, LimitSendsExcessBlocksBackToTheSystem) {
+  // Blocks above 64 KiB: smaller ones may be parked in the thread's cache, outside the limit
+  // (ThreadCachesParkSmallBlocksOutsideTheLimit).
+  constexpr std::size_t kBig = 100000, kHuge = 1 << 20;
   LimitGuard guard;
   memory::set_cache_limit(0);
   EXPECT_EQ(memory::cached_bytes(), 0);  // lowering the limit trims the cache at once
   const auto before = memory::cache_stats();
-  void* p = memory::allocate(5000);
-  memory::deallocate(p, 5000);
+  void* p = memory::allocate(kBig);
+  memory::deallocate(p, kBig);
   const auto after = memory::cache_stats();
   EXPECT_EQ(after.cached_bytes, 0);
   EXPECT_EQ(after.system_frees, before.system_frees + 1);
   EXPECT_EQ(memory::cache_limit(), 0);
   // The limit counts blocks in use and cached together.
-  memory::set_cache_limit(memory::cache_stats().in_use_bytes + (1 << 20));
-  p = memory::allocate(5000);
-  memory::deallocate(p, 5000);
-  EXPECT_EQ(memory::cached_bytes(), static_cast<std::int64_t>(memory::size_class_bytes(5000)));
+  memory::set_cache_limit(memory::cache_stats().in_use_bytes + static_cast<std::int64_t>(kHuge));
+  p = memory::allocate(kBig);
+  memory::deallocate(p, kBig);
+  EXPECT_EQ(memory::cached_bytes(), static_cast<std::int64_t>(memory::size_class_bytes(kBig)));
   // A new block that does not fit next to the cached ones evicts them first.
-  void* big = memory::allocate(1 << 20);
+  void* huge = memory::allocate(kHuge);
   EXPECT_EQ(memory::cached_bytes(), 0);
-  memory::deallocate(big, 1 << 20);
+  memory::deallocate(huge, kHuge);
   EXPECT_LE(memory::cache_stats().in_use_bytes + memory::cached_bytes(), memory::cache_limit());
   memory::set_cache_limit(-1);
   EXPECT_GE(memory::cache_limit(), std::int64_t{64} << 20);  // the default
 }
 
-TEST(CachingAllocator, BlocksFreedOnAnotherThread) {
+TEST(CachingAllocator, ThreadCachesParkSmallBlocksOutsideTheLimit) {
+  LimitGuard guard;
+  memory::set_cache_limit(0);  // also returns every thread's parked blocks
+  ASSERT_EQ(memory::cached_bytes(), 0);
+  // Classes up to 64 KiB: a thread keeps 256 KiB worth of freed blocks per class (8 to 64 blocks)
+  // for itself, counted as cached; of the 40 KiB class, 8.
+  const std::size_t n = 40000, cls = memory::size_class_bytes(n);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(memory::allocate(n));
   const auto s0 = memory::cache_stats();
-  // Allocated here, freed there, reused here.
+  for (void* b : blocks) memory::deallocate(b, n);
+  const auto s1 = memory::cache_stats();
+  EXPECT_EQ(s1.cached_blocks, 8);
+  EXPECT_EQ(s1.cached_bytes, static_cast<std::int64_t>(8 * cls));
+  EXPECT_EQ(s1.system_frees, s0.system_frees + 2);  // the two beyond 8 met the limit of 0
+  EXPECT_EQ(s1.in_use_blocks, s0.in_use_blocks - 10);
+  // Reuse comes from the thread's own blocks: no system allocation, counted as hits.
+  void* again = memory::allocate(n);
+  const auto s2 = memory::cache_stats();
+  EXPECT_EQ(s2.system_allocs, s1.system_allocs);
+  EXPECT_EQ(s2.hits, s1.hits + 1);
+  memory::deallocate(again, n);
+  // Another thread's parked blocks are counted, and empty_cache returns them too.
+  std::mutex m;
+  std::condition_variable cv;
+  bool parked = false, release = false;
+  std::thread other([&] {
+    void* q = memory::allocate(3000);
+    memory::deallocate(q, 3000);
+    std::unique_lock lock(m);
+    parked = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return parked; });
+  }
+  EXPECT_EQ(memory::cache_stats().cached_blocks, 9);
+  memory::empty_cache();
+  const auto s3 = memory::cache_stats();
+  EXPECT_EQ(s3.cached_blocks, 0);
+  EXPECT_EQ(s3.cached_bytes, 0);
+  {
+    std::lock_guard lock(m);
+    release = true;
+  }
+  cv.notify_all();
+  other.join();
+  EXPECT_EQ(memory::cache_stats().in_use_blocks, s3.in_use_blocks);
+}
+
+TEST(CachingAllocator, BlocksFreedOnAnotherThread) {
+  memory::empty_cache();  // this thread's cache holds no block of a's class
+  const auto s0 = memory::cache_stats();
+  // Allocated here, freed there (parked until that thread exits), reused here.
   void* a = memory::allocate(777);
   std::thread([a] { memory::deallocate(a, 777); }).join();
   void* b = memory::allocate(777);
