@@ -6,6 +6,9 @@
 
 #include <tbb/global_control.h>
 #include <tbb/info.h>
+#include <tbb/partitioner.h>
+
+#include "autograd/kernels/parallel_for.h"
 
 namespace tg {
 
@@ -14,6 +17,8 @@ std::mutex g_mutex;  // serialises set_num_threads (the global_control swap)
 std::unique_ptr<tbb::global_control> g_control;
 // The effective count, read by every kernel launch: an atomic so that the hot path takes no lock.
 std::atomic<int> g_effective{0};
+// Set while this thread runs a run_tasks() task: its kernels stay serial.
+thread_local bool t_in_task = false;
 }  // namespace
 
 void set_num_threads(int n) {
@@ -24,6 +29,7 @@ void set_num_threads(int n) {
 }
 
 int num_threads() {
+  if (t_in_task) return 1;
   int n = g_effective.load(std::memory_order_relaxed);
   if (n == 0) {  // first use without set_num_threads: all hardware threads
     n = tbb::info::default_concurrency();
@@ -32,6 +38,28 @@ int num_threads() {
     n = g_effective.load(std::memory_order_relaxed);
   }
   return n;
+}
+
+void run_tasks(int n, const std::function<void(int)>& task) {
+  if (n <= 0) return;
+  if (n == 1 || num_threads() <= 1) {
+    for (int i = 0; i < n; ++i) task(i);
+    return;
+  }
+  kernels::tbb_for(
+      tbb::blocked_range<int>(0, n, 1),
+      [&](const tbb::blocked_range<int>& r) {
+        const bool was_in_task = t_in_task;
+        t_in_task = true;
+        try {
+          for (int i = r.begin(); i < r.end(); ++i) task(i);
+        } catch (...) {
+          t_in_task = was_in_task;
+          throw;
+        }
+        t_in_task = was_in_task;
+      },
+      tbb::simple_partitioner());
 }
 
 }  // namespace tg

@@ -126,9 +126,10 @@ class D2lSeq2Seq : public Seq2Seq {
     const std::int64_t L = state.hidden.size(0);
     const Tensor query = narrow(state.hidden, 0, L - 1, 1);                       // (1, B, H)
     const Tensor query_proj = decoder->attention->project_queries(permute(query, {1, 0, 2}));  // (B, 1, H)
+    Tensor weights;  // taken here, not left in the module: decoding may run this on several threads
     const Tensor context = decoder->attention->forward_projected(query_proj, state.memory_proj, state.memory,
-                                                                 state.valid_len);  // (B, 1, H)
-    state.attention = squeeze(decoder->attention->attention_weights(), 1);        // (B, S)
+                                                                 state.valid_len, &weights);  // (B, 1, H)
+    state.attention = squeeze(weights, 1);                                                      // (B, S)
     const Tensor x = concat({squeeze(context, 1), emb}, -1);                       // (B, H + E), context first
     auto [out, hidden] = decoder->rnn->forward(unsqueeze(x, 0), state.hidden);    // (1, B, H)
     state.hidden = hidden;

@@ -9,6 +9,7 @@
 
 #include "autograd/kernels/reduce.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/tape.h"
 #include "models/data.h"
 
@@ -113,12 +114,13 @@ SourceBatch encode_sources(const std::vector<std::vector<std::string>>& sentence
   return out;
 }
 
-std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
-                                       std::int64_t max_steps, bool keep_attention) {
-  check_sources(src, src_valid_len, "greedy_decode");
-  if (max_steps < 1) throw std::invalid_argument("greedy_decode: max_steps must be >= 1");
+namespace {
+
+// Greedy decoding of a batch whose model is already in eval mode (the mode is shared by the
+// slices that run at once, so no slice sets it); grad mode is per thread, so it sets its own.
+std::vector<Translation> greedy_rows(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
+                                     std::int64_t max_steps, bool keep_attention) {
   NoGradGuard no_grad;
-  nn::EvalModeGuard eval(model);
   const std::int64_t B = src.size(0), S = src.size(1);
   std::vector<Translation> out(static_cast<std::size_t>(B));
   if (B == 0) return out;
@@ -154,6 +156,39 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
     }
   }
   for (auto& tr : out) tr.score = tr.log_prob;
+  return out;
+}
+
+// Rows per slice when a batch is decoded as slices on several threads. From 32 rows on, a slice
+// takes the same kernel paths as the whole batch (the GEMM's skinny path is for at most 4 rows),
+// so each row comes out the same bits either way (tests/models/test_decode.cpp).
+constexpr std::int64_t kMinRowsPerSlice = 32;
+
+}  // namespace
+
+// Rows never interact, so a batch of at least 2 x 32 sentences decodes as up to num_threads()
+// slices at once, one per thread: the products of one decoding step of a batch of 64 (A: 64 x 32
+// by 32 x 96) are far below what splits profitably inside a kernel, so without this a second
+// thread would sit idle.
+std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
+                                       std::int64_t max_steps, bool keep_attention) {
+  check_sources(src, src_valid_len, "greedy_decode");
+  if (max_steps < 1) throw std::invalid_argument("greedy_decode: max_steps must be >= 1");
+  nn::EvalModeGuard eval(model);
+  const std::int64_t B = src.size(0);
+  const auto slices = static_cast<int>(std::min<std::int64_t>(num_threads(), B / kMinRowsPerSlice));
+  if (slices <= 1) return greedy_rows(model, src, src_valid_len, max_steps, keep_attention);
+  std::vector<std::vector<Translation>> parts(static_cast<std::size_t>(slices));
+  run_tasks(slices, [&](int i) {
+    const std::int64_t begin = B * i / slices, end = B * (i + 1) / slices;
+    parts[static_cast<std::size_t>(i)] = greedy_rows(model, narrow(src, 0, begin, end - begin),
+                                                     narrow(src_valid_len, 0, begin, end - begin), max_steps,
+                                                     keep_attention);
+  });
+  std::vector<Translation> out;
+  out.reserve(static_cast<std::size_t>(B));
+  for (auto& part : parts)
+    for (auto& tr : part) out.push_back(std::move(tr));
   return out;
 }
 

@@ -79,13 +79,13 @@ class RnnSearchDecoder : public nn::Module {
   Tensor context(const Tensor& s_prev, DecoderState& state) {
     const Tensor q = unsqueeze(s_prev, 1);  // (B, 1, H)
     Tensor c;
-    if (attention) {
-      c = attention->forward_projected(attention->project_queries(q), state.memory_proj, state.memory, state.valid_len);
-      state.attention = squeeze(attention->attention_weights(), 1);
-    } else {
-      c = dot->forward(q, state.memory_proj, state.memory, state.valid_len);
-      state.attention = squeeze(dot->attention_weights(), 1);
-    }
+    Tensor weights;  // taken here, not left in the module: decoding may run this on several threads
+    if (attention)
+      c = attention->forward_projected(attention->project_queries(q), state.memory_proj, state.memory, state.valid_len,
+                                       &weights);
+    else
+      c = dot->forward(q, state.memory_proj, state.memory, state.valid_len, &weights);
+    state.attention = squeeze(weights, 1);
     return squeeze(c, 1);
   }
 

@@ -58,7 +58,7 @@ Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, con
 }
 
 Tensor AdditiveAttention::forward_projected(const Tensor& query_proj, const Tensor& key_proj, const Tensor& values,
-                                            const Tensor& valid_lens) {
+                                            const Tensor& valid_lens, Tensor* weights_out) {
   check_qkv("AdditiveAttention", query_proj, key_proj, values);
   if (query_proj.size(2) != options_.num_hiddens() || key_proj.size(2) != options_.num_hiddens())
     throw std::invalid_argument("AdditiveAttention: projected queries and keys must end in num_hiddens=" +
@@ -68,7 +68,7 @@ Tensor AdditiveAttention::forward_projected(const Tensor& query_proj, const Tens
   const Tensor scores =
       additive_attention_scores(query_proj, key_proj, reshape(w_v->weight, {options_.num_hiddens()}));
   const Tensor weights = masked_softmax(scores, valid_lens);
-  attention_weights_ = weights.detach();
+  (weights_out ? *weights_out : attention_weights_) = weights.detach();
   return matmul(dropout->forward(weights), values);
 }
 
@@ -83,7 +83,7 @@ DotProductAttention::DotProductAttention(double dropout, bool scaled)
     : DotProductAttention(DotProductAttentionOptions().dropout(dropout).scaled(scaled)) {}
 
 Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                    const Tensor& valid_lens) {
+                                    const Tensor& valid_lens, Tensor* weights_out) {
   check_qkv("DotProductAttention", queries, keys, values);
   if (keys.size(2) != queries.size(2))
     throw std::invalid_argument("DotProductAttention: queries and keys must have the same last dimension, got " +
@@ -91,7 +91,7 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   Tensor scores = matmul(queries, transpose(keys, 1, 2));  // (B, Q, K)
   if (options_.scaled()) scores = scores / std::sqrt(static_cast<double>(queries.size(2)));
   const Tensor weights = masked_softmax(scores, valid_lens);
-  attention_weights_ = weights.detach();
+  (weights_out ? *weights_out : attention_weights_) = weights.detach();
   return matmul(dropout->forward(weights), values);
 }
 

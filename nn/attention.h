@@ -67,8 +67,10 @@ class AdditiveAttention : public Module {
   /// every step computes this once per sentence and calls forward_projected().
   Tensor project_keys(const Tensor& keys) const;
   /// forward() with the projections already applied: query_proj (B, Q, H), key_proj (B, K, H).
+  /// With `weights`, the weights (B, Q, K) go there instead of into the module, which the call
+  /// then leaves untouched: one module may so run on several threads at once (parallel decoding).
   Tensor forward_projected(const Tensor& query_proj, const Tensor& key_proj, const Tensor& values,
-                           const Tensor& valid_lens = Tensor());
+                           const Tensor& valid_lens = Tensor(), Tensor* weights = nullptr);
   /// Weights (B, Q, K) of the last forward, before dropout, detached (for visualisation).
   const Tensor& attention_weights() const { return attention_weights_; }
   const AdditiveAttentionOptions& options() const { return options_; }
@@ -109,8 +111,10 @@ class DotProductAttention : public Module {
   explicit DotProductAttention(const DotProductAttentionOptions& options = DotProductAttentionOptions());
   explicit DotProductAttention(double dropout, bool scaled = true);
 
-  /// queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v).
-  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens = Tensor());
+  /// queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v). With `weights`, the
+  /// weights go there and the module is left untouched (as AdditiveAttention::forward_projected).
+  Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens = Tensor(),
+                 Tensor* weights = nullptr);
   /// Weights (B, Q, K) of the last forward, before dropout, detached (for visualisation).
   const Tensor& attention_weights() const { return attention_weights_; }
   const DotProductAttentionOptions& options() const { return options_; }

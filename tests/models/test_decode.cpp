@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 #include "models/decode.h"
@@ -260,5 +261,55 @@ TEST(Decode, RealModelGreedyBatchedEqualsOneByOne) {
     // Beam hypotheses carry one attention row per decoding step and their normalised score.
     EXPECT_EQ(static_cast<std::int64_t>(beams[i].attention.size()), beams[i].steps()) << i;
     EXPECT_NEAR(beams[i].score, beams[i].log_prob / static_cast<double>(beams[i].steps()), 1e-12) << i;
+  }
+}
+
+// A batch of at least 64 sentences decodes as slices on two threads (models/decode.cpp); every
+// sentence must come out the same bits as with one thread, for each model family.
+TEST(Decode, GreedyOnTwoThreadsEqualsOneThreadBitForBit) {
+  struct Variant {
+    std::string model, attention;
+  };
+  for (const Variant& v : {Variant{"d2l", "additive"}, Variant{"rnnsearch", "additive"}, Variant{"rnnsearch", "dot"},
+                           Variant{"rnnencdec", "additive"}}) {
+    ModelConfig c;
+    c.model = v.model;
+    c.attention = v.attention;
+    c.src_vocab = 23;
+    c.tgt_vocab = 19;
+    c.embed_size = 12;
+    c.num_hiddens = 16;
+    c.num_steps = 7;
+    c.num_layers = v.model == "d2l" ? 2 : 1;
+    Generator gen(11);
+    auto model = make_model(c, gen);
+    for (const std::int64_t B : {64, 101}) {  // slices of 32 + 32 and 50 + 51 rows
+      std::vector<std::int64_t> flat, lens;
+      SplitMix64 mix{static_cast<std::uint64_t>(B)};
+      for (std::int64_t b = 0; b < B; ++b) {
+        const std::int64_t len = 2 + mix.below(6);  // 2..7 tokens, <eos> last
+        for (std::int64_t j = 0; j < c.num_steps; ++j)
+          flat.push_back(j + 1 < len ? 4 + mix.below(19) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
+        lens.push_back(len);
+      }
+      const Tensor src = ids(flat, {B, c.num_steps}), valid = ids(lens, {B});
+      const int threads_before = num_threads();
+      set_num_threads(1);
+      const auto one = greedy_decode(*model, src, valid, c.num_steps);
+      set_num_threads(2);
+      const auto two = greedy_decode(*model, src, valid, c.num_steps);
+      set_num_threads(threads_before);
+      ASSERT_EQ(one.size(), static_cast<std::size_t>(B));
+      ASSERT_EQ(two.size(), one.size());
+      std::size_t distinct = 0;
+      for (std::size_t i = 0; i < one.size(); ++i) {
+        const std::string at = v.model + "/" + v.attention + " B=" + std::to_string(B) + " row " + std::to_string(i);
+        EXPECT_EQ(one[i].ids, two[i].ids) << at;
+        EXPECT_EQ(one[i].log_prob, two[i].log_prob) << at;  // bitwise
+        EXPECT_EQ(one[i].attention, two[i].attention) << at;
+        if (i > 0 && one[i].log_prob != one[0].log_prob) ++distinct;
+      }
+      EXPECT_GT(distinct, 0u) << "the rows should not all score alike";
+    }
   }
 }
