@@ -1,5 +1,6 @@
 #include "autograd/tensor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 
 #include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
@@ -82,7 +84,11 @@ void Tensor::fill_(double value) {
   kernels::dispatch_any(dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = data<T>();
-    std::fill(p, p + numel(), static_cast<T>(value));
+    // On both threads when large: the zero gradient buffers of embedding tables and recurrent
+    // weights (megabytes per step on B) were a serial 7% of a 2-thread step.
+    kernels::parallel_for(numel(), kernels::kGrainCheap, [&](std::int64_t begin, std::int64_t end) {
+      std::fill(p + begin, p + end, static_cast<T>(value));
+    });
   });
 }
 
