@@ -98,7 +98,7 @@ struct FreeBlock {
 
 constexpr int kThreadClasses = size_class(std::size_t{64} << 10).index + 1;  // classes up to 64 KiB
 // Blocks a thread may park per class: 256 KiB worth, at least 8 and at most 64 (so at most
-// ~8 MiB per thread over all classes). A decoding step of a batch of 64 frees more than 8 handles
+// 6.3 MiB per thread over all classes). A decoding step of a batch of 64 frees more than 8 handles
 // and small buffers of a class at once; 8 per class left half the 2-thread gain on the table.
 constexpr int thread_blocks(int index) {
   return static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 10) / class_bytes(index), 8, 64));
@@ -113,16 +113,14 @@ struct ThreadCache {
   std::int64_t bytes = 0, blocks = 0, hits = 0;
   ThreadCache* next = nullptr;  // in the registry
 
-  /// Unlinks every parked block into `out` (per class); returns how many.
-  std::int64_t take_all(FreeBlock* (&out)[kThreadClasses]) {
-    const std::int64_t n = blocks;
+  /// Unlinks every parked block into `out` (per class).
+  void take_all(FreeBlock* (&out)[kThreadClasses]) {
     for (int c = 0; c < kThreadClasses; ++c) {
       out[c] = lists[c];
       lists[c] = nullptr;
       counts[c] = 0;
     }
     bytes = blocks = 0;
-    return n;
   }
 };
 
@@ -197,8 +195,8 @@ Pool& pool() {
   return *p;
 }
 
-/// Every live thread's cache, for cache_stats() and empty_cache(). Lock order: registry, then a
-/// thread cache, then the pool; no one waits for the pool while holding a thread cache.
+/// Every live thread's cache, for cache_stats() and empty_cache(). Lock order: the registry
+/// first; a thread cache's lock and the pool's are never held together.
 struct Registry {
   std::mutex mutex;
   ThreadCache* first = nullptr;
