@@ -57,8 +57,9 @@ void empty_cache();
 /// freed above it goes back to the system, and before asking the system for a new block, cached
 /// blocks of other classes go back first (largest first) so that in use + cached stays under it.
 /// Blocks in use are never limited, nor are the few small blocks a thread parks for its own reuse
-/// (setting a limit returns those parked so far to the pool first). Default: 1.25x the peak bytes in use, at least 64 MiB, so a
-/// training step's blocks stay cached while peak RSS stays close to what the step really uses.
+/// (setting a limit returns those parked so far to the pool first). Default: 1.25x the peak bytes
+/// in use, at least 64 MiB, so a training step's blocks stay cached while peak RSS stays close to
+/// what the step really uses.
 /// A negative value restores the default; setting a lower limit trims the cache at once.
 void set_cache_limit(std::int64_t bytes);
 std::int64_t cache_limit();

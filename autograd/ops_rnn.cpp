@@ -54,8 +54,8 @@ void map_lanes(const std::array<const T*, NI>& in, const std::array<T*, NO>& out
 
 // Elements of h per TBB task. Serially, in float32 on the 2-core target, the forward costs ~1 ns
 // per element (three rational tanh, kernels/fast_math.h) and the backward ~0.7 ns (memory-bound);
-// these grains give each task 8-20 us of work: (64, 32) stays serial, (64, 256) splits its forward only,
-// (80, 1000) splits both.
+// these grains give each task 8-20 us of work: (64, 32) stays serial, (64, 256) splits its
+// forward only, (80, 1000) splits both.
 constexpr std::int64_t kForwardGrain = 8192;
 constexpr std::int64_t kBackwardGrain = 32768;
 
