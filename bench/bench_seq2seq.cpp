@@ -2,6 +2,7 @@
 //
 //   build/bin/bench_seq2seq --config A|B|C [--readout linear|maxout] [--threads N] [--steps N]
 //                           [--warmup N] [--seed S] [--profile] [--only train|decode1|decode64]
+//                           [--memory-trace]
 //
 // Workloads (bench/pytorch_reference.py implements the same ones in PyTorch, with the same data):
 //   A: d2l, embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201
@@ -24,7 +25,9 @@
 // end: peak MiB in use and in use + cached, MiB cached, and blocks it took from the system.
 // parameters: the model's parameter count (16 bytes each for the weights, their gradients and
 // Adam's two moments in float32: a floor under peak_rss_mib). --only train|decode1|decode64 runs
-// one part (for profilers); the fields of the other parts read 0.
+// one part (for profilers); the fields of the other parts read 0. --memory-trace prints, to stderr,
+// the bytes of live tensors, the allocator's in-use/cached bytes and the peak RSS after the
+// forward, the backward and Adam of every step (where a step's memory goes).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
   std::string config = "A", readout;
   int threads = 0, steps = -1, warmup = -1;
   std::uint64_t seed = 0;
-  bool profile = false, no_decode = false;
+  bool profile = false, no_decode = false, memory_trace = false;
   app.add_option("--config", config, "workload: A | B | C")->check(CLI::IsMember({"A", "B", "C"}));
   app.add_option("--readout", readout, "rnnsearch readout: linear | maxout (default linear)")
       ->check(CLI::IsMember({"linear", "maxout"}));
@@ -101,6 +104,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps before (default A 10, B 2, C 1)");
   app.add_option("--seed", seed, "seed of the weights and of the data");
   app.add_flag("--profile", profile, "also report seconds per phase of a step");
+  app.add_flag("--memory-trace", memory_trace,
+               "print live tensor bytes, allocator state and peak RSS after each phase of each step to stderr");
   app.add_flag("--no-decode", no_decode, "skip the decoding measurements");
   std::string only;
   app.add_option("--only", only, "run one part only, for profilers: train | decode1 | decode64")
@@ -185,15 +190,27 @@ int main(int argc, char** argv) {
       // Forward and loss in one call: rnnsearch computes the readout only at valid positions.
       const tg::Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
       const double f = since(t);
+      auto mem = [&](const char* after) {
+        if (!memory_trace) return;
+        const auto cs = tg::memory::cache_stats();
+        constexpr double kMiB = 1 << 20;
+        std::fprintf(stderr, "step %d after %-8s live %8.1f  in_use %8.1f  cached %7.1f  peak_in_use %8.1f  peak_rss %8.1f MiB\n",
+                     i, after, static_cast<double>(tg::memory::live_bytes()) / kMiB,
+                     static_cast<double>(cs.in_use_bytes) / kMiB, static_cast<double>(cs.cached_bytes) / kMiB,
+                     static_cast<double>(cs.peak_in_use_bytes) / kMiB, peak_rss_mib());
+      };
+      mem("forward");
       t = Clock::now();
       optimizer.zero_grad();
       loss.backward();
+      mem("backward");
       const double bw = since(t);
       t = Clock::now();
       tg::nn::clip_grad_norm(params, 1.0);
       const double cl = since(t);
       t = Clock::now();
       optimizer.step();
+      mem("adam");
       const double ad = since(t);
       last_loss = loss.item();
       if (!std::isfinite(last_loss)) throw std::runtime_error("loss is not finite");
