@@ -287,12 +287,19 @@ std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Te
   check_sources(src, src_valid_len, "beam_search");
   DecodeOptions().beam_size(beam_size).max_steps(max_steps).length_alpha(length_alpha).validate();
   if (max_steps < 1) throw std::invalid_argument("beam_search: max_steps must be >= 1");
-  NoGradGuard no_grad;
   nn::EvalModeGuard eval(model);
-  std::vector<Translation> out;
-  for (std::int64_t b = 0; b < src.size(0); ++b)
-    out.push_back(beam_one(model, narrow(src, 0, b, 1), narrow(src_valid_len, 0, b, 1), beam_size, max_steps,
-                           length_alpha));
+  // Sentences are independent searches: with several threads, each takes a contiguous share of
+  // them (a sentence's search is the same code on any thread, so the same bits; tested).
+  const std::int64_t B = src.size(0);
+  std::vector<Translation> out(static_cast<std::size_t>(B));
+  if (B == 0) return out;
+  const auto shares = static_cast<int>(std::min<std::int64_t>(num_threads(), B));
+  run_tasks(shares, [&](int i) {
+    NoGradGuard no_grad;  // per thread
+    for (std::int64_t b = B * i / shares; b < B * (i + 1) / shares; ++b)
+      out[static_cast<std::size_t>(b)] = beam_one(model, narrow(src, 0, b, 1), narrow(src_valid_len, 0, b, 1), beam_size,
+                                                  max_steps, length_alpha);
+  });
   return out;
 }
 

@@ -95,13 +95,16 @@ SourceBatch encode_sources(const std::vector<std::vector<std::string>>& sentence
 
 /// Greedy decoding of a batch: at each step the most probable token (the first one on ties) is
 /// fed back; rows finish independently and decoding stops once every row has produced `<eos>` or
-/// after max_steps steps (> 0). Fills ids, ended, log_prob, score, and attention unless
-/// keep_attention is false (throughput runs that never look at the weights).
+/// after max_steps steps (> 0). With several threads a batch of at least 64 sentences decodes as
+/// one slice per thread, each sentence the same bits as on one thread. Fills ids, ended,
+/// log_prob, score, and attention unless keep_attention is false (throughput runs that never look
+/// at the weights).
 std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
                                        std::int64_t max_steps, bool keep_attention = true);
 
-/// Beam search over each sentence of the batch in turn (the k hypotheses of one sentence run as
-/// one batch of k rows; DecoderState::reorder follows the surviving hypotheses). At each step the
+/// Beam search over each sentence of the batch (the k hypotheses of one sentence run as one batch
+/// of k rows; DecoderState::reorder follows the surviving hypotheses; with several threads, each
+/// searches a share of the sentences). At each step the
 /// 2k best continuations by cumulative log-probability are scanned in order: a continuation ending
 /// in `<eos>` that ranks among the first k is finished; the others fill the k live hypotheses.
 /// Search stops once k hypotheses have finished, no live hypothesis is left, or after max_steps

@@ -313,3 +313,45 @@ TEST(Decode, GreedyOnTwoThreadsEqualsOneThreadBitForBit) {
     }
   }
 }
+
+// Beam search gives each thread a share of the sentences; every sentence's result must be the
+// same bits as with one thread.
+TEST(Decode, BeamOnTwoThreadsEqualsOneThreadBitForBit) {
+  for (const std::string model_name : {"d2l", "rnnsearch"}) {
+    ModelConfig c;
+    c.model = model_name;
+    c.src_vocab = 17;
+    c.tgt_vocab = 13;
+    c.embed_size = 8;
+    c.num_hiddens = 12;
+    c.num_layers = model_name == "d2l" ? 2 : 1;
+    c.num_steps = 6;
+    Generator gen(5);
+    auto model = make_model(c, gen);
+    const std::int64_t B = 7;
+    std::vector<std::int64_t> flat, lens;
+    SplitMix64 mix{77};
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t len = 2 + mix.below(5);
+      for (std::int64_t j = 0; j < c.num_steps; ++j)
+        flat.push_back(j + 1 < len ? 4 + mix.below(13) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
+      lens.push_back(len);
+    }
+    const Tensor src = ids(flat, {B, c.num_steps}), valid = ids(lens, {B});
+    const int threads_before = num_threads();
+    set_num_threads(1);
+    const auto one = beam_search(*model, src, valid, 3, c.num_steps);
+    set_num_threads(2);
+    const auto two = beam_search(*model, src, valid, 3, c.num_steps);
+    set_num_threads(threads_before);
+    ASSERT_EQ(one.size(), static_cast<std::size_t>(B));
+    ASSERT_EQ(two.size(), one.size());
+    for (std::size_t i = 0; i < one.size(); ++i) {
+      EXPECT_EQ(one[i].ids, two[i].ids) << model_name << " sentence " << i;
+      EXPECT_EQ(one[i].log_prob, two[i].log_prob) << model_name << " sentence " << i;  // bitwise
+      EXPECT_EQ(one[i].score, two[i].score) << model_name << " sentence " << i;
+      EXPECT_EQ(one[i].attention, two[i].attention) << model_name << " sentence " << i;
+    }
+    EXPECT_TRUE(beam_search(*model, ids({}, {0, c.num_steps}), ids({}, {0}), 3, c.num_steps).empty());
+  }
+}
