@@ -66,6 +66,9 @@ class Seq2Seq : public nn::Module {
   const ModelConfig& config() const { return config_; }
 
   /// Encodes a batch and returns the decoder's initial state. src: i64 (B, S); src_valid_len: i64 (B).
+  /// The decoders call begin() and step() from several threads at once, each thread with its own
+  /// state (greedy_decode's slices, beam_search's shares of sentences): in eval mode, neither may
+  /// modify the model (e.g. take attention weights through the state, not a module member).
   virtual DecoderState begin(const Tensor& src, const Tensor& src_valid_len) = 0;
   /// One decoder step from the previous tokens y_prev (i64 (B)): returns logits (B, V) and
   /// advances `state` (state.attention = this step's weights).

@@ -21,21 +21,32 @@ inline constexpr int64_t kGrainCheap = 65536;
 /// build with TSan), so it would report the tasks' reads of what the caller wrote before the loop,
 /// and the caller's reads of what the tasks wrote, as races. Under TSan the caller therefore
 /// publishes a flag that every task acquires first, and every task ends with a release on a
-/// counter the caller acquires after the loop: the happens-before edges TBB guarantees, made
-/// visible. (TBB's own internals still need scripts/tsan.supp.) Other builds call TBB directly.
+/// counter the caller acquires after the loop, or before rethrowing a task's exception: the
+/// happens-before edges TBB guarantees, made visible. (TBB's own internals still need
+/// scripts/tsan.supp.) Other builds call TBB directly.
 template <class Range, class Body, class... Partitioner>
 void tbb_for(const Range& range, const Body& body, Partitioner&&... partitioner) {
 #if defined(__SANITIZE_THREAD__)
   std::atomic<int> started{0}, done{0};
   started.store(1, std::memory_order_release);
-  tbb::parallel_for(
-      range,
-      [&](const Range& r) {
-        (void)started.load(std::memory_order_acquire);
-        body(r);
-        done.fetch_add(1, std::memory_order_release);
-      },
-      partitioner...);
+  try {
+    tbb::parallel_for(
+        range,
+        [&](const Range& r) {
+          (void)started.load(std::memory_order_acquire);
+          try {
+            body(r);
+          } catch (...) {  // the exception object travels to the caller through TBB too
+            done.fetch_add(1, std::memory_order_release);
+            throw;
+          }
+          done.fetch_add(1, std::memory_order_release);
+        },
+        partitioner...);
+  } catch (...) {
+    (void)done.load(std::memory_order_acquire);
+    throw;
+  }
   (void)done.load(std::memory_order_acquire);
 #else
   tbb::parallel_for(range, body, partitioner...);

@@ -2,6 +2,7 @@
 // A fake Seq2Seq whose next-token distribution is scripted as a function of the source's first
 // token and the tokens emitted so far, for testing the decoders without training anything.
 // Its attention at step t puts weight 1 on source position t mod valid_len.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -61,8 +62,9 @@ class ScriptedModel : public Seq2Seq {
     return Tensor::from_vector(logits, {B, V});
   }
 
-  int begin_calls = 0;
-  int step_calls = 0;
+  // Atomic: the decoders call begin() and step() from several threads at once.
+  std::atomic<int> begin_calls{0};
+  std::atomic<int> step_calls{0};
 
  private:
   Script script_;
