@@ -15,8 +15,8 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/dispatch.h"
-#include "autograd/kernels/reduce.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/kernels/reduce.h"
 #include "autograd/memory.h"
 #include "autograd/ops.h"
 #include "autograd/tape.h"

@@ -19,6 +19,15 @@ std::unique_ptr<tbb::global_control> g_control;
 std::atomic<int> g_effective{0};
 // Set while this thread runs a run_tasks() task: its kernels stay serial.
 thread_local bool t_in_task = false;
+
+// Marks the thread as inside a task for its lifetime, and restores the mark however it ends.
+struct InTask {
+  bool was = t_in_task;
+  InTask() { t_in_task = true; }
+  ~InTask() { t_in_task = was; }
+  InTask(const InTask&) = delete;
+  InTask& operator=(const InTask&) = delete;
+};
 }  // namespace
 
 void set_num_threads(int n) {
@@ -49,15 +58,8 @@ void run_tasks(int n, const std::function<void(int)>& task) {
   kernels::tbb_for(
       tbb::blocked_range<int>(0, n, 1),
       [&](const tbb::blocked_range<int>& r) {
-        const bool was_in_task = t_in_task;
-        t_in_task = true;
-        try {
-          for (int i = r.begin(); i < r.end(); ++i) task(i);
-        } catch (...) {
-          t_in_task = was_in_task;
-          throw;
-        }
-        t_in_task = was_in_task;
+        const InTask in_task;
+        for (int i = r.begin(); i < r.end(); ++i) task(i);
       },
       tbb::simple_partitioner());
 }

@@ -178,17 +178,13 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
   const std::int64_t B = src.size(0);
   const auto slices = static_cast<int>(std::min<std::int64_t>(num_threads(), B / kMinRowsPerSlice));
   if (slices <= 1) return greedy_rows(model, src, src_valid_len, max_steps, keep_attention);
-  std::vector<std::vector<Translation>> parts(static_cast<std::size_t>(slices));
+  std::vector<Translation> out(static_cast<std::size_t>(B));
   run_tasks(slices, [&](int i) {
     const std::int64_t begin = B * i / slices, end = B * (i + 1) / slices;
-    parts[static_cast<std::size_t>(i)] = greedy_rows(model, narrow(src, 0, begin, end - begin),
-                                                     narrow(src_valid_len, 0, begin, end - begin), max_steps,
-                                                     keep_attention);
+    std::vector<Translation> slice = greedy_rows(model, narrow(src, 0, begin, end - begin),
+                                                 narrow(src_valid_len, 0, begin, end - begin), max_steps, keep_attention);
+    std::move(slice.begin(), slice.end(), out.begin() + begin);
   });
-  std::vector<Translation> out;
-  out.reserve(static_cast<std::size_t>(B));
-  for (auto& part : parts)
-    for (auto& tr : part) out.push_back(std::move(tr));
   return out;
 }
 
