@@ -264,6 +264,59 @@ TEST(Decode, RealModelGreedyBatchedEqualsOneByOne) {
   }
 }
 
+namespace {
+
+/// A small real model of the given family for the thread-equality tests.
+std::shared_ptr<Seq2Seq> small_model(const std::string& model, const std::string& attention, std::int64_t src_vocab,
+                                     std::int64_t tgt_vocab, std::int64_t embed, std::int64_t hidden,
+                                     std::int64_t num_steps, std::uint64_t seed) {
+  ModelConfig c;
+  c.model = model;
+  c.attention = attention;
+  c.src_vocab = src_vocab;
+  c.tgt_vocab = tgt_vocab;
+  c.embed_size = embed;
+  c.num_hiddens = hidden;
+  c.num_layers = model == "d2l" ? 2 : 1;
+  c.num_steps = num_steps;
+  Generator gen(seed);
+  return make_model(c, gen);
+}
+
+/// B random source rows of num_steps ids: 2..max_len valid tokens in [4, src_vocab), <eos> last,
+/// then <pad>.
+struct Sources {
+  Tensor src, valid;
+};
+Sources random_sources(std::int64_t B, std::int64_t num_steps, std::int64_t max_len, std::int64_t src_vocab,
+                       std::uint64_t seed) {
+  std::vector<std::int64_t> flat, lens;
+  SplitMix64 mix{seed};
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t len = 2 + mix.below(max_len - 1);
+    for (std::int64_t j = 0; j < num_steps; ++j)
+      flat.push_back(j + 1 < len ? 4 + mix.below(src_vocab - 4) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
+    lens.push_back(len);
+  }
+  return {ids(flat, {B, num_steps}), ids(lens, {B})};
+}
+
+/// decode() run with 1 thread, then with 2; the thread count is restored even if decode throws.
+template <class Decode>
+std::pair<std::vector<Translation>, std::vector<Translation>> on_one_and_two_threads(const Decode& decode) {
+  struct Restore {
+    int threads = num_threads();
+    ~Restore() { set_num_threads(threads); }
+  } restore;
+  set_num_threads(1);
+  auto one = decode();
+  set_num_threads(2);
+  auto two = decode();
+  return {std::move(one), std::move(two)};
+}
+
+}  // namespace
+
 // A batch of at least 64 sentences decodes as slices on two threads (models/decode.cpp); every
 // sentence must come out the same bits as with one thread, for each model family.
 TEST(Decode, GreedyOnTwoThreadsEqualsOneThreadBitForBit) {
@@ -272,33 +325,12 @@ TEST(Decode, GreedyOnTwoThreadsEqualsOneThreadBitForBit) {
   };
   for (const Variant& v : {Variant{"d2l", "additive"}, Variant{"rnnsearch", "additive"}, Variant{"rnnsearch", "dot"},
                            Variant{"rnnencdec", "additive"}}) {
-    ModelConfig c;
-    c.model = v.model;
-    c.attention = v.attention;
-    c.src_vocab = 23;
-    c.tgt_vocab = 19;
-    c.embed_size = 12;
-    c.num_hiddens = 16;
-    c.num_steps = 7;
-    c.num_layers = v.model == "d2l" ? 2 : 1;
-    Generator gen(11);
-    auto model = make_model(c, gen);
+    const std::int64_t num_steps = 7;
+    auto model = small_model(v.model, v.attention, 23, 19, 12, 16, num_steps, 11);
     for (const std::int64_t B : {64, 101}) {  // slices of 32 + 32 and 50 + 51 rows
-      std::vector<std::int64_t> flat, lens;
-      SplitMix64 mix{static_cast<std::uint64_t>(B)};
-      for (std::int64_t b = 0; b < B; ++b) {
-        const std::int64_t len = 2 + mix.below(6);  // 2..7 tokens, <eos> last
-        for (std::int64_t j = 0; j < c.num_steps; ++j)
-          flat.push_back(j + 1 < len ? 4 + mix.below(19) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
-        lens.push_back(len);
-      }
-      const Tensor src = ids(flat, {B, c.num_steps}), valid = ids(lens, {B});
-      const int threads_before = num_threads();
-      set_num_threads(1);
-      const auto one = greedy_decode(*model, src, valid, c.num_steps);
-      set_num_threads(2);
-      const auto two = greedy_decode(*model, src, valid, c.num_steps);
-      set_num_threads(threads_before);
+      const Sources in = random_sources(B, num_steps, 7, 23, static_cast<std::uint64_t>(B));
+      const auto [one, two] =
+          on_one_and_two_threads([&] { return greedy_decode(*model, in.src, in.valid, num_steps); });
       ASSERT_EQ(one.size(), static_cast<std::size_t>(B));
       ASSERT_EQ(two.size(), one.size());
       std::size_t distinct = 0;
@@ -318,32 +350,10 @@ TEST(Decode, GreedyOnTwoThreadsEqualsOneThreadBitForBit) {
 // same bits as with one thread.
 TEST(Decode, BeamOnTwoThreadsEqualsOneThreadBitForBit) {
   for (const std::string model_name : {"d2l", "rnnsearch"}) {
-    ModelConfig c;
-    c.model = model_name;
-    c.src_vocab = 17;
-    c.tgt_vocab = 13;
-    c.embed_size = 8;
-    c.num_hiddens = 12;
-    c.num_layers = model_name == "d2l" ? 2 : 1;
-    c.num_steps = 6;
-    Generator gen(5);
-    auto model = make_model(c, gen);
-    const std::int64_t B = 7;
-    std::vector<std::int64_t> flat, lens;
-    SplitMix64 mix{77};
-    for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t len = 2 + mix.below(5);
-      for (std::int64_t j = 0; j < c.num_steps; ++j)
-        flat.push_back(j + 1 < len ? 4 + mix.below(13) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
-      lens.push_back(len);
-    }
-    const Tensor src = ids(flat, {B, c.num_steps}), valid = ids(lens, {B});
-    const int threads_before = num_threads();
-    set_num_threads(1);
-    const auto one = beam_search(*model, src, valid, 3, c.num_steps);
-    set_num_threads(2);
-    const auto two = beam_search(*model, src, valid, 3, c.num_steps);
-    set_num_threads(threads_before);
+    const std::int64_t num_steps = 6, B = 7;
+    auto model = small_model(model_name, "additive", 17, 13, 8, 12, num_steps, 5);
+    const Sources in = random_sources(B, num_steps, 6, 17, 77);
+    const auto [one, two] = on_one_and_two_threads([&] { return beam_search(*model, in.src, in.valid, 3, num_steps); });
     ASSERT_EQ(one.size(), static_cast<std::size_t>(B));
     ASSERT_EQ(two.size(), one.size());
     for (std::size_t i = 0; i < one.size(); ++i) {
@@ -352,6 +362,6 @@ TEST(Decode, BeamOnTwoThreadsEqualsOneThreadBitForBit) {
       EXPECT_EQ(one[i].score, two[i].score) << model_name << " sentence " << i;
       EXPECT_EQ(one[i].attention, two[i].attention) << model_name << " sentence " << i;
     }
-    EXPECT_TRUE(beam_search(*model, ids({}, {0, c.num_steps}), ids({}, {0}), 3, c.num_steps).empty());
+    EXPECT_TRUE(beam_search(*model, ids({}, {0, num_steps}), ids({}, {0}), 3, num_steps).empty());
   }
 }
