@@ -35,6 +35,7 @@ GradcheckReport gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   for (const Tensor& x : inputs) {
     Tensor c = x.detach().clone();
     if (x.requires_grad()) c.requires_grad_(true);
+    if (x.allows_compact_grad()) c.allow_compact_grad();  // check the caller's gradient path
     xs.push_back(c);
   }
   const Tensor y0 = run_detached(fn, xs);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/compact_grad.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/parallel_for.h"
@@ -194,8 +195,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   out.push_back(weight.shape()[1]);
   Tensor y = gather_rows(weight, v, idx, K, out);
   return record("embedding", y, {weight}, [v, ids = ids.detach(), in = weight.shape()](BackwardContext& ctx) {
-    const Tensor& g = ctx.grad_output();
-    ctx.accumulate(0, scatter_add_rows(kernels::view_as(g, Shape{ids.numel(), in[1]}), v, ids, in));
+    const Tensor g = kernels::view_as(ctx.grad_output(), Shape{ids.numel(), in[1]});
+    if (ctx.accepts_compact(0))
+      if (auto rows = sparse_rows_grad(g, ids, in)) return ctx.accumulate_compact(0, std::move(rows));
+    ctx.accumulate(0, scatter_add_rows(g, v, ids, in));
   });
 }
 

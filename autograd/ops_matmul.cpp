@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/compact_grad.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/reduce.h"
@@ -35,6 +36,19 @@ Tensor run(const Product& p, const Tensor& A, const Tensor& B, const Shape& out_
   return C;
 }
 
+/// Input i's gradient += op(A) op(B): into its existing buffer when there is one (beta = 1, no
+/// temporary), otherwise as a new tensor.
+void accumulate_product(BackwardContext& ctx, int i, const Product& p, const Tensor& A, const Tensor& B,
+                        const Shape& shape) {
+  Tensor* buf = ctx.accumulation_buffer(i);
+  if (!buf) return ctx.accumulate(i, run(p, A, B, shape));
+  kernels::dispatch_floating("matmul", A.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::gemm_batched<T>(p.ta, p.tb, p.batch, p.M, p.N, p.K, T(1), A.data<T>(), p.lda, p.sa, B.data<T>(), p.ldb,
+                             p.sb, T(1), buf->template data<T>(), p.N, p.M * p.N);
+  });
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -51,10 +65,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Tensor y = run({false, false, 1, rows, N, K, K, N, 0, 0}, a, b, out_shape);
     return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), rows, M, N, K](BackwardContext& ctx) {
       const Tensor& g = ctx.grad_output();
-      if (ctx.needs_grad(0))  // dA = G Bᵀ
-        ctx.accumulate(0, run({false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape()));
-      if (ctx.needs_grad(1))  // dB = Aᵀ G
-        ctx.accumulate(1, run({true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape()));
+      if (ctx.needs_grad(0)) accumulate_product(ctx, 0, {false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape());  // G Bᵀ
+      if (ctx.needs_grad(1)) accumulate_product(ctx, 1, {true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape());  // Aᵀ G
       (void)M;
     });
   }
@@ -64,8 +76,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor y = run({false, false, B, M, N, K, K, N, M * K, K * N}, a, b, out_shape);
   return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), B, M, N, K](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, run({false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape()));
-    if (ctx.needs_grad(1)) ctx.accumulate(1, run({true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape()));
+    if (ctx.needs_grad(0)) accumulate_product(ctx, 0, {false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape());
+    if (ctx.needs_grad(1)) accumulate_product(ctx, 1, {true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape());
   });
 }
 
@@ -92,10 +104,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
   auto backward = [x = x.detach(), w = weight.detach(), rows, in, out](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0))  // dx = G W
-      ctx.accumulate(0, run({false, false, 1, rows, in, out, out, in, 0, 0}, g, w, x.shape()));
-    if (ctx.needs_grad(1))  // dW = Gᵀ x
-      ctx.accumulate(1, run({true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape()));
+    if (ctx.needs_grad(0)) accumulate_product(ctx, 0, {false, false, 1, rows, in, out, out, in, 0, 0}, g, w, x.shape());  // G W
+    if (ctx.accepts_compact(1) && rows * (in + out) < in * out)  // dW = Gᵀ x kept as the pair
+      ctx.accumulate_compact(1, low_rank_grad(kernels::view_as(g, Shape{rows, out}), kernels::view_as(x, Shape{rows, in})));
+    else if (ctx.needs_grad(1))  // dW = Gᵀ x
+      accumulate_product(ctx, 1, {true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape());
     if (ctx.needs_grad(2)) ctx.accumulate(2, kernels::sum(kernels::view_as(g, Shape{rows, out}), {0}, false));
   };
   if (bias.defined()) return record("linear", y, {x, weight, bias}, std::move(backward));

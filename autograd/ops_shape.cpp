@@ -233,6 +233,36 @@ Tensor scatter_slice(const Tensor& g, const Shape& shape, int axis, std::int64_t
   return gx;
 }
 
+/// dst (shape of the sliced tensor) += g at the slice's positions: the backward of a slice when the
+/// input's gradient already exists, without a zero-filled full-size temporary (the decoder slices
+/// one time step of its (B, T, E) embeddings per step).
+void add_slice_into(Tensor& dst, const Tensor& g, int axis, std::int64_t start, std::int64_t step) {
+  const Shape& shape = dst.shape();
+  const std::int64_t outer = prod(shape, 0, axis), inner = prod(shape, axis + 1, shape.size());
+  const std::int64_t size = shape[axis], count = g.shape()[axis];
+  kernels::dispatch_floating("slice", g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = g.data<T>();
+    T* d = dst.data<T>();
+    const std::int64_t rows = outer * count;
+    kernels::parallel_for(rows, std::max<std::int64_t>(1, kernels::kGrainCheap / std::max<std::int64_t>(inner, 1)),
+                          [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const std::int64_t o = r / count, m = r % count;
+        const T* s = src + r * inner;
+        T* t = d + (o * size + start + m * step) * inner;
+        for (std::int64_t j = 0; j < inner; ++j) t[j] += s[j];
+      }
+    });
+  });
+}
+
+/// The backward of slice: into the input's existing gradient when there is one.
+void accumulate_slice(BackwardContext& ctx, const Shape& in, int axis, std::int64_t start, std::int64_t step) {
+  if (Tensor* buf = ctx.accumulation_buffer(0)) return add_slice_into(*buf, ctx.grad_output(), axis, start, step);
+  ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, axis, start, step));
+}
+
 std::string shapes_str(TensorList xs) {
   std::string s;
   for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + xs[i].shape().str();
@@ -430,18 +460,16 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t s = clamp(start), e = clamp(end);
   const std::int64_t count = e > s ? (e - s + step - 1) / step : 0;
   if (step == 1) {
-    return record("slice", narrow_kernel(x, a, s, count), {x}, [a, s, in = x.shape()](BackwardContext& ctx) {
-      ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, a, s, 1));
-    });
+    return record("slice", narrow_kernel(x, a, s, count), {x},
+                  [a, s, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, 1); });
   }
   Shape out = x.shape();
   out[a] = count;
   Tensor y = Tensor::empty(out, x.dtype());
   const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
   copy_blocks(x, s * inner, y, 0, outer, count, inner, size * inner, step * inner, count * inner, inner);
-  return record("slice", y, {x}, [a, s, step, in = x.shape()](BackwardContext& ctx) {
-    ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, a, s, step));
-  });
+  return record("slice", y, {x},
+                [a, s, step, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, step); });
 }
 
 }  // namespace tg

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/compact_grad.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/memory.h"
 
@@ -68,6 +69,10 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
                            std::string(dtype_name(in.dtype)));
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(op);
+  if (meta.compact) {  // a second gradient for this leaf: continue densely
+    meta.grad = meta.compact->dense();
+    meta.compact.reset();
+  }
   if (!meta.grad.defined()) {
     // A leaf's gradient outlives the pass and may be scaled in place (clipping), so it must own
     // its buffer; an intermediate gradient is read once and dropped, so it can alias.
@@ -110,6 +115,32 @@ Tensor& BackwardContext::grad_buffer(int i) {
   if (!meta.grad.defined()) meta.grad = Tensor::zeros(in.shape, in.dtype);
   else if (!meta.is_leaf && !owns_buffer(meta.grad)) meta.grad = meta.grad.clone();
   return meta.grad;
+}
+
+Tensor* BackwardContext::accumulation_buffer(int i) {
+  if (!needs_grad(i)) return nullptr;
+  Node& node = *static_cast<Node*>(node_);
+  AutogradMeta& meta = *t_tape.inputs_of(node)[i].meta;
+  if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
+  if (!meta.grad.defined() || meta.compact) return nullptr;
+  return meta.is_leaf || owns_buffer(meta.grad) ? &meta.grad : nullptr;
+}
+
+bool BackwardContext::accepts_compact(int i) const {
+  if (!needs_grad(i)) return false;
+  const AutogradMeta& meta = *t_tape.inputs_of(*static_cast<const Node*>(node_))[i].meta;
+  return meta.is_leaf && meta.allow_compact && !meta.grad.defined() && !meta.compact;
+}
+
+void BackwardContext::accumulate_compact(int i, std::shared_ptr<CompactGrad> grad) {
+  if (!needs_grad(i)) return;
+  NodeInput& in = t_tape.inputs_of(*static_cast<Node*>(node_))[i];
+  if (!(grad->shape() == in.shape) || grad->dtype() != in.dtype)
+    throw std::logic_error(std::string("internal error in backward of '") + static_cast<Node*>(node_)->name +
+                           "': compact gradient for input " + std::to_string(i) + " has shape " + grad->shape().str() +
+                           ", expected " + in.shape.str());
+  if (accepts_compact(i)) in.meta->compact = std::move(grad);
+  else accumulate(i, grad->dense());
 }
 
 void* BackwardFn::heap_allocate(std::size_t bytes) { return memory::allocate(bytes); }

@@ -27,7 +27,9 @@ namespace tg {
 
 struct AutogradMeta {
   Tensor grad;                  // leaves: accumulated gradient; op outputs: pending during backward
+  std::shared_ptr<CompactGrad> compact;  // leaves: the gradient in compact form (then grad is undefined)
   bool requires_grad = false;
+  bool allow_compact = false;   // leaves: backward may keep the gradient in compact form
   bool is_leaf = true;
   std::int64_t node = -1;       // index of the producing node on its tape
   std::uint64_t epoch = 0;      // tape epoch of that node (a reset tape starts a new epoch)
@@ -147,6 +149,15 @@ class BackwardContext {
   /// input is read at every time step accumulates there instead of allocating a gradient per
   /// step. Only for inputs with needs_grad(i); never keep the reference past the closure.
   Tensor& grad_buffer(int i);
+  /// Input i's gradient when it already exists and may be added into in place (a leaf's, or an
+  /// intermediate's that nothing else shares), else null: a product then accumulates there with
+  /// beta = 1 instead of allocating a temporary (a recurrent weight read at every time step).
+  Tensor* accumulation_buffer(int i);
+  /// Whether input i takes a compact gradient (autograd/compact_grad.h): a leaf that allows one
+  /// and has no gradient yet. An op that can build one checks this first.
+  bool accepts_compact(int i) const;
+  /// Sets input i's gradient to `grad` (when accepts_compact(i)), or adds grad->dense() to it.
+  void accumulate_compact(int i, std::shared_ptr<CompactGrad> grad);
 
  private:
   friend class Engine;

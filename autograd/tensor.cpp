@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/compact_grad.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
@@ -284,7 +285,26 @@ bool Tensor::is_leaf() const { return !impl_ || !impl_->meta || impl_->meta->is_
 
 Tensor Tensor::grad() const {
   check_defined("grad");
-  return impl_->meta ? impl_->meta->grad : Tensor();
+  if (!impl_->meta) return Tensor();
+  AutogradMeta& meta = *impl_->meta;
+  if (meta.compact) {
+    meta.grad = meta.compact->dense();
+    meta.compact.reset();
+  }
+  return meta.grad;
+}
+
+Tensor& Tensor::allow_compact_grad(bool on) {
+  check_defined("allow_compact_grad");
+  if (!impl_->meta) impl_->meta = std::allocate_shared<AutogradMeta>(PoolAllocator<AutogradMeta>());
+  impl_->meta->allow_compact = on;
+  return *this;
+}
+
+bool Tensor::allows_compact_grad() const { return impl_ && impl_->meta && impl_->meta->allow_compact; }
+
+std::shared_ptr<CompactGrad> Tensor::compact_grad() const {
+  return impl_ && impl_->meta ? impl_->meta->compact : nullptr;
 }
 
 void Tensor::set_grad(const Tensor& grad) {
@@ -294,10 +314,14 @@ void Tensor::set_grad(const Tensor& grad) {
                                 shape().str());
   if (!impl_->meta) impl_->meta = std::allocate_shared<AutogradMeta>(PoolAllocator<AutogradMeta>());
   impl_->meta->grad = grad;
+  impl_->meta->compact.reset();
 }
 
 void Tensor::zero_grad() {
-  if (impl_ && impl_->meta) impl_->meta->grad = Tensor();
+  if (impl_ && impl_->meta) {
+    impl_->meta->grad = Tensor();
+    impl_->meta->compact.reset();
+  }
 }
 
 void Tensor::backward() const {

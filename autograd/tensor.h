@@ -13,6 +13,7 @@
 
 namespace tg {
 
+class CompactGrad;
 class Generator;
 class Tensor;
 struct Storage;  // owns the buffer (64-byte aligned, from the caching allocator); defined in tensor.cpp
@@ -105,10 +106,18 @@ class Tensor {
   /// True for tensors not produced by a recorded op.
   bool is_leaf() const;
   /// Accumulated gradient of a leaf; undefined (defined() == false) until a backward reaches it.
+  /// A compact gradient (below) is converted to a dense one here, once.
   Tensor grad() const;
   void set_grad(const Tensor& grad);
   /// Drops the accumulated gradient (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
+  /// Lets backward keep this leaf's gradient in a compact form (autograd/compact_grad.h: a linear
+  /// weight's as a low-rank product, an embedding table's as the rows used) when that is smaller.
+  /// For memory: clip_grad_norm and the optimizers consume it without building the dense tensor.
+  Tensor& allow_compact_grad(bool on = true);
+  bool allows_compact_grad() const;
+  /// The gradient in compact form, or null (no gradient, or a dense one). Does not convert.
+  std::shared_ptr<CompactGrad> compact_grad() const;
   /// Reverse-mode pass from this scalar. Gradients accumulate into leaves' grad().
   void backward() const;
   /// Reverse-mode pass seeded with d(objective)/d(this) = `seed` (same shape).
