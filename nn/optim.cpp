@@ -1,14 +1,19 @@
 #include "nn/optim.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>
 
+#include "autograd/compact_grad.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
+#include "autograd/parallel.h"
 #include "autograd/tape.h"
 #include "nn/serialize.h"
 
@@ -71,6 +76,43 @@ void sgd_kernel(T* __restrict p, const T* __restrict g, T* __restrict buf, std::
     }
     p[i] = p[i] + s.neg_lr * d;
   }
+}
+
+/// A parameter's gradient, dense or compact (autograd/compact_grad.h); both null when it has none.
+struct Grad {
+  Tensor dense;
+  std::shared_ptr<CompactGrad> compact;
+  explicit Grad(const Tensor& p) : compact(p.compact_grad()) {
+    if (!compact) dense = p.grad();
+  }
+  bool defined() const { return dense.defined() || compact; }
+};
+
+/// Calls update(b, e, g) over consecutive element ranges [b, e) covering the parameter, g pointing at
+/// the gradient of element b. A dense gradient is read in place (ranges split over the threads). A
+/// compact one is read a block of whole rows at a time into scratch, never whole: each thread takes
+/// every num_threads()-th block, so the blocks (and the update) do not depend on the thread count.
+template <class T, class F> void for_each_grad_range(std::int64_t numel, const Grad& grad, F&& update) {
+  if (!grad.compact) {
+    const T* g = grad.dense.data<T>();
+    // Memory-bound (up to 7 streams per element): worth two threads from a few hundred KB up.
+    kernels::parallel_for_aligned(numel, kernels::kGrainCheap, 64, [&](std::int64_t b, std::int64_t e) { update(b, e, g + b); });
+    return;
+  }
+  const CompactGrad& c = *grad.compact;
+  const std::int64_t cols = std::max<std::int64_t>(c.cols(), 1);
+  const std::int64_t rows_per_block = std::clamp<std::int64_t>((std::int64_t{1} << 20) / cols, 1, std::max<std::int64_t>(c.rows(), 1));
+  const std::int64_t blocks = (c.rows() + rows_per_block - 1) / rows_per_block;
+  const int tasks = static_cast<int>(std::min<std::int64_t>(num_threads(), blocks));
+  auto body = [&](int task) {
+    PooledVector<T> scratch(static_cast<std::size_t>(rows_per_block * cols));
+    for (std::int64_t blk = task; blk < blocks; blk += tasks) {
+      const std::int64_t r0 = blk * rows_per_block, r1 = std::min(c.rows(), r0 + rows_per_block);
+      c.read_rows(r0, r1, scratch.data());
+      update(r0 * c.cols(), r1 * c.cols(), scratch.data());
+    }
+  };
+  run_tasks(tasks, std::ref(body));  // by reference: the std::function then allocates nothing
 }
 
 }  // namespace
@@ -236,7 +278,7 @@ void SGD::step() {
   const bool use_momentum = options_.momentum() != 0.0;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
-    const Tensor g = p.grad();
+    const Grad g(p);
     if (!g.defined()) continue;
     const bool first = state_[i].step == 0;
     Tensor buf;
@@ -250,15 +292,15 @@ void SGD::step() {
       const SgdScalars<T> s{static_cast<T>(options_.weight_decay()), static_cast<T>(options_.momentum()),
                             static_cast<T>(1.0 - options_.dampening()), static_cast<T>(-lr_)};
       T* pp = p.data<T>();
-      const T* pg = g.data<T>();
       T* pb = use_momentum ? buf.data<T>() : nullptr;
-      const std::int64_t n = p.numel();
       with_flag(options_.weight_decay() != 0.0, [&](auto decay) {
         with_flag(use_momentum, [&](auto momentum) {
           with_flag(first, [&](auto first_step) {
             with_flag(options_.nesterov(), [&](auto nesterov) {
-              sgd_kernel<T, decltype(decay)::value, decltype(momentum)::value, decltype(first_step)::value,
-                         decltype(nesterov)::value>(pp, pg, pb, n, s);
+              for_each_grad_range<T>(p.numel(), g, [&](std::int64_t b, std::int64_t e, const T* pg) {
+                sgd_kernel<T, decltype(decay)::value, decltype(momentum)::value, decltype(first_step)::value,
+                           decltype(nesterov)::value>(pp + b, pg, pb ? pb + b : nullptr, e - b, s);
+              });
             });
           });
         });
@@ -292,7 +334,7 @@ void Adam::step() {
   const bool decoupled = options_.decoupled_weight_decay();
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
-    const Tensor g = p.grad();
+    const Grad g(p);
     if (!g.defined()) continue;
     ParamState& st = state_[i];
     if (st.step == 0) {
@@ -316,14 +358,12 @@ void Adam::step() {
                              static_cast<T>(options_.eps()),
                              static_cast<T>(-step_size)};
       T* pp = p.data<T>();
-      const T* pg = g.data<T>();
       T* pm = m.data<T>();
       T* pv = v.data<T>();
-      // Memory-bound (7 streams per element): worth two threads from a few hundred KB up.
-      kernels::parallel_for_aligned(p.numel(), kernels::kGrainCheap, 64, [&](std::int64_t b, std::int64_t e) {
-        if (wd == 0.0) adam_kernel<T, false, false>(pp + b, pg + b, pm + b, pv + b, e - b, s);
-        else if (decoupled) adam_kernel<T, false, true>(pp + b, pg + b, pm + b, pv + b, e - b, s);
-        else adam_kernel<T, true, false>(pp + b, pg + b, pm + b, pv + b, e - b, s);
+      for_each_grad_range<T>(p.numel(), g, [&](std::int64_t b, std::int64_t e, const T* pg) {
+        if (wd == 0.0) adam_kernel<T, false, false>(pp + b, pg, pm + b, pv + b, e - b, s);
+        else if (decoupled) adam_kernel<T, false, true>(pp + b, pg, pm + b, pv + b, e - b, s);
+        else adam_kernel<T, true, false>(pp + b, pg, pm + b, pv + b, e - b, s);
       });
     });
   }

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/compact_grad.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
@@ -30,12 +31,18 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   // blocks of kBlock elements (in parallel) and the block sums are added in order, so the norm is
   // the same for any thread count. Scratch comes from the caching allocator: a training step
   // allocates nothing here.
+  // A compact gradient (autograd/compact_grad.h) gives its sum of squares and is scaled in place
+  // without being made dense.
   constexpr std::int64_t kBlock = 16384;
-  auto for_each_grad = [&](auto&& f) {
+  auto for_each_grad = [&](auto&& dense, auto&& compact) {
     for (const auto& p : params) {
       if (!p.defined()) continue;
+      if (auto c = p.compact_grad()) {
+        compact(*c);
+        continue;
+      }
       Tensor g = p.grad();
-      if (g.defined()) f(g);
+      if (g.defined()) dense(g);
     }
   };
   double total = 0.0;
@@ -51,7 +58,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       });
     });
     for (double s : block_sums) total += s;
-  });
+  }, [&](const CompactGrad& c) { total += c.squared_norm(); });
   const double norm = std::sqrt(total);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
@@ -65,7 +72,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
           for (std::int64_t i = b; i < e; ++i) p[i] *= c;
         });
       });
-    });
+    }, [&](CompactGrad& c) { c.scale(coef); });
   }
   return norm;
 }

@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "autograd/compact_grad.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 #include "nn/utils.h"
+#include "../autograd/gradcheck_util.h"  // max_abs_diff
 #include "test_modules.h"
 
 namespace {
@@ -455,4 +457,72 @@ TEST(Optim, ClipAndAdamAreBitwiseIndependentOfThreadCount) {
   const auto one = run(1), two = run(2);
   ASSERT_EQ(one.size(), two.size());
   EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(double)));
+}
+
+// Compact gradients (autograd/compact_grad.h) are read a block of rows at a time by the optimizers:
+// every update rule gives the dense gradient's parameters bit for bit, on one thread and on two
+// (blocks go to the threads in turn, each block the same computation).
+TEST(Optim, CompactGradientsUpdateLikeDenseOnes) {
+  using Make = std::function<std::unique_ptr<tg::nn::Optimizer>(const std::vector<Tensor>&)>;
+  const std::vector<std::pair<std::string, Make>> optimizers = {
+      {"SGD nesterov wd", [](const std::vector<Tensor>& p) -> std::unique_ptr<tg::nn::Optimizer> {
+         return std::make_unique<tg::nn::SGD>(p, SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01));
+       }},
+      {"Adam wd", [](const std::vector<Tensor>& p) -> std::unique_ptr<tg::nn::Optimizer> {
+         return std::make_unique<tg::nn::Adam>(p, AdamOptions(0.01).weight_decay(0.01));
+       }},
+      {"AdamW", [](const std::vector<Tensor>& p) -> std::unique_ptr<tg::nn::Optimizer> {
+         return std::make_unique<tg::nn::AdamW>(p, AdamOptions(0.01));
+       }},
+  };
+  for (int threads : {1, 2}) {
+    tg::set_num_threads(threads);
+    for (const auto& [name, make] : optimizers) {
+      for (DType dt : {DType::f32, DType::f64}) {
+        Generator gen(7);
+        // A 3000 x 40 projection (several blocks of rows) kept low rank, and a 500 x 8 table.
+        const Tensor w0 = Tensor::uniform({3000, 40}, -0.1, 0.1, gen, dt), t0 = Tensor::uniform({500, 8}, -1, 1, gen, dt);
+        const Tensor x = Tensor::uniform({6, 40}, -1, 1, gen, dt);
+        const Tensor ids = Tensor::from_vector(std::vector<std::int64_t>{3, 499, 3, 17, 250, 0}, {6});
+        auto run = [&](bool compact) {
+          Tensor w = w0.clone().requires_grad_(), t = t0.clone().requires_grad_();
+          w.allow_compact_grad(compact);
+          t.allow_compact_grad(compact);
+          auto opt = make({w, t});
+          for (int step = 0; step < 3; ++step) {
+            opt->zero_grad();
+            const Tensor h = tg::tanh(tg::linear(x, w));  // (6, 3000)
+            tg::sum(h * tg::sum(tg::embedding(t, ids), {1}, true)).backward();
+            if (compact) {
+              EXPECT_NE(w.compact_grad(), nullptr);
+              EXPECT_NE(t.compact_grad(), nullptr);
+            }
+            opt->step();
+          }
+          return std::make_pair(w, t);
+        };
+        const auto [wd, td] = run(false);
+        const auto [wc, tc] = run(true);
+        EXPECT_EQ(tg::testing::max_abs_diff(wd, wc), 0.0) << name << " threads " << threads;
+        EXPECT_EQ(tg::testing::max_abs_diff(td, tc), 0.0) << name << " threads " << threads;
+      }
+    }
+  }
+  tg::set_num_threads(0);
+}
+
+// clip_grad_norm takes a compact gradient's norm without building it and scales it in place.
+TEST(Optim, ClipGradNormOfCompactGradients) {
+  Generator gen(8);
+  const Tensor w0 = Tensor::uniform({200, 30}, -1, 1, gen, DType::f64), x = Tensor::uniform({5, 30}, -1, 1, gen, DType::f64);
+  Tensor wd = w0.clone().requires_grad_(), wc = w0.clone().requires_grad_();
+  wc.allow_compact_grad();
+  tg::sum(tg::tanh(tg::linear(x, wd))).backward();
+  tg::sum(tg::tanh(tg::linear(x, wc))).backward();
+  ASSERT_NE(wc.compact_grad(), nullptr);
+  const double nd = tg::nn::clip_grad_norm(std::vector<Tensor>{wd}, 0.5);
+  const double nc = tg::nn::clip_grad_norm(std::vector<Tensor>{wc}, 0.5);
+  EXPECT_NEAR(nc, nd, 1e-12 * nd);
+  ASSERT_NE(wc.compact_grad(), nullptr);  // still compact after clipping
+  EXPECT_LT(tg::testing::max_abs_diff(wc.grad(), wd.grad()), 1e-15);
 }
