@@ -9,6 +9,8 @@
 #include "autograd/ops.h"
 #include "autograd/random.h"
 #include "models/seq2seq_impl.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
 
 namespace tg::models {
 
@@ -56,6 +58,13 @@ Tensor Seq2Seq::forward(const Tensor& src, const Tensor& src_valid_len, const Te
   }
   if (attention && !weights.empty()) *attention = stack(weights, 1);
   return stack(logits, 1);
+}
+
+void allow_compact_grads(Seq2Seq& model, bool on) {
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* e = dynamic_cast<nn::Embedding*>(m)) e->weight.allow_compact_grad(on);
+    if (auto* l = dynamic_cast<nn::Linear*>(m); l && name == "decoder.dense") l->weight.allow_compact_grad(on);
+  }
 }
 
 std::vector<std::string> model_names() { return {"d2l", "rnnsearch", "rnnencdec"}; }

@@ -100,6 +100,14 @@ class Seq2Seq : public nn::Module {
 /// generator the model owns, seeded from `gen`.
 std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen);
 
+/// Lets backward keep the gradients of the embedding tables and of the vocabulary projection (the
+/// module "decoder.dense" in every built-in model) in compact form (autograd/compact_grad.h): the
+/// rows a batch used, and the projection's input and output gradients instead of its out x in
+/// product. Clipping and the optimizers read them without ever building the dense gradients, so
+/// training follows the same trajectory with less memory (at the paper's sizes 556 MiB less);
+/// it costs two Gram products for the norm. Worth it for large vocabularies; off by default.
+void allow_compact_grads(Seq2Seq& model, bool on = true);
+
 /// Names of the available models.
 std::vector<std::string> model_names();
 

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
 #include "../nn/layer_test_util.h"
+#include "autograd/compact_grad.h"
 #include "autograd/tapegrad.h"
 #include "models/data.h"
 #include "models/seq2seq.h"
+#include "nn/nn.h"
 
 using namespace tg;
 using namespace tg::models;
@@ -94,7 +96,9 @@ TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
   const auto& [model_name, readout, variant] = GetParam();
   ModelConfig c = tiny(model_name);
   c.readout = readout;
+  const bool compact = variant == "compact";
   if (variant == "dot" || variant == "scaled_dot") c.attention = variant;
+  else if (compact) c.src_vocab = 30, c.tgt_vocab = 40;  // large enough for compact forms to be smaller
   else if (variant != "none") c.ablation = variant;
   Generator gen(3);
   auto model = make_model(c, gen);
@@ -102,6 +106,12 @@ TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
   Batch b;
   const Tensor dec_in = teacher_forcing_input(b.tgt, 2);
   auto inputs = parameter_inputs(*model);
+  if (compact) {  // as allow_compact_grads: the embedding tables and the vocabulary projection
+    const auto names = model->named_parameters();
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i].first.find("embedding.weight") != std::string::npos || names[i].first == "decoder.dense.weight")
+        inputs[i].allow_compact_grad();
+  }
   auto fn = [&](const std::vector<Tensor>& xs) {
     bind_parameters(*model, xs, 0);
     return sequence_loss(model->forward(b.src, b.src_len, dec_in), b.tgt, b.tgt_len);
@@ -113,6 +123,52 @@ TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
     return model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len);
   };
   EXPECT_GRADCHECK(loss_fn, inputs);
+  if (compact) {  // the check above went through the compact forms
+    bind_parameters(*model, inputs, 0);
+    model->zero_grad();
+    model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len).backward();
+    for (const char* name : {"encoder.embedding.weight", "decoder.embedding.weight"})
+      EXPECT_NE(model->parameter(name).compact_grad(), nullptr) << name;
+    // rnnsearch's readout runs at the 7 valid positions only: 7 x (15 + 40) < 15 x 40. (d2l's runs
+    // at all 12 positions of its 4-unit state, where the pair would not be smaller.)
+    if (model_name == "rnnsearch") {
+      ASSERT_NE(model->parameter("decoder.dense.weight").compact_grad(), nullptr);
+      EXPECT_STREQ(model->parameter("decoder.dense.weight").compact_grad()->kind(), "low_rank");
+    }
+  }
+}
+
+// allow_compact_grads changes memory, not training: a step (loss, backward, clipping that scales,
+// Adam) gives the same parameters as with dense gradients. Float64: equal to 1e-12 (only the
+// low-rank norm is summed differently); float32: the same up to that norm's rounding.
+TEST(Seq2Seq, CompactGradsTrainLikeDenseGradients) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    ModelConfig c = tiny("rnnsearch");
+    c.readout = "linear", c.src_vocab = 30, c.tgt_vocab = 40;
+    Batch b;
+    const Tensor dec_in = teacher_forcing_input(b.tgt, 2);
+    auto train = [&](bool compact) {
+      Generator gen(5);
+      auto model = make_model(c, gen);
+      model->to(dt);
+      if (compact) allow_compact_grads(*model);
+      nn::Adam opt(model->named_parameters(), nn::AdamOptions(0.01));
+      for (int step = 0; step < 3; ++step) {
+        opt.zero_grad();
+        model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len).backward();
+        if (compact) {
+          EXPECT_NE(model->parameter("decoder.dense.weight").compact_grad(), nullptr);
+        }
+        EXPECT_GT(nn::clip_grad_norm(model->parameters(), 0.05), 0.05);  // clipping scales the gradients
+        opt.step();
+      }
+      return model->named_parameters();
+    };
+    const auto dense = train(false), compact = train(true);
+    ASSERT_EQ(dense.size(), compact.size());
+    for (std::size_t i = 0; i < dense.size(); ++i)
+      EXPECT_LT(max_abs_diff(dense[i].second, compact[i].second), dt == DType::f64 ? 1e-12 : 1e-6) << dense[i].first;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -124,7 +180,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple("rnnsearch", "maxout", "state_only_output"),
                       std::make_tuple("rnnsearch", "maxout", "no_prev_token"),
                       std::make_tuple("rnnsearch", "maxout", "recurrence_only"),
-                      std::make_tuple("rnnencdec", "maxout", "none"), std::make_tuple("rnnencdec", "linear", "none")),
+                      std::make_tuple("rnnencdec", "maxout", "none"), std::make_tuple("rnnencdec", "linear", "none"),
+                      std::make_tuple("rnnsearch", "linear", "compact"), std::make_tuple("d2l", "linear", "compact")),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" + std::get<2>(info.param);
     });
