@@ -1,8 +1,7 @@
 // The caching allocator (autograd/memory.h). A process-wide pool: an intrusive free list per
 // size class (the list link lives in the free block itself, so caching allocates nothing), behind
-// one lock. Blocks come from ::operator new(size, align_val_t) one by one, so any block can be
-// given back on its own (cache limit, empty_cache) and a replaced global operator new sees every
-// system allocation.
+// one lock. Blocks come from the system one by one (::operator new(size, align_val_t), or mmap from
+// 1 MiB up), so any block can be given back on its own (cache limit, empty_cache).
 //
 // In front of the pool, each thread parks up to thread_blocks() freed blocks of each class up to
 // 64 KiB, under a lock of its own that stays in that core's cache: an op's ~5 blocks then touch
@@ -14,6 +13,8 @@
 // cache_stats() counts their blocks as cached and empty_cache() returns them; a thread's cache
 // goes to the pool when the thread exits. For the pool, a parked block is still in use.
 #include "autograd/memory.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,13 +41,28 @@ namespace {
 constexpr std::size_t kSmallStep = 64;   // small classes: multiples of 64 B ...
 constexpr std::size_t kSmallMax = 1024;  // ... up to 1 KiB
 constexpr int kSmallClasses = static_cast<int>(kSmallMax / kSmallStep);
-constexpr int kLargeLog2Min = 10;        // large classes: 4 per power of two above 2^10
-constexpr int kClasses = kSmallClasses + (64 - kLargeLog2Min) * 4;
-// Default limit on in-use + cached bytes: 1.25x the peak in use, at least 64 MiB. Measured on
-// bench_seq2seq B (rnnsearch 256/256, vocab 8000): no limit keeps 1.5x the peak in use reserved
-// (RSS 426 MiB against glibc's 399), 1.25x gives RSS 358 MiB for a few system allocations per
-// step, 1.0x thrashes (4157 system allocations against 1915 and a slower step).
+// Large classes: 4 per power of two from 1 KiB (at most 25% rounding), 16 per power of two from
+// 1 MiB (at most 6.25%: on workload C the coarser classes held 200 MiB more than the tensors asked
+// for, and blocks that big are cheap to take from the system anyway).
+constexpr int kLargeLog2Min = 10, kFineLog2Min = 20;
+constexpr int kCoarseSubLog2 = 2, kFineSubLog2 = 4;
+constexpr int sub_log2(int k) { return k < kFineLog2Min ? kCoarseSubLog2 : kFineSubLog2; }
+/// Index of the first class of the power of two 2^k (k >= kLargeLog2Min).
+constexpr int first_class(int k) {
+  return k < kFineLog2Min ? kSmallClasses + ((k - kLargeLog2Min) << kCoarseSubLog2)
+                          : kSmallClasses + ((kFineLog2Min - kLargeLog2Min) << kCoarseSubLog2) +
+                                ((k - kFineLog2Min) << kFineSubLog2);
+}
+constexpr int kClasses = first_class(64);
+// Default limit on in-use + cached bytes: the peak in use plus a headroom of 25% of it, at most
+// 32 MiB; at least 64 MiB in all. Measured on bench_seq2seq B (rnnsearch 256/256, vocab 8000): no
+// limit keeps 1.5x the peak in use reserved (RSS 426 MiB against glibc's 399), 1.25x gave RSS
+// 358 MiB for a few system allocations per step, 1.0x thrashes (4157 system allocations against
+// 1915 and a slower step). The 32 MiB cap is for large models (C: 1.25x would let 600 MiB of
+// cached blocks stay resident); on B it costs no measurable speed (headroom 32, 80 and 200 MiB:
+// same tokens/s within the machine's noise).
 constexpr std::int64_t kMinDefaultLimit = std::int64_t{64} << 20;
+constexpr std::int64_t kMaxHeadroom = std::int64_t{32} << 20;
 
 /// A test-and-test-and-set lock (BasicLockable, for std::lock_guard). Critical sections are a few
 /// list operations; a waiter spins briefly, then yields.
@@ -79,21 +95,25 @@ constexpr SizeClass size_class(std::size_t bytes) {
   }
   if (bytes > (std::size_t{1} << 62)) throw std::bad_alloc();
   const int k = 63 - __builtin_clzll(bytes - 1);  // 2^k <= bytes - 1 < 2^(k+1), k >= 10
-  const std::size_t base = std::size_t{1} << k, step = base >> 2;
-  const std::size_t j = (bytes - 1 - base) / step + 1;  // 1..4
-  return {kSmallClasses + (k - kLargeLog2Min) * 4 + static_cast<int>(j - 1), base + j * step};
+  const std::size_t base = std::size_t{1} << k, step = base >> sub_log2(k);
+  const std::size_t j = (bytes - 1 - base) / step + 1;  // 1 .. 2^sub_log2(k)
+  return {first_class(k) + static_cast<int>(j - 1), base + j * step};
 }
 
 /// The block size of class `index` (size_class's inverse).
 constexpr std::size_t class_bytes(int index) {
   if (index < kSmallClasses) return (static_cast<std::size_t>(index) + 1) * kSmallStep;
-  const int k = (index - kSmallClasses) / 4 + kLargeLog2Min, j = (index - kSmallClasses) % 4 + 1;
-  return (std::size_t{1} << k) + static_cast<std::size_t>(j) * (std::size_t{1} << (k - 2));
+  int k = kLargeLog2Min;
+  while (k < 63 && first_class(k + 1) <= index) ++k;
+  const int j = index - first_class(k) + 1;
+  return (std::size_t{1} << k) + static_cast<std::size_t>(j) * (std::size_t{1} << (k - sub_log2(k)));
 }
 static_assert(class_bytes(size_class(1000).index) == 1024 && class_bytes(size_class(5000).index) == 5120);
+static_assert(class_bytes(size_class((1 << 20) + 1).index) == (1 << 20) + (1 << 16));
 
 struct FreeBlock {
   FreeBlock* next;
+  std::size_t bytes;  // set when the block is unlinked to go back to the system (system_free needs it)
 };
 
 constexpr int kThreadClasses = size_class(std::size_t{64} << 10).index + 1;  // classes up to 64 KiB
@@ -132,7 +152,8 @@ struct Pool {
   std::int64_t limit = -1;  // < 0: default
 
   std::int64_t effective_limit() const {
-    return limit >= 0 ? limit : std::max(kMinDefaultLimit, stats.peak_in_use_bytes + stats.peak_in_use_bytes / 4);
+    return limit >= 0 ? limit
+                      : std::max(kMinDefaultLimit, stats.peak_in_use_bytes + std::min(stats.peak_in_use_bytes / 4, kMaxHeadroom));
   }
   /// Unlinks cached blocks, largest classes first, until `need` more bytes fit under the limit
   /// (or the cache is empty); the caller frees them outside the lock.
@@ -143,6 +164,7 @@ struct Pool {
       while (lists[c] && stats.in_use_bytes + stats.cached_bytes + need > cap) {
         FreeBlock* b = lists[c];
         lists[c] = b->next;
+        b->bytes = class_bytes(c);
         stats.cached_bytes -= list_bytes[c];
         --stats.cached_blocks;
         ++stats.system_frees;
@@ -176,6 +198,7 @@ struct Pool {
     for (int c = 0; c < kClasses; ++c) {
       while (FreeBlock* b = lists[c]) {
         lists[c] = b->next;
+        b->bytes = class_bytes(c);
         b->next = all;
         all = b;
         ++stats.system_frees;
@@ -228,14 +251,30 @@ ThreadCache* thread_cache() {
   return &owner.cache;
 }
 
-void* system_allocate(std::size_t bytes) { return ::operator new(bytes, std::align_val_t{kAlignment}); }
-void system_free(void* p) noexcept { ::operator delete(p, std::align_val_t{kAlignment}); }
+// Blocks of 1 MiB and more are mapped from the kernel directly, and unmapped when they go back:
+// glibc keeps freed chunks below its mmap threshold (which grows to 32 MiB once large chunks have
+// been freed) resident in its arenas, and on workload C that held ~110 MiB of RSS beyond every
+// block this allocator knew of. Smaller blocks come from ::operator new, which a replaced global
+// operator new (tests/models/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
+constexpr std::size_t kMapMin = std::size_t{1} << 20;
+
+void* system_allocate(std::size_t bytes) {
+  if (bytes < kMapMin) return ::operator new(bytes, std::align_val_t{kAlignment});
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+  return p;  // page-aligned
+}
+void system_free(void* p, std::size_t bytes) noexcept {
+  if (bytes < kMapMin) ::operator delete(p, std::align_val_t{kAlignment});
+  else ::munmap(p, bytes);
+}
 
 void free_list(FreeBlock* b) noexcept {
   while (b) {
     FreeBlock* next = b->next;
     TG_UNPOISON(b, sizeof(FreeBlock));  // the rest is left to the system allocator's own bookkeeping
-    system_free(b);
+    system_free(b, b->bytes);
     b = next;
   }
 }
@@ -374,7 +413,7 @@ void deallocate(void* block, std::size_t bytes) noexcept {
     }
     ++p.stats.system_frees;
   }
-  system_free(block);
+  system_free(block, c.bytes);
 }
 
 CacheStats cache_stats() {

@@ -24,7 +24,8 @@ std::int64_t live_buffers();
 inline constexpr std::size_t kAlignment = 64;
 
 /// A block of at least `bytes` (0 is allowed), kAlignment-aligned: a cached block of the same size
-/// class when there is one, otherwise a fresh one from the system (::operator new). Thread-safe.
+/// class when there is one, otherwise a fresh one from the system (::operator new, or mmap from
+/// 1 MiB). Thread-safe.
 /// Throws std::bad_alloc when the system has no memory left (after releasing the cache).
 void* allocate(std::size_t bytes);
 /// Returns a block to the cache (any thread may return any block). `bytes` must be the size it was
@@ -32,7 +33,7 @@ void* allocate(std::size_t bytes);
 void deallocate(void* block, std::size_t bytes) noexcept;
 /// The size class of `bytes`: the usable size of the block allocate(bytes) returns. Multiples of
 /// 64 up to 1 KiB, then four classes per power of two (at most 25% rounding, never more than the
-/// next power of two).
+/// next power of two), sixteen from 1 MiB (at most 6.25%).
 std::size_t size_class_bytes(std::size_t bytes);
 
 struct CacheStats {
@@ -57,9 +58,11 @@ void empty_cache();
 /// freed above it goes back to the system, and before asking the system for a new block, cached
 /// blocks of other classes go back first (largest first) so that in use + cached stays under it.
 /// Blocks in use are never limited, nor are the few small blocks a thread parks for its own reuse
-/// (setting a limit returns those parked so far to the pool first). Default: 1.25x the peak bytes
-/// in use, at least 64 MiB, so a training step's blocks stay cached while peak RSS stays close to
-/// what the step really uses.
+/// (setting a limit returns those parked so far to the pool first). Default: the peak bytes in
+/// use plus 25% of them, at most plus 32 MiB, and at least 64 MiB: a training step's blocks stay
+/// cached while peak RSS stays close to what the step really uses. Blocks from 1 MiB up are mapped
+/// from the kernel directly (transparent huge pages requested) and unmapped when they go back, so
+/// RSS drops as soon as they do.
 /// A negative value restores the default; setting a lower limit trims the cache at once.
 void set_cache_limit(std::int64_t bytes);
 std::int64_t cache_limit();

@@ -40,14 +40,16 @@ TEST(CachingAllocator, SizeClasses) {
   EXPECT_EQ(memory::size_class_bytes(2048), 2048u);
   EXPECT_EQ(memory::size_class_bytes(2049), 2560u);
   EXPECT_EQ(memory::size_class_bytes(4000), 4096u);
-  EXPECT_EQ(memory::size_class_bytes((1u << 20) + 1), (1u << 20) + (1u << 18));
-  // Above 1 KiB a class wastes at most 25% and never exceeds the next power of two.
+  EXPECT_EQ(memory::size_class_bytes(1u << 20), 1u << 20);
+  EXPECT_EQ(memory::size_class_bytes((1u << 20) + 1), (1u << 20) + (1u << 16));  // finer from 1 MiB
+  EXPECT_EQ(memory::size_class_bytes((1u << 21) + 1), (1u << 21) + (1u << 17));
+  // Above 1 KiB a class wastes at most 25% (6.25% from 1 MiB) and never exceeds the next power of two.
   std::mt19937_64 rng(0);
   for (int i = 0; i < 10000; ++i) {
     const std::size_t n = 1025 + rng() % (std::size_t{1} << 34);
     const std::size_t c = memory::size_class_bytes(n);
     ASSERT_GE(c, n);
-    ASSERT_LE(c, n + n / 4) << n;
+    ASSERT_LE(c, n + (n > (std::size_t{1} << 20) ? n / 16 : n / 4)) << n;
     ASSERT_EQ(c % 64, 0u);
     ASSERT_EQ(memory::size_class_bytes(c), c);  // a class size is its own class
   }
