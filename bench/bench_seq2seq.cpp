@@ -12,6 +12,9 @@
 // <eos> = 3, padding <pad> = 1, other tokens uniform in [4, vocab). The generator is splitmix64 so
 // the Python reference draws exactly the same batches. One step = teacher-forced forward,
 // sequence_loss, backward, clip_grad_norm(1.0), Adam(lr 0.005). Every step uses a fresh batch.
+// The previous step's gradients are dropped just before backward (A, B) or before the forward (C),
+// as in the PyTorch reference; C also keeps its embedding and readout gradients compact
+// (models::allow_compact_grads; --compact-grads on|off overrides). Both show in the JSON.
 // tokens_per_sec counts valid target tokens (<eos> included) of the timed steps.
 // Decoding: greedy_decode (eval mode, no grad, max_steps = num_steps, attention weights not kept,
 // as in the PyTorch loop) of single sentences
@@ -24,11 +27,12 @@
 // clip, adam, summed over the timed steps). alloc_*: the caching allocator (autograd/memory.h) at the
 // end: peak MiB in use and in use + cached, MiB cached, and blocks it took from the system.
 // parameters: the model's parameter count (16 bytes each for the weights, their gradients and
-// Adam's two moments in float32: a floor under peak_rss_mib). --only train|decode1|decode64 runs
+// Adam's two moments in float32; 12 when the gradients are compact). --only train|decode1|decode64 runs
 // one part (for profilers); the fields of the other parts read 0. --memory-trace prints, to stderr,
-// the bytes of live tensors, the allocator's in-use/cached bytes and the peak RSS after the
-// forward, the backward and Adam of every step (where a step's memory goes).
+// the bytes of live tensors, the allocator's in-use/cached bytes, the RSS and the peak RSS after
+// zero_grad, the forward, the backward and Adam of every step (where a step's memory goes).
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -82,6 +86,16 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
+/// Resident set size now (/proc/self/statm), MiB; 0 where that file does not exist.
+double rss_mib() {
+  long pages = 0, resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
 std::string num(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -96,6 +110,7 @@ int main(int argc, char** argv) {
   int threads = 0, steps = -1, warmup = -1;
   std::uint64_t seed = 0;
   bool profile = false, no_decode = false, memory_trace = false;
+  std::string compact_grads = "auto";
   app.add_option("--config", config, "workload: A | B | C")->check(CLI::IsMember({"A", "B", "C"}));
   app.add_option("--readout", readout, "rnnsearch readout: linear | maxout (default linear)")
       ->check(CLI::IsMember({"linear", "maxout"}));
@@ -107,6 +122,10 @@ int main(int argc, char** argv) {
   app.add_flag("--memory-trace", memory_trace,
                "print live tensor bytes, allocator state and peak RSS after each phase of each step to stderr");
   app.add_flag("--no-decode", no_decode, "skip the decoding measurements");
+  app.add_option("--compact-grads", compact_grads,
+                 "embedding and readout gradients kept compact (models::allow_compact_grads): on | off | auto "
+                 "(default: on for C, off for A and B)")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
   std::string only;
   app.add_option("--only", only, "run one part only, for profilers: train | decode1 | decode64")
       ->check(CLI::IsMember({"train", "decode1", "decode64"}));
@@ -122,6 +141,7 @@ int main(int argc, char** argv) {
 
     tg::Generator gen(seed);
     auto model = tg::models::make_model(c, gen);
+    if (compact_grads == "on" || (compact_grads == "auto" && w.compact_grads)) tg::models::allow_compact_grads(*model);
     tg::nn::Adam optimizer(model->named_parameters(), tg::nn::AdamOptions(0.005));
     const auto params = model->parameters();
     std::int64_t parameter_count = 0;  // float32 parameters + gradients + Adam's two moments take 16 B each
@@ -185,23 +205,25 @@ int main(int argc, char** argv) {
     for (int i = 0; i < warmup + steps; ++i) {
       if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds();
       const Batch& b = batches[i];
-      auto t = Clock::now();
-      const tg::Tensor dec_input = tg::models::teacher_forcing_input(b.tgt, kBos);
-      // Forward and loss in one call: rnnsearch computes the readout only at valid positions.
-      const tg::Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
-      const double f = since(t);
       auto mem = [&](const char* after) {
         if (!memory_trace) return;
         const auto cs = tg::memory::cache_stats();
         constexpr double kMiB = 1 << 20;
-        std::fprintf(stderr, "step %d after %-8s live %8.1f  in_use %8.1f  cached %7.1f  peak_in_use %8.1f  peak_rss %8.1f MiB\n",
+        std::fprintf(stderr, "step %d after %-9s live %8.1f  in_use %8.1f  cached %7.1f  peak_in_use %8.1f  rss %8.1f  peak_rss %8.1f MiB\n",
                      i, after, static_cast<double>(tg::memory::live_bytes()) / kMiB,
                      static_cast<double>(cs.in_use_bytes) / kMiB, static_cast<double>(cs.cached_bytes) / kMiB,
-                     static_cast<double>(cs.peak_in_use_bytes) / kMiB, peak_rss_mib());
+                     static_cast<double>(cs.peak_in_use_bytes) / kMiB, rss_mib(), peak_rss_mib());
       };
+      auto t = Clock::now();
+      if (w.zero_grad_before_forward) optimizer.zero_grad();
+      mem("zero_grad");
+      const tg::Tensor dec_input = tg::models::teacher_forcing_input(b.tgt, kBos);
+      // Forward and loss in one call: rnnsearch computes the readout only at valid positions.
+      const tg::Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
+      const double f = since(t);
       mem("forward");
       t = Clock::now();
-      optimizer.zero_grad();
+      if (!w.zero_grad_before_forward) optimizer.zero_grad();
       loss.backward();
       mem("backward");
       const double bw = since(t);
@@ -233,7 +255,9 @@ int main(int argc, char** argv) {
        << ",\"sec_per_step\":" << num(train_s * per_step) << ",\"cpu_sec_per_step\":" << num(train_cpu_s * per_step) << ",\"loss_last\":" << num(last_loss)
        << ",\"decode_batch1_sents_per_sec\":" << num(dec1) << ",\"decode_batch64_sents_per_sec\":" << num(dec64)
        << ",\"decode_batch1_avg_steps\":" << num(dec1_len) << ",\"decode_batch64_avg_steps\":" << num(dec64_len)
-       << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count;
+       << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count
+       << ",\"compact_grads\":" << (model->parameter("decoder.dense.weight").allows_compact_grad() ? "true" : "false")
+       << ",\"zero_grad_before_forward\":" << (w.zero_grad_before_forward ? "true" : "false");
     const auto cache = tg::memory::cache_stats();  // the caching allocator behind every tensor
     js << ",\"alloc_peak_in_use_mib\":" << num(static_cast<double>(cache.peak_in_use_bytes) / (1 << 20))
        << ",\"alloc_peak_reserved_mib\":" << num(static_cast<double>(cache.peak_reserved_bytes) / (1 << 20))

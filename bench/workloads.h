@@ -24,6 +24,13 @@ struct Workload {
   std::int64_t batch = 0;
   int default_steps = 0, default_warmup = 0;
   double decode_min_time = 1.0;   // seconds per decode measurement (at least one repetition)
+  /// Where a step drops the previous step's gradients, the same in bench/pytorch_reference.py:
+  /// just before backward (A, B: as d2l's train loop), or before the forward (C: the usual order
+  /// for large models, so that last step's gradients do not sit beside this step's activations).
+  bool zero_grad_before_forward = false;
+  /// models::allow_compact_grads (C: the embedding and readout gradients of a 30000-word model);
+  /// PyTorch has no counterpart and keeps its dense gradients.
+  bool compact_grads = false;
 };
 
 inline Workload workload(const std::string& name, const std::string& readout) {
@@ -45,6 +52,7 @@ inline Workload workload(const std::string& name, const std::string& readout) {
     c.src_vocab = 30000, c.tgt_vocab = 30000, c.embed_size = 620, c.num_hiddens = 1000, c.num_layers = 1;
     c.dropout = 0.0, c.num_steps = 30, c.readout = "linear";
     w.batch = 80, w.default_steps = 3, w.default_warmup = 1, w.decode_min_time = 0.0;
+    w.zero_grad_before_forward = true, w.compact_grads = true;
   } else {
     throw std::invalid_argument("unknown --config " + name + " (A, B or C)");
   }
