@@ -203,7 +203,7 @@ struct TrainArgs {
   std::int64_t batch_size = 64, epochs = 10, steps = 0;
   double lr = 0.005, clip = 1.0;
   std::uint64_t seed = 0;
-  bool no_shuffle = false, quiet = false;
+  bool no_shuffle = false, quiet = false, compact_grads = false;
   std::string init_from, log_csv, out;
   std::int64_t checkpoint_every = 1;
   int threads = 0;
@@ -277,6 +277,7 @@ int run_train(TrainArgs& a) {
     Generator gen(a.seed ^ 0x5eedULL);
     model = make_model(config, gen);
   }
+  if (a.compact_grads) allow_compact_grads(*model);
   if (a.out.empty()) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
 
   TrainOptions opts;
@@ -568,6 +569,9 @@ int main(int argc, char** argv) {
       ->check(kNonNegative)->capture_default_str();
   train_cmd->add_option("--threads", ta.threads, "Threads (0 = all cores)")->capture_default_str();
   train_cmd->add_flag("--quiet", ta.quiet, "No progress bar");
+  train_cmd->add_flag("--compact-grads", ta.compact_grads,
+                      "Keep the embeddings' and the vocabulary projection's gradients compact (less memory for "
+                      "large vocabularies, same training)");
 
   // translate
   TranslateArgs tr;

@@ -160,6 +160,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
 
   TrainingState st;
   nn::Adam optimizer(model.named_parameters(), nn::AdamOptions(options.lr()));
+  optimizer.zero_grad();  // gradients left from before train() must not add to the first step's
   const bool resuming = !options.resume_from().empty();
   if (resuming) {
     const auto saved = load_training_state(options.resume_from());
@@ -226,10 +227,10 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
       const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
       const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len);
-      optimizer.zero_grad();
       loss.backward();
       const double grad_norm = nn::clip_grad_norm(params, max_norm);
       optimizer.step();
+      optimizer.zero_grad();  // now, not before the next backward: no gradient sits beside the next forward's activations
       ++st.step;
       st.batch_in_epoch = static_cast<std::int64_t>(i) + 1;
 
