@@ -266,8 +266,11 @@ void* system_allocate(std::size_t bytes) {
   return p;  // page-aligned
 }
 void system_free(void* p, std::size_t bytes) noexcept {
-  if (bytes < kMapMin) ::operator delete(p, std::align_val_t{kAlignment});
-  else ::munmap(p, bytes);
+  if (bytes < kMapMin) return ::operator delete(p, std::align_val_t{kAlignment});
+  // ASan keeps shadow state for addresses, not mappings: a poisoned (cached) range unmapped and
+  // later mapped again would read as poisoned. Nothing of an unmapped block may stay poisoned.
+  TG_UNPOISON(p, bytes);
+  ::munmap(p, bytes);
 }
 
 void free_list(FreeBlock* b) noexcept {
