@@ -125,6 +125,25 @@ TEST(CachingAllocator, EmptyCacheReleasesCachedBlocksOnly) {
   EXPECT_GT(memory::cache_stats().system_allocs, after.system_allocs);
 }
 
+// Blocks from 1 MiB are mapped from the kernel and unmapped when they go back. A block that waited
+// in the cache (poisoned under ASan), was unmapped and whose addresses come back in a new mapping
+// must be fully usable: under ASan this wrote into a range still marked poisoned.
+TEST(CachingAllocator, LargeBlocksGoBackAndTheirAddressesComeBackUsable) {
+  memory::empty_cache();
+  constexpr std::size_t kLarge = std::size_t{3} << 20;
+  for (int round = 0; round < 3; ++round) {
+    const auto before = memory::cache_stats();
+    auto* p = static_cast<unsigned char*>(memory::allocate(kLarge));
+    std::memset(p, round, memory::size_class_bytes(kLarge));
+    memory::deallocate(p, kLarge);  // cached (and poisoned under ASan)
+    EXPECT_EQ(memory::cache_stats().cached_bytes, before.cached_bytes + static_cast<std::int64_t>(memory::size_class_bytes(kLarge)));
+    memory::empty_cache();          // unmapped
+    const auto after = memory::cache_stats();
+    EXPECT_EQ(after.cached_bytes, 0);
+    EXPECT_EQ(after.system_frees, before.system_frees + 1);
+  }
+}
+
 TEST(CachingAllocator, LimitSendsExcessBlocksBackToTheSystem) {
   // Blocks above 64 KiB: smaller ones may be parked in the thread's cache, outside the limit
   // (ThreadCachesParkSmallBlocksOutsideTheLimit).
