@@ -6,7 +6,9 @@
 //   loss.backward(); tg::nn::clip_grad_norm(model.parameters(), 5.0); opt.step(); opt.zero_grad();
 //
 // Updates run in place on the parameter buffers, outside autograd. Parameters without a gradient
-// are skipped (their state and step count do not advance), as in PyTorch.
+// are skipped (their state and step count do not advance), as in PyTorch. A compact gradient
+// (autograd/compact_grad.h) is read a block of rows at a time, never made dense: the update is the
+// dense gradient's, bit for bit.
 #include <cstdint>
 #include <string>
 #include <utility>

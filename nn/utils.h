@@ -14,7 +14,8 @@ class Optimizer;
 /// torch.nn.utils.clip_grad_norm_ (L2): the global norm of all gradients (parameters without a
 /// gradient are ignored) is accumulated in double in parameter order, so it does not depend on
 /// the thread count. If max_norm / (norm + 1e-6) < 1 every gradient is scaled by that factor in
-/// place. Returns the norm before clipping.
+/// place. Returns the norm before clipping. Compact gradients (autograd/compact_grad.h) stay
+/// compact: their norm comes from CompactGrad::squared_norm and the factor is recorded in them.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 /// clip_grad_norm over the tensors of named parameters (e.g. module.named_parameters()).
 double clip_grad_norm(const NamedTensors& params, double max_norm);
