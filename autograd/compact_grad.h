@@ -5,9 +5,10 @@
 //     output and X (N, in) the input, kept as the pair when N (out + in) < out in (the 30000-word
 //     readout at the paper's sizes: 151 MiB of G instead of a 414 MiB dW);
 //   * sparse rows: an embedding table's gradient as the rows the batch looked up.
-// A leaf opts in with Tensor::allow_compact_grad() (nn::Linear / nn::Embedding expose it as an
-// option); ops whose backward can produce a compact gradient then hand it to the tape instead of
-// a dense one when the leaf has no gradient yet, and fall back to the dense gradient otherwise.
+// A leaf opts in with Tensor::allow_compact_grad() (e.g. `layer.weight.allow_compact_grad()`;
+// models::allow_compact_grads does it for a translator); ops whose backward can produce a compact
+// gradient then hand it to the tape instead of a dense one when the leaf has no gradient yet, and
+// fall back to the dense gradient otherwise.
 //
 // Consumers that know the form read it without ever building the dense tensor: clip_grad_norm
 // takes squared_norm() and scale(), the optimizers read_rows() a block of rows at a time into
@@ -57,7 +58,7 @@ class CompactGrad {
 
  private:
   virtual double unscaled_squared_norm() const = 0;
-  /// read_rows with the scale applied (the subclass folds it into its kernel).
+  /// read_rows, the scale applied (after the product, as clipping scales a dense gradient).
   virtual void rows_impl(std::int64_t r0, std::int64_t r1, void* out) const = 0;
 
   Shape shape_;
