@@ -105,7 +105,7 @@ std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen);
 /// rows a batch used, and the projection's input and output gradients instead of its out x in
 /// product. Clipping and the optimizers read them without ever building the dense gradients, so
 /// training follows the same trajectory with less memory (at the paper's sizes with a linear
-/// readout: 556 MiB of dense gradients become ~160 MiB, peak RSS 2496 instead of 2824 MiB); it
+/// readout: 556 MiB of dense gradients become ~175 MiB, peak RSS 2496 instead of 2824 MiB); it
 /// costs two Gram products for the norm. Worth it for large vocabularies; off by default.
 void allow_compact_grads(Seq2Seq& model, bool on = true);
 
