@@ -1,13 +1,12 @@
 #include "autograd/compact_grad.h"
 
 #include <algorithm>
-#include <functional>
 #include <stdexcept>
 #include <string>
 
 #include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/gemm.h"
-#include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
 #include "autograd/parallel.h"
 
@@ -79,7 +78,7 @@ class LowRankGrad final : public CompactGrad {
           sums[p] = a == b ? s : 2.0 * s;
         }
       };
-      run_tasks(tasks, std::ref(body));  // by reference: the std::function then allocates nothing
+      run_tasks(tasks, body);
       double total = 0.0;
       for (double s : sums) total += s;
       return std::max(total, 0.0);  // rounding can take a (near-)zero norm below zero
@@ -175,26 +174,12 @@ std::shared_ptr<CompactGrad> sparse_rows_grad(const Tensor& g, const Tensor& ids
     }
   const auto u = static_cast<std::int64_t>(rows.size());
   if (u * (d + 1) >= v * d) return nullptr;  // no smaller than the dense table
+  // The dense backward's kernel with each id replaced by its row's slot: every row's sum is
+  // formed in the dense gradient's order.
+  PooledVector<std::int64_t> slots(static_cast<std::size_t>(k));
+  for (std::int64_t i = 0; i < k; ++i) slots[static_cast<std::size_t>(i)] = slot[static_cast<std::size_t>(idx[i])];
   Tensor values = Tensor::zeros(Shape{u, d}, g.dtype());
-  kernels::dispatch_floating("sparse_rows_grad", g.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* src = g.data<T>();
-    T* dst = values.data<T>();
-    // As scatter_add_rows (the dense backward): each unit owns a chunk of columns and adds the K
-    // rows in order of k, so every row's sum is formed in the dense gradient's order.
-    constexpr std::int64_t kChunk = 1024;
-    const std::int64_t chunks = (d + kChunk - 1) / kChunk;
-    kernels::parallel_for(chunks, 1, [&](std::int64_t c0, std::int64_t c1) {
-      for (std::int64_t c = c0; c < c1; ++c) {
-        const std::int64_t j0 = c * kChunk, j1 = std::min(d, j0 + kChunk);
-        for (std::int64_t i = 0; i < k; ++i) {
-          const T* s = src + i * d;
-          T* o = dst + static_cast<std::int64_t>(slot[static_cast<std::size_t>(idx[i])]) * d;
-          for (std::int64_t j = j0; j < j1; ++j) o[j] += s[j];
-        }
-      }
-    });
-  });
+  kernels::scatter_add_rows(values, g, slots.data(), k, 1, u, d);
   return std::allocate_shared<SparseRowsGrad>(PoolAllocator<SparseRowsGrad>(), table_shape, std::move(rows),
                                               std::move(values));
 }

@@ -147,7 +147,6 @@ struct ThreadCache {
 struct Pool {
   SpinLock mutex;
   FreeBlock* lists[kClasses] = {};
-  std::int64_t list_bytes[kClasses] = {};  // block size of each class, for empty_cache
   CacheStats stats;
   std::int64_t limit = -1;  // < 0: default
 
@@ -165,7 +164,7 @@ struct Pool {
         FreeBlock* b = lists[c];
         lists[c] = b->next;
         b->bytes = class_bytes(c);
-        stats.cached_bytes -= list_bytes[c];
+        stats.cached_bytes -= static_cast<std::int64_t>(b->bytes);
         --stats.cached_blocks;
         ++stats.system_frees;
         b->next = out;
@@ -183,7 +182,6 @@ struct Pool {
         parked[c] = b->next;
         b->next = lists[c];
         lists[c] = b;
-        list_bytes[c] = size;
         stats.in_use_bytes -= size;
         --stats.in_use_blocks;
         stats.cached_bytes += size;
@@ -352,7 +350,6 @@ void* allocate(std::size_t bytes) {
       return b;
     }
     ++p.stats.system_allocs;
-    p.list_bytes[c.index] = size;
     // Room for the new block under the limit: cached blocks of other classes go back first.
     evicted = p.take_to_fit(0);
     p.stats.peak_reserved_bytes =

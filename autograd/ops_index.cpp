@@ -78,29 +78,7 @@ Tensor gather_rows(const Tensor& x, const RowsView& v, const std::int64_t* idx, 
 /// The backward of gather_rows: zeros of x_shape, then g's rows added at their indices in order.
 Tensor scatter_add_rows(const Tensor& g, const RowsView& v, const Tensor& index, const Shape& x_shape) {
   Tensor gx = Tensor::zeros(x_shape, g.dtype());
-  const std::int64_t K = index.numel();
-  if (g.numel() == 0) return gx;
-  const std::int64_t* idx = index.data<std::int64_t>();
-  kernels::dispatch_floating("scatter_add", g.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* src = g.template data<T>();
-    T* dst = gx.template data<T>();
-    // Work units: (outer index, chunk of the feature dimension); each owns disjoint outputs and
-    // adds the K rows in index order, so the result does not depend on the split.
-    constexpr std::int64_t kChunk = 1024;
-    const std::int64_t inner = v.inner, chunks = (inner + kChunk - 1) / kChunk;
-    const std::int64_t grain = std::max<std::int64_t>(1, kernels::kGrainCheap / std::max<std::int64_t>(1, K * std::min(inner, kChunk)));
-    kernels::parallel_for(v.outer * chunks, grain, [&](std::int64_t u0, std::int64_t u1) {
-      for (std::int64_t u = u0; u < u1; ++u) {
-        const std::int64_t o = u / chunks, j0 = (u % chunks) * kChunk, j1 = std::min(inner, j0 + kChunk);
-        for (std::int64_t k = 0; k < K; ++k) {
-          const T* s = src + (o * K + k) * inner;
-          T* d = dst + (o * v.size + idx[k]) * inner;
-          for (std::int64_t j = j0; j < j1; ++j) d[j] += s[j];
-        }
-      }
-    });
-  });
+  kernels::scatter_add_rows(gx, g, index.data<std::int64_t>(), index.numel(), v.outer, v.size, v.inner);
   return gx;
 }
 

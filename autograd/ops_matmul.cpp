@@ -26,13 +26,18 @@ struct Product {
   std::int64_t lda = 0, ldb = 0, sa = 0, sb = 0;
 };
 
-Tensor run(const Product& p, const Tensor& A, const Tensor& B, const Shape& out_shape) {
-  Tensor C = Tensor::empty(out_shape, A.dtype());
+/// C = op(A) op(B) + beta C (beta 0: C is only written).
+void product_into(const Product& p, const Tensor& A, const Tensor& B, Tensor& C, double beta) {
   kernels::dispatch_floating("matmul", A.dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::gemm_batched<T>(p.ta, p.tb, p.batch, p.M, p.N, p.K, T(1), A.data<T>(), p.lda, p.sa, B.data<T>(), p.ldb,
-                             p.sb, T(0), C.template data<T>(), p.N, p.M * p.N);
+                             p.sb, static_cast<T>(beta), C.template data<T>(), p.N, p.M * p.N);
   });
+}
+
+Tensor run(const Product& p, const Tensor& A, const Tensor& B, const Shape& out_shape) {
+  Tensor C = Tensor::empty(out_shape, A.dtype());
+  product_into(p, A, B, C, 0.0);
   return C;
 }
 
@@ -40,13 +45,8 @@ Tensor run(const Product& p, const Tensor& A, const Tensor& B, const Shape& out_
 /// temporary), otherwise as a new tensor.
 void accumulate_product(BackwardContext& ctx, int i, const Product& p, const Tensor& A, const Tensor& B,
                         const Shape& shape) {
-  Tensor* buf = ctx.accumulation_buffer(i);
-  if (!buf) return ctx.accumulate(i, run(p, A, B, shape));
-  kernels::dispatch_floating("matmul", A.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    kernels::gemm_batched<T>(p.ta, p.tb, p.batch, p.M, p.N, p.K, T(1), A.data<T>(), p.lda, p.sa, B.data<T>(), p.ldb,
-                             p.sb, T(1), buf->template data<T>(), p.N, p.M * p.N);
-  });
+  if (Tensor* buf = ctx.accumulation_buffer(i)) return product_into(p, A, B, *buf, 1.0);
+  ctx.accumulate(i, run(p, A, B, shape));
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ int num_threads() {
   return n;
 }
 
-void run_tasks(int n, const std::function<void(int)>& task) {
+void detail::run_tasks(int n, const std::function<void(int)>& task) {
   if (n <= 0) return;
   if (n == 1 || num_threads() <= 1) {
     for (int i = 0; i < n; ++i) task(i);

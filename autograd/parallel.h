@@ -17,6 +17,16 @@ int num_threads();
 /// exception a task throws is rethrown. For coarse independent work, such as decoding slices of a
 /// batch. Thread-local state does not follow a task to its thread: a task that needs NoGradGuard
 /// sets it itself.
+template <class Task> void run_tasks(int n, Task&& task);
+
+namespace detail {
 void run_tasks(int n, const std::function<void(int)>& task);
+}  // namespace detail
+
+template <class Task> void run_tasks(int n, Task&& task) {
+  // Passed by reference: a std::function holding a reference_wrapper allocates nothing, however
+  // much the task captures (a training step with compact gradients runs tasks and must not allocate).
+  detail::run_tasks(n, std::function<void(int)>(std::ref(task)));
+}
 
 }  // namespace tg

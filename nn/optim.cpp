@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -112,7 +111,7 @@ template <class T, class F> void for_each_grad_range(std::int64_t numel, const G
       update(r0 * c.cols(), r1 * c.cols(), scratch.data());
     }
   };
-  run_tasks(tasks, std::ref(body));  // by reference: the std::function then allocates nothing
+  run_tasks(tasks, body);
 }
 
 }  // namespace

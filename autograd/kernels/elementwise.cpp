@@ -239,4 +239,30 @@ void scale_inplace(Tensor& dst, double s) {
   });
 }
 
+void scatter_add_rows(Tensor& dst, const Tensor& src, const std::int64_t* idx, std::int64_t K, std::int64_t outer,
+                      std::int64_t size, std::int64_t inner) {
+  if (src.numel() == 0) return;
+  check_same("scatter_add_rows", dst, src);
+  dispatch_floating("scatter_add_rows", src.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = src.data<T>();
+    T* d = dst.data<T>();
+    // Work units: (outer index, chunk of the inner dimension); each owns disjoint outputs and adds
+    // the K rows in index order, so the result does not depend on the split.
+    constexpr std::int64_t kChunk = 1024;
+    const std::int64_t chunks = (inner + kChunk - 1) / kChunk;
+    const std::int64_t grain = std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(1, K * std::min(inner, kChunk)));
+    parallel_for(outer * chunks, grain, [&](std::int64_t u0, std::int64_t u1) {
+      for (std::int64_t u = u0; u < u1; ++u) {
+        const std::int64_t o = u / chunks, j0 = (u % chunks) * kChunk, j1 = std::min(inner, j0 + kChunk);
+        for (std::int64_t k = 0; k < K; ++k) {
+          const T* from = s + (o * K + k) * inner;
+          T* to = d + (o * size + idx[k]) * inner;
+          for (std::int64_t j = j0; j < j1; ++j) to[j] += from[j];
+        }
+      }
+    });
+  });
+}
+
 }  // namespace tg::kernels

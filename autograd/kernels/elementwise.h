@@ -33,5 +33,10 @@ inline Tensor mul(const Tensor& a, const Tensor& b) { return binary(Binary::mul,
 void add_inplace(Tensor& dst, const Tensor& src);
 /// dst *= s.
 void scale_inplace(Tensor& dst, double s);
+/// dst, viewed as (outer, size, inner), += src (outer, K, inner) at rows idx[0..K), each in
+/// [0, size): every row of dst adds its sources in order of k, so the result does not depend on
+/// the thread count (the backward of a gather of rows, and the sparse rows of an embedding).
+void scatter_add_rows(Tensor& dst, const Tensor& src, const std::int64_t* idx, std::int64_t K, std::int64_t outer,
+                      std::int64_t size, std::int64_t inner);
 
 }  // namespace tg::kernels
