@@ -2,7 +2,7 @@
 //
 //   build/bin/bench_seq2seq --config A|B|C [--readout linear|maxout] [--threads N] [--steps N]
 //                           [--warmup N] [--seed S] [--profile] [--only train|decode1|decode64]
-//                           [--memory-trace]
+//                           [--memory-trace] [--compact-grads on|off|auto] [--no-decode]
 //
 // Workloads (bench/pytorch_reference.py implements the same ones in PyTorch, with the same data):
 //   A: d2l, embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201
