@@ -253,7 +253,7 @@ ThreadCache* thread_cache() {
 // glibc keeps freed chunks below its mmap threshold (which grows to 32 MiB once large chunks have
 // been freed) resident in its arenas, and on workload C that held ~110 MiB of RSS beyond every
 // block this allocator knew of. Smaller blocks come from ::operator new, which a replaced global
-// operator new (tests/models/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
+// operator new (tests/models/training/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
 constexpr std::size_t kMapMin = std::size_t{1} << 20;
 
 void* system_allocate(std::size_t bytes) {

@@ -2,7 +2,7 @@
 // Tensor memory: live-buffer accounting, and the caching allocator that every tensor buffer, tensor
 // handle, autograd record and large backward closure comes from. Freed blocks wait in size-class
 // free lists and are handed out again, so after the first training steps a step asks the system
-// for no memory at all (tests/models/test_allocations.cpp counts). Each thread parks a few freed
+// for no memory at all (tests/models/training/test_allocations.cpp counts). Each thread parks a few freed
 // blocks of up to 64 KiB (256 KiB worth per size class, 8 to 64 blocks) for its own next
 // allocations, so threads that allocate at the same time do not contend; parked blocks count as
 // cached.

@@ -51,8 +51,8 @@
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "bench/workloads.h"
-#include "models/decode.h"
-#include "models/seq2seq.h"
+#include "models/decoding/decode.h"
+#include "models/translators/seq2seq.h"
 #include "nn/optim.h"
 #include "nn/utils.h"
 

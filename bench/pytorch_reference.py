@@ -12,7 +12,7 @@ sets both from --threads if they are missing, and bench/compare sets them explic
 Workloads:
   A: d2l's Bahdanau chapter model (d2l 0.17's classes, bench/d2l_torch.py),
      embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201.
-  B: RNNsearch (mirrors models/rnnsearch_model.cpp), embed 256, hidden 256, batch 64, num_steps 20,
+  B: RNNsearch (mirrors models/translators/rnnsearch_model.cpp), embed 256, hidden 256, batch 64, num_steps 20,
      vocab 8000 / 8000, linear readout, no dropout.
   C: RNNsearch, embed 620, hidden 1000, batch 80, num_steps 30, vocab 30000, linear or maxout.
 Data: splitmix64 draws exactly the batches bench_seq2seq draws for the same seed. One step =
@@ -124,7 +124,7 @@ class D2lEncoderDecoder(nn.Module):
 
 # ----------------------------------------------------------------------------- RNNsearch (B, C)
 class RnnSearch(nn.Module):
-    """models/rnnsearch_model.cpp: bidirectional GRU encoder over the valid positions, s_0 =
+    """models/translators/rnnsearch_model.cpp: bidirectional GRU encoder over the valid positions, s_0 =
     tanh(W_s <-h_1), additive attention with U_a h_j computed once per sentence, GRUCell on
     [E y_{i-1}; c_i], readout from [s_i; E y_{i-1}; c_i] (linear, or maxout then linear)."""
 
@@ -199,7 +199,7 @@ class RnnSearch(nn.Module):
 
 # ----------------------------------------------------------------------------- step, decode
 def sequence_loss(logits, target, valid_len):
-    """Mean cross-entropy over the valid target tokens (models/seq2seq.h sequence_loss)."""
+    """Mean cross-entropy over the valid target tokens (models/translators/seq2seq.h sequence_loss)."""
     B, T, V = logits.shape
     ce = nn.functional.cross_entropy(logits.reshape(B * T, V), target.reshape(B * T), reduction="none")
     mask = (torch.arange(T)[None, :] < valid_len[:, None]).reshape(-1).to(ce.dtype)

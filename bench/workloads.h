@@ -1,6 +1,6 @@
 #pragma once
 // The workloads A, B, C of issue 6 and their synthetic batches, shared by bench_seq2seq and the
-// allocation-count test (tests/models/test_allocations.cpp). bench/pytorch_reference.py draws the
+// allocation-count test (tests/models/training/test_allocations.cpp). bench/pytorch_reference.py draws the
 // same batches: keep the two in step.
 #include <cstdint>
 #include <stdexcept>
@@ -9,7 +9,7 @@
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
-#include "models/seq2seq.h"
+#include "models/translators/seq2seq.h"
 
 namespace tg::bench {
 

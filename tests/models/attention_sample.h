@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "models/heatmap.h"
+#include "models/plots/heatmap.h"
 
 namespace tg::models::testing {
 

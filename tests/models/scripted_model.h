@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "models/seq2seq.h"
+#include "models/translators/seq2seq.h"
 
 namespace tg::models::testing {
 

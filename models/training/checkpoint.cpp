@@ -1,0 +1,378 @@
+// Checkpoint directories: JSON config, npz weights and optimizer state, vocabulary files, written
+// into a temporary sibling directory and swapped into place.
+#include "models/training/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/random.h"
+#include "nn/optim.h"
+#include "nn/serialize.h"
+
+namespace tg::models {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kConfig = "config.json";
+constexpr const char* kWeights = "weights.npz";
+constexpr const char* kSrcVocab = "src_vocab.txt";
+constexpr const char* kTgtVocab = "tgt_vocab.txt";
+constexpr const char* kOptimizer = "optimizer.npz";
+constexpr const char* kTraining = "training.json";
+
+const std::set<std::string>& checkpoint_files() {
+  static const std::set<std::string> files{kConfig, kWeights, kSrcVocab, kTgtVocab, kOptimizer, kTraining};
+  return files;
+}
+
+std::function<void(const std::string&)>& write_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+bool& exchange_disabled() {
+  static bool disabled = false;
+  return disabled;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open (" + errno_text() + ")");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+  return ss.str();
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error(path.string() + ": cannot create (" + errno_text() + ")");
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(path.string() + ": write failed");
+}
+
+void fsync_path(const fs::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) throw std::runtime_error(path.string() + ": cannot open for fsync (" + errno_text() + ")");
+  const int rc = ::fsync(fd);
+  const std::string err = rc != 0 ? errno_text() : "";
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error(path.string() + ": fsync failed (" + err + ")");
+}
+
+/// Removes a directory that holds only checkpoint files (never anything else).
+void remove_checkpoint_dir(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& name : checkpoint_files()) fs::remove(dir / name, ec);
+  // Module::save / Optimizer::save write "<file>.tmp-XXXXXX" first; a failure can leave one.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const auto& file : checkpoint_files())
+      if (name.rfind(file + ".tmp-", 0) == 0) fs::remove(entry.path(), ec);
+  }
+  fs::remove(dir, ec);  // fails (harmlessly) if anything unexpected is left
+}
+
+/// True if `dir` is empty or holds only checkpoint files.
+bool replaceable(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (!entry.is_regular_file() || checkpoint_files().count(entry.path().filename().string()) == 0) return false;
+  return true;
+}
+
+// ---- JSON field access ------------------------------------------------------------------
+
+[[noreturn]] void bad(const std::string& source, const std::string& what) {
+  throw std::runtime_error(source + ": " + what);
+}
+
+std::int64_t get_int(const json& j, const std::string& key, const std::string& source) {
+  const json& v = j.at(key);
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  bad(source, "'" + key + "' must be an integer, got " + v.dump());
+}
+
+std::uint64_t get_u64(const json& j, const std::string& key, const std::string& source) {
+  const json& v = j.at(key);
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0)) return v.get<std::uint64_t>();
+  bad(source, "'" + key + "' must be a non-negative integer, got " + v.dump());
+}
+
+double get_double(const json& j, const std::string& key, const std::string& source) {
+  const json& v = j.at(key);
+  if (v.is_number()) return v.get<double>();
+  bad(source, "'" + key + "' must be a number, got " + v.dump());
+}
+
+std::string get_string(const json& j, const std::string& key, const std::string& source) {
+  const json& v = j.at(key);
+  if (v.is_string()) return v.get<std::string>();
+  bad(source, "'" + key + "' must be a string, got " + v.dump());
+}
+
+bool get_bool(const json& j, const std::string& key, const std::string& source) {
+  const json& v = j.at(key);
+  if (v.is_boolean()) return v.get<bool>();
+  bad(source, "'" + key + "' must be true or false, got " + v.dump());
+}
+
+json parse_object(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 3: ...".
+    std::string msg = e.what();
+    const auto pos = msg.find("] ");
+    bad(source, "invalid JSON: " + (pos == std::string::npos ? msg : msg.substr(pos + 2)));
+  }
+  if (!j.is_object()) bad(source, "expected a JSON object");
+  return j;
+}
+
+void check_known_keys(const json& j, const std::set<std::string>& known, const std::string& source) {
+  for (const auto& [key, value] : j.items()) {
+    if (known.count(key)) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    bad(source, "unknown key '" + key + "' (known keys: " + list + ")");
+  }
+}
+
+std::string training_to_json(const TrainingState& s) {
+  json j;
+  j["step"] = s.step;
+  j["epoch"] = s.epoch;
+  j["batch_in_epoch"] = s.batch_in_epoch;
+  j["elapsed_s"] = s.elapsed_s;
+  j["seed"] = s.seed;
+  j["batch_size"] = s.batch_size;
+  j["lr"] = s.lr;
+  j["clip"] = s.clip;
+  j["shuffle"] = s.shuffle;
+  j["notes"] = s.notes;
+  return j.dump(2) + "\n";
+}
+
+TrainingState training_from_json(const std::string& text, const std::string& source) {
+  const json j = parse_object(text, source);
+  check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "seed", "batch_size", "lr", "clip", "shuffle",
+                       "notes"},
+                   source);
+  TrainingState s;
+  if (j.contains("step")) s.step = get_int(j, "step", source);
+  if (j.contains("epoch")) s.epoch = get_int(j, "epoch", source);
+  if (j.contains("batch_in_epoch")) s.batch_in_epoch = get_int(j, "batch_in_epoch", source);
+  if (j.contains("elapsed_s")) s.elapsed_s = get_double(j, "elapsed_s", source);
+  if (j.contains("seed")) s.seed = get_u64(j, "seed", source);
+  if (j.contains("batch_size")) s.batch_size = get_int(j, "batch_size", source);
+  if (j.contains("lr")) s.lr = get_double(j, "lr", source);
+  if (j.contains("clip")) s.clip = get_double(j, "clip", source);
+  if (j.contains("shuffle")) s.shuffle = get_bool(j, "shuffle", source);
+  if (j.contains("notes")) {
+    if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
+    for (const auto& [k, v] : j["notes"].items()) {
+      if (!v.is_string()) bad(source, "notes '" + k + "' must be a string");
+      s.notes[k] = v.get<std::string>();
+    }
+  }
+  if (s.step < 0 || s.epoch < 0 || s.batch_in_epoch < 0 || s.batch_size < 0)
+    bad(source, "step, epoch, batch_in_epoch and batch_size must be >= 0");
+  return s;
+}
+
+}  // namespace
+
+namespace detail {
+void set_checkpoint_write_hook(std::function<void(const std::string& file)> hook) { write_hook() = std::move(hook); }
+void set_checkpoint_exchange_disabled(bool disabled) { exchange_disabled() = disabled; }
+}  // namespace detail
+
+std::string config_to_json(const ModelConfig& c) {
+  json j;
+  j["model"] = c.model;
+  j["src_vocab"] = c.src_vocab;
+  j["tgt_vocab"] = c.tgt_vocab;
+  j["embed_size"] = c.embed_size;
+  j["num_hiddens"] = c.num_hiddens;
+  j["num_layers"] = c.num_layers;
+  j["dropout"] = c.dropout;
+  j["num_steps"] = c.num_steps;
+  j["readout"] = c.readout;
+  j["maxout_units"] = c.maxout_units;
+  j["attention"] = c.attention;
+  j["ablation"] = c.ablation;
+  return j.dump(2) + "\n";
+}
+
+ModelConfig config_from_json(const std::string& text, const std::string& source) {
+  const json j = parse_object(text, source);
+  check_known_keys(j,
+                   {"model", "src_vocab", "tgt_vocab", "embed_size", "num_hiddens", "num_layers", "dropout",
+                    "num_steps", "readout", "maxout_units", "attention", "ablation"},
+                   source);
+  ModelConfig c;
+  if (j.contains("model")) c.model = get_string(j, "model", source);
+  if (j.contains("src_vocab")) c.src_vocab = get_int(j, "src_vocab", source);
+  if (j.contains("tgt_vocab")) c.tgt_vocab = get_int(j, "tgt_vocab", source);
+  if (j.contains("embed_size")) c.embed_size = get_int(j, "embed_size", source);
+  if (j.contains("num_hiddens")) c.num_hiddens = get_int(j, "num_hiddens", source);
+  if (j.contains("num_layers")) c.num_layers = get_int(j, "num_layers", source);
+  if (j.contains("dropout")) c.dropout = get_double(j, "dropout", source);
+  if (j.contains("num_steps")) c.num_steps = get_int(j, "num_steps", source);
+  if (j.contains("readout")) c.readout = get_string(j, "readout", source);
+  if (j.contains("maxout_units")) c.maxout_units = get_int(j, "maxout_units", source);
+  if (j.contains("attention")) c.attention = get_string(j, "attention", source);
+  if (j.contains("ablation")) c.ablation = get_string(j, "ablation", source);
+  // Vocabulary sizes may be left out (the vocabulary files give them): validate with stand-ins.
+  ModelConfig check = c;
+  if (!j.contains("src_vocab")) check.src_vocab = 4;
+  if (!j.contains("tgt_vocab")) check.tgt_vocab = 4;
+  try {
+    check.validate();
+  } catch (const std::exception& e) {
+    bad(source, e.what());
+  }
+  return c;
+}
+
+void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Vocab& src_vocab,
+                     const Vocab& tgt_vocab, const nn::Optimizer* optimizer, const TrainingState* training) {
+  fs::path dir = fs::path(dir_arg).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "ckpt/" -> "ckpt"
+  if (dir.empty() || dir == "." || dir == "..") throw std::runtime_error(dir_arg + ": not a usable checkpoint path");
+  if (model.config().src_vocab != src_vocab.size() || model.config().tgt_vocab != tgt_vocab.size())
+    throw std::runtime_error(dir_arg + ": the model's vocabulary sizes (" + std::to_string(model.config().src_vocab) +
+                             ", " + std::to_string(model.config().tgt_vocab) + ") do not match the vocabularies (" +
+                             std::to_string(src_vocab.size()) + ", " + std::to_string(tgt_vocab.size()) + ")");
+  std::error_code ec;
+  const bool exists = fs::exists(dir, ec);
+  if (exists) {
+    if (!fs::is_directory(dir)) throw std::runtime_error(dir.string() + ": exists and is not a directory");
+    if (!replaceable(dir))
+      throw std::runtime_error(dir.string() +
+                               ": exists and is not a checkpoint (it holds other files); refusing to replace it");
+  }
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  if (ec) throw std::runtime_error(parent.string() + ": cannot create directory (" + ec.message() + ")");
+
+  std::string tmpl = dir.string() + ".tmp-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error(dir.string() + ": cannot create a temporary directory beside it (" + errno_text() + ")");
+  const fs::path tmp(tmpl);
+  try {
+    auto done = [&](const char* file) {
+      fsync_path(tmp / file, false);
+      if (write_hook()) write_hook()(file);
+    };
+    write_text(tmp / kConfig, config_to_json(model.config()));
+    done(kConfig);
+    model.save((tmp / kWeights).string());
+    done(kWeights);
+    src_vocab.save((tmp / kSrcVocab).string());
+    done(kSrcVocab);
+    tgt_vocab.save((tmp / kTgtVocab).string());
+    done(kTgtVocab);
+    if (optimizer) {
+      optimizer->save((tmp / kOptimizer).string());
+      done(kOptimizer);
+    }
+    if (training) {
+      write_text(tmp / kTraining, training_to_json(*training));
+      done(kTraining);
+    }
+    fsync_path(tmp, true);
+
+    if (!fs::exists(dir)) {
+      if (std::rename(tmp.c_str(), dir.c_str()) != 0)
+        throw std::runtime_error(dir.string() + ": cannot rename the new checkpoint into place (" + errno_text() + ")");
+    } else if (!exchange_disabled() &&
+               ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+      remove_checkpoint_dir(tmp);  // now holds the previous checkpoint
+    } else {
+      // No atomic exchange on this file system: move the old one aside, then the new one in.
+      const fs::path old = dir.string() + ".old-" + tmp.string().substr(tmp.string().size() - 6);
+      if (std::rename(dir.c_str(), old.c_str()) != 0)
+        throw std::runtime_error(dir.string() + ": cannot move the previous checkpoint aside (" + errno_text() + ")");
+      if (std::rename(tmp.c_str(), dir.c_str()) != 0) {
+        const std::string err = errno_text();
+        std::rename(old.c_str(), dir.c_str());
+        throw std::runtime_error(dir.string() + ": cannot rename the new checkpoint into place (" + err + ")");
+      }
+      remove_checkpoint_dir(old);
+    }
+    fsync_path(parent, true);
+  } catch (...) {
+    if (fs::exists(tmp)) remove_checkpoint_dir(tmp);
+    throw;
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& dir_arg) {
+  const fs::path dir(dir_arg);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw std::runtime_error(dir_arg + ": not a checkpoint directory (" +
+                             (fs::exists(dir, ec) ? "not a directory" : "no such directory") + ")");
+  Checkpoint ck;
+  ck.dir = dir_arg;
+  const fs::path config_path = dir / kConfig;
+  ck.config = config_from_json(read_text(config_path), config_path.string());
+  ck.src_vocab = Vocab::load((dir / kSrcVocab).string());
+  ck.tgt_vocab = Vocab::load((dir / kTgtVocab).string());
+  auto check_size = [&](std::int64_t& field, const Vocab& vocab, const char* key, const char* file) {
+    if (field == 0) field = vocab.size();
+    if (field != vocab.size())
+      throw std::runtime_error(config_path.string() + ": " + key + " = " + std::to_string(field) + " but " +
+                               (dir / file).string() + " has " + std::to_string(vocab.size()) + " tokens");
+  };
+  check_size(ck.config.src_vocab, ck.src_vocab, "src_vocab", kSrcVocab);
+  check_size(ck.config.tgt_vocab, ck.tgt_vocab, "tgt_vocab", kTgtVocab);
+
+  const std::string weights_path = (dir / kWeights).string();
+  if (!fs::exists(weights_path)) throw std::runtime_error(weights_path + ": missing");
+  const auto entries = nn::load_npz(weights_path);
+  Generator gen(0);
+  ck.model = make_model(ck.config, gen);
+  ck.model->load_state_dict(entries, weights_path);
+
+  const fs::path training_path = dir / kTraining;
+  if (fs::exists(training_path)) ck.training = training_from_json(read_text(training_path), training_path.string());
+  ck.has_optimizer = fs::exists(dir / kOptimizer);
+  return ck;
+}
+
+std::optional<TrainingState> load_training_state(const std::string& dir) {
+  const fs::path path = fs::path(dir) / kTraining;
+  if (!fs::exists(path)) return std::nullopt;
+  return training_from_json(read_text(path), path.string());
+}
+
+void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer) {
+  const fs::path path = fs::path(dir) / kOptimizer;
+  if (!fs::exists(path)) throw std::runtime_error(path.string() + ": missing (the checkpoint has no optimizer state)");
+  optimizer.load_state_dict(nn::load_npz(path.string()), path.string());
+}
+
+}  // namespace tg::models

@@ -1,0 +1,109 @@
+#pragma once
+// Translator checkpoints: one directory holding everything needed to translate with a model and
+// to resume its training exactly.
+//
+//   DIR/config.json     ModelConfig as JSON (keys = field names; a missing key takes its default)
+//   DIR/weights.npz     Module::save: PyTorch state_dict names, float32 (readable by numpy.load)
+//   DIR/src_vocab.txt   one token per line, line i = id i (Vocab::save)
+//   DIR/tgt_vocab.txt
+//   DIR/optimizer.npz   optional: Optimizer::state_dict (Adam moments and step counts)
+//   DIR/training.json   optional: TrainingState (progress, training options, free-form notes)
+//
+//   tg::models::save_checkpoint("ckpt", *model, src_vocab, tgt_vocab);
+//   tg::models::Checkpoint ck = tg::models::load_checkpoint("ckpt");  // ck.model, ck.src_vocab, ...
+//
+// Atomic replacement. save_checkpoint writes every file into a fresh sibling directory
+// `DIR.tmp-XXXXXX` (mkdtemp, same parent, so on the same file system), fsyncs each file and the
+// directory, and only then puts it in place:
+//   - DIR does not exist: rename(DIR.tmp-XXXXXX, DIR).
+//   - DIR exists: renameat2(RENAME_EXCHANGE) swaps the two directories in one atomic step (file
+//     systems without it: rename DIR to DIR.old-XXXXXX, then the new one to DIR), after which the
+//     previous checkpoint's files are removed.
+// So at every instant DIR is either the complete old checkpoint or the complete new one; if any
+// write fails the temporary directory is removed and DIR is untouched. An existing DIR is replaced
+// only if it looks like a checkpoint (it holds only the files above) or is empty: anything else is
+// refused, so a mistyped path never deletes a user's files. A process killed while writing can
+// leave a `DIR.tmp-XXXXXX` behind; it is never read and may be deleted.
+//
+// Loading checks everything before building anything: config.json is parsed (unknown keys, wrong
+// types and invalid values are refused), both vocabularies are read, weights.npz is read fully
+// (its zip CRCs are verified) and its names and shapes are checked against the model. Any problem
+// throws std::runtime_error whose message starts with the offending file's path; nothing is
+// half-loaded.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "models/translators/seq2seq.h"
+#include "models/text/text.h"
+
+namespace tg::nn {
+class Optimizer;
+}
+
+namespace tg::models {
+
+/// Training progress and the settings needed to continue it exactly (training.json).
+struct TrainingState {
+  std::int64_t step = 0;            ///< optimizer steps done
+  std::int64_t epoch = 0;           ///< epochs completed
+  std::int64_t batch_in_epoch = 0;  ///< batches of the next epoch (epoch + 1) already done
+  double elapsed_s = 0.0;           ///< training time so far, over every run
+  // The options the run used (TrainOptions); resuming with the same ones repeats a straight run.
+  std::uint64_t seed = 0;
+  std::int64_t batch_size = 0;
+  double lr = 0.0;
+  double clip = 0.0;
+  bool shuffle = true;
+  /// Free-form string metadata (the CLI records its data source here).
+  std::map<std::string, std::string> notes;
+};
+
+/// A loaded checkpoint.
+struct Checkpoint {
+  std::string dir;
+  ModelConfig config;
+  Vocab src_vocab, tgt_vocab;
+  std::shared_ptr<Seq2Seq> model;          ///< make_model(config) with weights.npz loaded
+  std::optional<TrainingState> training;   ///< present if training.json exists
+  bool has_optimizer = false;              ///< optimizer.npz exists (load it with load_optimizer_state)
+};
+
+/// ModelConfig as a JSON object (every field, pretty-printed).
+std::string config_to_json(const ModelConfig& config);
+/// Parses a JSON object into a ModelConfig: missing keys keep their defaults; an unknown key, a
+/// value of the wrong type, or a config that fails ModelConfig::validate() throws
+/// std::runtime_error prefixed by `source`.
+ModelConfig config_from_json(const std::string& text, const std::string& source = "config.json");
+
+/// Writes a checkpoint to `dir` atomically (see the file comment). `optimizer` and `training`
+/// are optional. config.json takes the model's config with src_vocab/tgt_vocab set to the
+/// vocabulary sizes, which must match the model's. Throws std::runtime_error naming the path on
+/// failure, leaving any previous checkpoint at `dir` intact.
+void save_checkpoint(const std::string& dir, const Seq2Seq& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                     const nn::Optimizer* optimizer = nullptr, const TrainingState* training = nullptr);
+
+/// Reads a checkpoint (see the file comment for the checks). config.json's src_vocab/tgt_vocab,
+/// when present, must equal the vocabulary files' sizes. The model is in training mode.
+Checkpoint load_checkpoint(const std::string& dir);
+
+/// Reads only `dir`/training.json (nullopt if the file does not exist); errors name the file.
+std::optional<TrainingState> load_training_state(const std::string& dir);
+
+/// Loads `dir`/optimizer.npz into `optimizer` (names and shapes checked; nothing changes on error).
+void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer);
+
+namespace detail {
+/// Test hook: called after each file of a checkpoint is written into the temporary directory
+/// (with the file name, e.g. "weights.npz"); throwing from it simulates a failed write. Pass an
+/// empty function to remove it.
+void set_checkpoint_write_hook(std::function<void(const std::string& file)> hook);
+/// Test hook: true makes save_checkpoint skip renameat2(RENAME_EXCHANGE) and use the fallback
+/// (move the old directory aside, then the new one in), as on file systems without the exchange.
+void set_checkpoint_exchange_disabled(bool disabled);
+}  // namespace detail
+
+}  // namespace tg::models

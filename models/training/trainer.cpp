@@ -1,0 +1,326 @@
+// The training loop (teacher forcing, clipping, Adam, CSV log, progress bar, checkpoints) and
+// evaluation helpers.
+#include "models/training/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/tape.h"
+#include "models/decoding/metrics.h"
+#include "nn/dropout.h"
+#include "nn/optim.h"
+#include "nn/rnn.h"
+#include "nn/utils.h"
+
+namespace tg::models {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// A well-mixed 64-bit value from a few integers (splitmix64's output function, applied after each).
+std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, std::uint64_t d = 0) {
+  std::uint64_t x = a;
+  for (std::uint64_t v : {b, c, d}) x = SplitMix64::finalize(x + 0x9e3779b97f4a7c15ULL + v);
+  return x;
+}
+constexpr std::uint64_t kShuffleStream = 1, kDropoutStream = 2;
+
+
+std::int64_t sum_i64(const Tensor& t) {
+  std::int64_t s = 0;
+  const std::int64_t* p = t.data<std::int64_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) s += p[i];
+  return s;
+}
+
+std::string clock_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  const auto s = static_cast<long long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld", s / 60, s % 60);
+  return buf;
+}
+
+/// Single-line progress bar on stderr, redrawn with '\r' at most 10 times a second.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled) : enabled_(enabled && ::isatty(STDERR_FILENO)) {}
+  ~ProgressBar() { finish(); }
+  void update(std::int64_t epoch, std::int64_t epochs, std::int64_t step, std::int64_t total_steps, double loss,
+              double tokens_per_s, double elapsed, double eta, bool force = false) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    if (!force && drawn_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    drawn_ = true;
+    constexpr int kWidth = 24;
+    const double frac = total_steps > 0 ? std::min(1.0, static_cast<double>(step) / total_steps) : 0.0;
+    const int filled = static_cast<int>(frac * kWidth);
+    std::string bar(static_cast<std::size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld [%s] step %lld/%lld loss %.4f %.0f tok/s elapsed %s eta %s",
+                 static_cast<long long>(epoch), static_cast<long long>(epochs), bar.c_str(),
+                 static_cast<long long>(step), static_cast<long long>(total_steps), loss, tokens_per_s,
+                 clock_text(elapsed).c_str(), clock_text(eta).c_str());
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (enabled_ && drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+  Clock::time_point last_{};
+};
+
+/// The CSV log: header on a fresh file, rows appended and flushed one by one.
+class CsvLog {
+ public:
+  CsvLog(const std::string& path, bool append) : path_(path) {
+    if (path.empty()) return;
+    bool fresh = true;
+    if (append) {
+      if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+        fresh = std::fgetc(f) == EOF;
+        std::fclose(f);
+      }
+    }
+    file_ = std::fopen(path.c_str(), fresh ? "wb" : "ab");
+    if (!file_) throw std::runtime_error(path + ": cannot open the CSV log for writing");
+    if (fresh) std::fputs("step,epoch,loss,tokens,grad_norm,lr,elapsed_s\n", file_);
+  }
+  ~CsvLog() {
+    if (file_) std::fclose(file_);
+  }
+  CsvLog(const CsvLog&) = delete;
+  CsvLog& operator=(const CsvLog&) = delete;
+  void write(const StepRecord& r) {
+    if (!file_) return;
+    // %.9g round-trips a float32 loss; %.17g the double grad norm.
+    std::fprintf(file_, "%lld,%lld,%.9g,%lld,%.17g,%.9g,%.3f\n", static_cast<long long>(r.step),
+                 static_cast<long long>(r.epoch), r.loss, static_cast<long long>(r.tokens), r.grad_norm, r.lr,
+                 r.elapsed_s);
+    if (std::fflush(file_) != 0) throw std::runtime_error(path_ + ": write failed");
+  }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace
+
+void TrainOptions::validate() const {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("train: " + what); };
+  if (steps_ < 0) fail("steps must be >= 0");
+  if (steps_ == 0 && epochs_ < 1) fail("epochs must be >= 1 (or give steps)");
+  if (batch_size_ < 1) fail("batch_size must be >= 1");
+  if (!(lr_ > 0) || !std::isfinite(lr_)) fail("lr must be positive");
+  if (!(clip_ >= 0) || !std::isfinite(clip_)) fail("clip must be >= 0 (0 = no clipping)");
+  if (threads_ < 0) fail("threads must be >= 0");
+  if (checkpoint_every_ < 0) fail("checkpoint_every must be >= 0 (0 = only at the end)");
+}
+
+std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
+  std::vector<std::shared_ptr<Generator>> out;
+  std::set<const Generator*> seen;
+  auto add = [&](const std::shared_ptr<Generator>& g) {
+    if (g && seen.insert(g.get()).second) out.push_back(g);
+  };
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) add(d->generator());
+    if (auto* r = dynamic_cast<nn::RNNBase*>(m)) add(r->generator());
+  }
+  return out;
+}
+
+TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                  const TrainOptions& options) {
+  options.validate();
+  if (data.size() == 0) throw std::invalid_argument("train: the training set is empty");
+  if (options.threads() > 0) set_num_threads(options.threads());
+
+  TrainingState st;
+  nn::Adam optimizer(model.named_parameters(), nn::AdamOptions(options.lr()));
+  optimizer.zero_grad();  // gradients left from before train() must not add to the first step's
+  const bool resuming = !options.resume_from().empty();
+  if (resuming) {
+    const auto saved = load_training_state(options.resume_from());
+    const bool has_optimizer = std::filesystem::exists(std::filesystem::path(options.resume_from()) / "optimizer.npz");
+    if (saved) {
+      if (!has_optimizer)
+        throw std::runtime_error(options.resume_from() + "/optimizer.npz: missing, cannot resume training exactly");
+      st.step = saved->step;
+      st.epoch = saved->epoch;
+      st.batch_in_epoch = saved->batch_in_epoch;
+      st.elapsed_s = saved->elapsed_s;
+      if (st.batch_in_epoch > 0 && (saved->batch_size != options.batch_size() ||
+                                    saved->shuffle != options.shuffle() || saved->seed != options.seed()))
+        throw std::invalid_argument("train: " + options.resume_from() +
+                                    " stopped in the middle of an epoch; resuming it needs the same batch size, "
+                                    "shuffle setting and seed (" + std::to_string(saved->batch_size) + ", " +
+                                    (saved->shuffle ? "shuffle" : "no shuffle") + ", seed " +
+                                    std::to_string(saved->seed) + ")");
+    }
+    // Without training.json (e.g. weights converted from PyTorch) training starts at step 0.
+    if (has_optimizer) load_optimizer_state(options.resume_from(), optimizer);
+  }
+  st.seed = options.seed();
+  st.batch_size = options.batch_size();
+  st.lr = options.lr();
+  st.clip = options.clip();
+  st.shuffle = options.shuffle();
+  st.notes = options.notes();
+
+  const std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
+  const bool by_steps = options.steps() > 0;
+  const std::int64_t total_steps = by_steps ? options.steps() : options.epochs() * per_epoch;
+  const std::int64_t total_epochs = by_steps ? (total_steps + per_epoch - 1) / per_epoch : options.epochs();
+  auto finished = [&] { return by_steps ? st.step >= options.steps() : st.epoch >= options.epochs(); };
+
+  TrainResult result;
+  result.steps.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, total_steps - st.step)));
+  CsvLog csv(options.log_csv(), resuming);
+  ProgressBar bar(options.progress());
+  const auto generators = dropout_generators(model);
+  const auto params = model.parameters();
+  const double max_norm = options.clip() > 0 ? options.clip() : std::numeric_limits<double>::infinity();
+  const double elapsed_before = st.elapsed_s;
+  const auto t0 = Clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  const std::int64_t first_step = st.step;
+
+  auto checkpoint = [&] {
+    st.elapsed_s = elapsed_before + seconds();
+    if (!options.out_dir().empty()) save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+  };
+
+  model.train();
+  bool saved_at_end = false;
+  while (!finished()) {
+    const std::int64_t epoch = st.epoch + 1;
+    Generator shuffle_gen(mix(options.seed(), kShuffleStream, static_cast<std::uint64_t>(epoch)));
+    auto batches = data.batches(options.batch_size(), options.shuffle(), shuffle_gen);
+    for (auto i = static_cast<std::size_t>(st.batch_in_epoch); i < batches.size() && !finished(); ++i) {
+      // Each batch is used once: moved, not copied (a step allocates nothing for its rows).
+      const Seq2SeqBatch b =
+          model.padding_is_inert() ? trim_padding(std::move(batches[i])) : std::move(batches[i]);
+      for (std::size_t g = 0; g < generators.size(); ++g)
+        *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
+      const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
+      const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len);
+      loss.backward();
+      const double grad_norm = nn::clip_grad_norm(params, max_norm);
+      optimizer.step();
+      optimizer.zero_grad();  // now, not before the next backward: no gradient sits beside the next forward's activations
+      ++st.step;
+      st.batch_in_epoch = static_cast<std::int64_t>(i) + 1;
+
+      StepRecord r;
+      r.step = st.step;
+      r.epoch = epoch;
+      r.loss = loss.item();
+      r.tokens = sum_i64(b.tgt_valid_len);
+      r.grad_norm = grad_norm;
+      r.lr = optimizer.lr();
+      r.elapsed_s = elapsed_before + seconds();
+      result.tokens += r.tokens;
+      result.steps.push_back(r);
+      csv.write(r);
+      if (!std::isfinite(r.loss))
+        throw std::runtime_error("train: the loss became " + std::to_string(r.loss) + " at step " +
+                                 std::to_string(r.step) + " (try a smaller --lr or --clip)");
+      const double run_s = seconds();
+      const double done = static_cast<double>(st.step - first_step);
+      const double eta = done > 0 ? run_s / done * static_cast<double>(total_steps - st.step) : NAN;
+      bar.update(epoch, total_epochs, st.step, total_steps, r.loss, run_s > 0 ? result.tokens / run_s : 0.0,
+                 r.elapsed_s, eta, finished());
+    }
+    saved_at_end = false;
+    if (st.batch_in_epoch == static_cast<std::int64_t>(batches.size())) {
+      ++st.epoch;
+      st.batch_in_epoch = 0;
+      if (options.checkpoint_every() > 0 && st.epoch % options.checkpoint_every() == 0) {
+        checkpoint();
+        saved_at_end = true;
+      }
+    }
+  }
+  if (!saved_at_end) checkpoint();
+  bar.finish();
+  st.elapsed_s = elapsed_before + seconds();
+  result.state = st;
+  result.seconds = seconds();
+  return result;
+}
+
+TrainResult train(Seq2Seq& model, const TranslationData& data, const TrainOptions& options) {
+  return train(model, data.train, data.src_vocab, data.tgt_vocab, options);
+}
+
+double evaluate_loss(Seq2Seq& model, const Seq2SeqDataset& data, std::int64_t batch_size) {
+  if (batch_size < 1) throw std::invalid_argument("evaluate_loss: batch_size must be >= 1");
+  NoGradGuard no_grad;
+  nn::EvalModeGuard eval(model);
+  double total = 0.0;
+  std::int64_t tokens = 0;
+  for (const auto& full : data.batches(batch_size)) {
+    const Seq2SeqBatch b = model.padding_is_inert() ? trim_padding(full) : full;
+    const std::int64_t n = sum_i64(b.tgt_valid_len);
+    if (n == 0) continue;
+    const Tensor loss = model.loss(b.src, b.src_valid_len, teacher_forcing_input(b.tgt, Vocab::kBos), b.tgt,
+                                   b.tgt_valid_len);
+    total += loss.item() * static_cast<double>(n);
+    tokens += n;
+  }
+  return tokens > 0 ? total / static_cast<double>(tokens) : std::numeric_limits<double>::quiet_NaN();
+}
+
+EvalReport evaluate(Seq2Seq& model, const TokenizedPairs& pairs, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                    const EvalOptions& options) {
+  EvalReport rep;
+  rep.k = options.bleu_k;
+  rep.count = static_cast<std::int64_t>(pairs.size());
+  if (pairs.size() == 0) {
+    rep.loss = std::numeric_limits<double>::quiet_NaN();
+    return rep;
+  }
+  rep.translations = translate_tokens(model, pairs.src, src_vocab, tgt_vocab, options.decode);
+  std::vector<std::vector<std::string>> hyps;
+  hyps.reserve(pairs.size());
+  double bleu_sum = 0.0;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    hyps.push_back(rep.translations[i].tokens);
+    bleu_sum += bleu_d2l(hyps.back(), pairs.tgt[i], options.bleu_k);
+  }
+  rep.bleu4 = corpus_bleu(hyps, pairs.tgt, 4).score;
+  rep.bleu_k = bleu_sum / static_cast<double>(pairs.size());
+  const CorpusScores cs = corpus_scores(hyps, pairs.tgt);
+  rep.exact_match = cs.exact_match;
+  rep.token_accuracy = cs.token_accuracy;
+  rep.psa = cs.psa;
+  rep.lcsr = cs.lcsr;
+  const Seq2SeqDataset encoded(pairs, src_vocab, tgt_vocab, model.config().num_steps);
+  rep.loss = evaluate_loss(model, encoded, options.batch_size);
+  return rep;
+}
+
+}  // namespace tg::models

@@ -1,0 +1,167 @@
+#pragma once
+// Training and evaluation of the translators:
+//
+//   auto model = tg::models::make_model(config, gen);
+//   auto result = tg::models::train(*model, data,
+//       tg::models::TrainOptions().epochs(250).batch_size(64).lr(0.005).out_dir("ckpt").log_csv("loss.csv"));
+//   auto report = tg::models::evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
+//
+// One optimizer step: teacher forcing (decoder input = `<bos>` + the target shifted right), loss =
+// sequence_loss (mean cross-entropy over the valid target tokens), backward, clip_grad_norm, Adam.
+//
+// Reproducibility. Every random choice is a function of (seed, position), never of history:
+//   - epoch e's batch order is drawn from Generator(mix(seed, "shuffle", e));
+//   - before step s, every dropout generator of the model (found by walking its modules:
+//     nn::Dropout and nn::RNNBase layers) is reseeded with Generator(mix(seed, "dropout", s, i)).
+// Kernels are deterministic whatever the thread count (autograd/parallel.h), so the same seed and
+// options give the same losses bit for bit with 1 or N threads, and a run resumed from a
+// checkpoint (TrainOptions::resume_from) repeats the straight run exactly: the checkpoint holds
+// the weights, Adam's state and the position (step, epoch, batch within the epoch), and nothing
+// else is needed. Weights and Adam state are stored as float32, so this is exact for float32
+// models.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/training/checkpoint.h"
+#include "models/text/data.h"
+#include "models/decoding/decode.h"
+#include "models/translators/seq2seq.h"
+#include "models/text/text.h"
+
+namespace tg::models {
+
+/// Options of train(). Chainable setters; validate() checks them.
+class TrainOptions {
+ public:
+  /// Train until this many epochs are complete (default 10); ignored when steps() > 0.
+  TrainOptions& epochs(std::int64_t v) { epochs_ = v; return *this; }
+  /// Train until this many optimizer steps are done (0 = use epochs()). Both targets count from
+  /// the start of training, so a resumed run continues to the same end as a straight one.
+  TrainOptions& steps(std::int64_t v) { steps_ = v; return *this; }
+  TrainOptions& batch_size(std::int64_t v) { batch_size_ = v; return *this; }
+  /// Adam learning rate (default 0.005, d2l's Bahdanau chapter).
+  TrainOptions& lr(double v) { lr_ = v; return *this; }
+  /// clip_grad_norm max norm (default 1.0); 0 disables clipping (the norm is still logged).
+  TrainOptions& clip(double v) { clip_ = v; return *this; }
+  TrainOptions& seed(std::uint64_t v) { seed_ = v; return *this; }
+  /// Seeded shuffle each epoch (default) or file order.
+  TrainOptions& shuffle(bool v) { shuffle_ = v; return *this; }
+  /// CSV with one row per optimizer step: step,epoch,loss,tokens,grad_norm,lr,elapsed_s ("" = none).
+  /// A resumed run appends to an existing file; otherwise the file is rewritten.
+  TrainOptions& log_csv(std::string v) { log_csv_ = std::move(v); return *this; }
+  /// Checkpoint directory written at each epoch end and at the end ("" = no checkpoints).
+  TrainOptions& out_dir(std::string v) { out_dir_ = std::move(v); return *this; }
+  /// Write the checkpoint every this many epochs (default 1 = each epoch end; 0 = only at the
+  /// end). A checkpoint costs a few fsyncs (~0.2 s measured on the dev box), which matters for
+  /// tiny epochs such as d2l's 10-batch one.
+  TrainOptions& checkpoint_every(std::int64_t v) { checkpoint_every_ = v; return *this; }
+  /// tg::set_num_threads(n) before training (process-wide); 0 = leave the setting alone.
+  TrainOptions& threads(int v) { threads_ = v; return *this; }
+  /// Progress bar on stderr, redrawn in place; drawn only if stderr is a terminal.
+  TrainOptions& progress(bool v) { progress_ = v; return *this; }
+  /// Resume from this checkpoint's optimizer state and training.json position (the model's
+  /// weights must already be loaded from it, e.g. by load_checkpoint). "" = a fresh start.
+  TrainOptions& resume_from(std::string v) { resume_from_ = std::move(v); return *this; }
+  /// Stored in the checkpoint's TrainingState::notes.
+  TrainOptions& notes(std::map<std::string, std::string> v) { notes_ = std::move(v); return *this; }
+
+  std::int64_t epochs() const { return epochs_; }
+  std::int64_t steps() const { return steps_; }
+  std::int64_t batch_size() const { return batch_size_; }
+  double lr() const { return lr_; }
+  double clip() const { return clip_; }
+  std::uint64_t seed() const { return seed_; }
+  bool shuffle() const { return shuffle_; }
+  const std::string& log_csv() const { return log_csv_; }
+  const std::string& out_dir() const { return out_dir_; }
+  std::int64_t checkpoint_every() const { return checkpoint_every_; }
+  int threads() const { return threads_; }
+  bool progress() const { return progress_; }
+  const std::string& resume_from() const { return resume_from_; }
+  const std::map<std::string, std::string>& notes() const { return notes_; }
+  /// Throws std::invalid_argument naming the first bad option.
+  void validate() const;
+
+ private:
+  std::int64_t epochs_ = 10;
+  std::int64_t steps_ = 0;
+  std::int64_t batch_size_ = 64;
+  double lr_ = 0.005;
+  double clip_ = 1.0;
+  std::uint64_t seed_ = 0;
+  bool shuffle_ = true;
+  std::string log_csv_;
+  std::string out_dir_;
+  std::int64_t checkpoint_every_ = 1;
+  int threads_ = 0;
+  bool progress_ = true;
+  std::string resume_from_;
+  std::map<std::string, std::string> notes_;
+};
+
+/// One optimizer step, as logged.
+struct StepRecord {
+  std::int64_t step = 0;     ///< 1-based global step
+  std::int64_t epoch = 0;    ///< 1-based epoch of the batch
+  double loss = 0.0;         ///< the batch's loss before the update
+  std::int64_t tokens = 0;   ///< valid target tokens in the batch
+  double grad_norm = 0.0;    ///< gradient norm before clipping
+  double lr = 0.0;
+  double elapsed_s = 0.0;    ///< training time since the first run started
+};
+
+/// What train() did.
+struct TrainResult {
+  std::vector<StepRecord> steps;  ///< the steps of this run (a resumed run: only the new ones)
+  TrainingState state;            ///< position at the end (as stored in the last checkpoint)
+  double seconds = 0.0;           ///< wall time of this run
+  std::int64_t tokens = 0;        ///< target tokens processed by this run
+};
+
+/// Trains `model` on `data` (see the file comment). `src_vocab`/`tgt_vocab` are only needed for
+/// checkpoints (out_dir). Throws std::runtime_error if the loss becomes NaN or infinite (the
+/// last good checkpoint stays).
+TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                  const TrainOptions& options);
+/// train() on data.train with data's vocabularies.
+TrainResult train(Seq2Seq& model, const TranslationData& data, const TrainOptions& options);
+
+/// Token-weighted mean of sequence_loss over `data` (sum of the batches' loss × tokens over all
+/// tokens), teacher-forced, in eval mode without recording; NaN for an empty dataset.
+double evaluate_loss(Seq2Seq& model, const Seq2SeqDataset& data, std::int64_t batch_size = 64);
+
+/// Options of evaluate().
+struct EvalOptions {
+  DecodeOptions decode;        ///< greedy by default
+  int bleu_k = 2;              ///< k of d2l's sentence BLEU (its Bahdanau chapter uses 2)
+  std::int64_t batch_size = 64;  ///< for the loss
+};
+
+/// Scores of a model on sentence pairs.
+struct EvalReport {
+  std::int64_t count = 0;        ///< number of pairs
+  double bleu4 = 0.0;            ///< corpus BLEU-4 (Papineni), output tokens vs reference tokens
+  double bleu_k = 0.0;           ///< mean over sentences of d2l's BLEU-k
+  int k = 2;
+  double exact_match = 0.0;      ///< fraction of outputs equal to the reference
+  double token_accuracy = 0.0;   ///< pooled positional token accuracy (metrics.h)
+  double psa = 0.0, lcsr = 0.0;  ///< mean PSA and LCSR (metrics.h)
+  double loss = 0.0;             ///< evaluate_loss on the pairs encoded with the vocabularies
+  std::vector<Translation> translations;  ///< the outputs, in pair order
+};
+
+/// Decodes every source of `pairs` and scores the outputs against the targets (tokens as the
+/// data code makes them; targets are compared as written, so words outside the target vocabulary
+/// can never match).
+EvalReport evaluate(Seq2Seq& model, const TokenizedPairs& pairs, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                    const EvalOptions& options = EvalOptions());
+
+/// The generators the model's dropout layers draw from (nn::Dropout and nn::RNNBase), each once,
+/// in module order. train() reseeds them before every step.
+std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model);
+
+}  // namespace tg::models

@@ -1,0 +1,112 @@
+// RNNencdec, the paper's baseline (Cho et al. 2014's RNN Encoder-Decoder): no attention.
+//   encoder: GRU over the source (masked by valid lengths), summary c = tanh(V h_T)
+//   decoder: s_0 = tanh(V' c), s_i = GRU(s_{i-1}, [E y_{i-1} ; c]), output from (s_i, E y_{i-1}, c)
+//            through the same deep output as rnnsearch.
+// Every step sees the same fixed-size c, however long the sentence: the bottleneck attention
+// removes.
+#include <memory>
+
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "models/translators/readout.h"
+#include "models/translators/seq2seq_impl.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/rnn.h"
+
+namespace tg::models {
+
+namespace {
+
+class SummaryEncoder : public nn::Module {
+ public:
+  SummaryEncoder(const ModelConfig& c, Generator& gen) {
+    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.src_vocab, c.embed_size, gen));
+    rnn = register_module("rnn", std::make_shared<nn::GRU>(nn::GRUOptions(c.embed_size, c.num_hiddens), gen));
+    summary = register_module("summary", std::make_shared<nn::Linear>(c.num_hiddens, c.num_hiddens, gen, false));
+  }
+  std::string name() const override { return "RNNencdecEncoder"; }
+  std::shared_ptr<nn::Embedding> embedding;
+  std::shared_ptr<nn::GRU> rnn;
+  std::shared_ptr<nn::Linear> summary;
+};
+
+class ContextDecoder : public nn::Module {
+ public:
+  ContextDecoder(const ModelConfig& c, Generator& gen) {
+    const std::int64_t H = c.num_hiddens, E = c.embed_size;
+    init = register_module("init", std::make_shared<nn::Linear>(H, H, gen, false));
+    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
+    rnn = register_module("rnn", std::make_shared<nn::GRUCell>(E + H, H, gen));
+    const std::int64_t units = c.maxout_units > 0 ? c.maxout_units : std::max<std::int64_t>(1, H / 2);
+    readout = std::make_unique<DeepOutput>(*this, c.readout == "maxout", 2 * H + E, units, c.tgt_vocab, gen);
+  }
+  std::string name() const override { return "RNNencdecDecoder"; }
+  std::shared_ptr<nn::Linear> init;
+  std::shared_ptr<nn::Embedding> embedding;
+  std::shared_ptr<nn::GRUCell> rnn;
+  std::unique_ptr<DeepOutput> readout;
+};
+
+class RnnEncDec : public Seq2Seq {
+ public:
+  RnnEncDec(const ModelConfig& c, Generator& gen) : Seq2Seq(c) {
+    encoder = register_module("encoder", std::make_shared<SummaryEncoder>(c, gen));
+    decoder = register_module("decoder", std::make_shared<ContextDecoder>(c, gen));
+  }
+  std::string name() const override { return "RNNencdec"; }
+  bool has_attention() const override { return false; }
+
+  DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
+    const Tensor x = permute(encoder->embedding->forward(src), {1, 0, 2});
+    auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);  // h_n: after the last valid token
+    DecoderState state;
+    state.context = tanh(encoder->summary->forward(squeeze(h_n, 0)));          // c (B, H)
+    state.hidden = unsqueeze(tanh(decoder->init->forward(state.context)), 0);  // s_0
+    state.valid_len = src_valid_len;
+    return state;
+  }
+
+  Tensor step(const Tensor& y_prev, DecoderState& state) override {
+    const Tensor emb = decoder->embedding->forward(y_prev);
+    const Tensor s = decoder->rnn->forward(concat({emb, state.context}, -1), squeeze(state.hidden, 0));
+    state.hidden = unsqueeze(s, 0);
+    return (*decoder->readout)(concat({s, emb, state.context}, -1));
+  }
+
+  Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor*) override {
+    return (*decoder->readout)(output_features(src, src_valid_len, dec_input));
+  }
+
+  Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+              const Tensor& tgt_valid_len) override {
+    return decoder->readout->loss_at_valid(output_features(src, src_valid_len, dec_input), tgt, tgt_valid_len);
+  }
+
+  std::shared_ptr<SummaryEncoder> encoder;
+  std::shared_ptr<ContextDecoder> decoder;
+
+ private:
+  // The readout's input [s_i; E y_{i-1}; c] at every decoder step: (B, T, 2H + E).
+  Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input) {
+    DecoderState state = begin(src, src_valid_len);
+    const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E)
+    std::vector<Tensor> states;
+    Tensor s = squeeze(state.hidden, 0);
+    for (std::int64_t t = 0; t < dec_input.size(1); ++t) {
+      s = decoder->rnn->forward(concat({squeeze(narrow(emb, 1, t, 1), 1), state.context}, -1), s);
+      states.push_back(s);
+    }
+    const std::int64_t T = dec_input.size(1);
+    const Tensor c = unsqueeze(state.context, 1) + Tensor::zeros({1, T, 1}, state.context.dtype());  // (B, T, H)
+    return concat({stack(states, 1), emb, c}, -1);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Seq2Seq> make_rnnencdec_model(const ModelConfig& config, Generator& gen) {
+  return std::make_shared<RnnEncDec>(config, gen);
+}
+
+}  // namespace tg::models

@@ -1,0 +1,125 @@
+// The shared parts of every translator: configuration checks, the model registry, the default
+// step-by-step teacher forcing, the decoder-state reordering used by beam search, and the loss.
+#include "models/translators/seq2seq.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "autograd/memory.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "models/translators/seq2seq_impl.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+
+namespace tg::models {
+
+void ModelConfig::validate() const {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("model config: " + what); };
+  const auto names = model_names();
+  if (std::find(names.begin(), names.end(), model) == names.end()) fail("unknown model '" + model + "' (d2l, rnnsearch, rnnencdec)");
+  if (src_vocab < 4 || tgt_vocab < 4) fail("vocabulary sizes must be at least 4 (the reserved tokens)");
+  if (embed_size < 1 || num_hiddens < 1) fail("embed_size and num_hiddens must be positive");
+  if (num_layers < 1) fail("num_layers must be at least 1");
+  if (model != "d2l" && num_layers != 1) fail(model + " has one recurrent layer, as in the paper (num_layers must be 1)");
+  if (!(dropout >= 0 && dropout < 1)) fail("dropout must be in [0, 1)");
+  if (num_steps < 1) fail("num_steps must be positive");
+  if (readout != "maxout" && readout != "linear") fail("readout must be maxout or linear, got '" + readout + "'");
+  if (maxout_units < 0) fail("maxout_units must be >= 0");
+  if (attention != "additive" && attention != "dot" && attention != "scaled_dot")
+    fail("attention must be additive, dot or scaled_dot, got '" + attention + "'");
+  if (model == "d2l" && attention != "additive") fail("the d2l model uses additive attention");
+  if (ablation != "none" && ablation != "zero_init" && ablation != "state_only_output" && ablation != "no_prev_token" &&
+      ablation != "recurrence_only")
+    fail("unknown ablation '" + ablation + "'");
+  if (ablation != "none" && model != "rnnsearch") fail("ablations apply to rnnsearch only");
+}
+
+DecoderState DecoderState::reorder(const Tensor& index) const {
+  DecoderState out;
+  auto pick = [&](const Tensor& t, std::int64_t axis) { return t.defined() ? index_select(t, axis, index) : Tensor(); };
+  out.hidden = pick(hidden, 1);
+  out.memory = pick(memory, 0);
+  out.memory_proj = pick(memory_proj, 0);
+  out.valid_len = pick(valid_len, 0);
+  out.context = pick(context, 0);
+  out.attention = pick(attention, 0);
+  return out;
+}
+
+Tensor Seq2Seq::forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
+  DecoderState state = begin(src, src_valid_len);
+  PooledVector<Tensor> logits, weights;
+  const std::int64_t T = dec_input.size(1);
+  logits.reserve(static_cast<std::size_t>(T));
+  for (std::int64_t t = 0; t < T; ++t) {
+    logits.push_back(step(squeeze(narrow(dec_input, 1, t, 1), 1), state));
+    if (attention && state.attention.defined()) weights.push_back(state.attention);
+  }
+  if (attention && !weights.empty()) *attention = stack(weights, 1);
+  return stack(logits, 1);
+}
+
+void allow_compact_grads(Seq2Seq& model, bool on) {
+  for (auto& [name, m] : model.named_modules()) {
+    if (auto* e = dynamic_cast<nn::Embedding*>(m)) e->weight.allow_compact_grad(on);
+    if (auto* l = dynamic_cast<nn::Linear*>(m); l && name == "decoder.dense") l->weight.allow_compact_grad(on);
+  }
+}
+
+std::vector<std::string> model_names() { return {"d2l", "rnnsearch", "rnnencdec"}; }
+
+std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen) {
+  config.validate();
+  if (config.model == "d2l") return make_d2l_model(config, gen);
+  if (config.model == "rnnsearch") return make_rnnsearch_model(config, gen);
+  return make_rnnencdec_model(config, gen);
+}
+
+Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len) {
+  if (logits.dim() != 3 || target.dim() != 2 || logits.size(0) != target.size(0) || logits.size(1) != target.size(1))
+    throw std::invalid_argument("sequence_loss: logits " + logits.shape().str() + " do not match target " +
+                                target.shape().str());
+  const std::int64_t B = target.size(0), T = target.size(1);
+  if (!(target_valid_len.shape() == Shape{B}))
+    throw std::invalid_argument("sequence_loss: target_valid_len " + target_valid_len.shape().str() + " for batch " +
+                                std::to_string(B));
+  // Positions at or beyond each row's valid length become ignore_index.
+  Tensor masked = target.detach().clone();
+  std::int64_t* m = masked.data<std::int64_t>();
+  const std::int64_t* len = target_valid_len.data<std::int64_t>();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = len[b]; t < T; ++t) m[b * T + t] = -100;
+  return cross_entropy(reshape(logits, {B * T, logits.size(2)}), reshape(masked, {B * T}), -100);
+}
+
+Tensor Seq2Seq::loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+                     const Tensor& tgt_valid_len) {
+  return sequence_loss(forward(src, src_valid_len, dec_input), tgt, tgt_valid_len);
+}
+
+Tensor valid_positions(const Tensor& target_valid_len, std::int64_t T) {
+  const std::int64_t B = target_valid_len.numel();
+  const std::int64_t* len = target_valid_len.data<std::int64_t>();
+  std::int64_t n = 0;
+  for (std::int64_t b = 0; b < B; ++b) n += std::clamp<std::int64_t>(len[b], 0, T);
+  Tensor out = Tensor::empty({n}, DType::i64);
+  std::int64_t* p = out.data<std::int64_t>();
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < std::clamp<std::int64_t>(len[b], 0, T); ++t) *p++ = b * T + t;
+  return out;
+}
+
+Tensor teacher_forcing_input(const Tensor& target, std::int64_t bos_id) {
+  const std::int64_t B = target.size(0), T = target.size(1);
+  Tensor out = Tensor::empty({B, T}, DType::i64);
+  const std::int64_t* y = target.data<std::int64_t>();
+  std::int64_t* x = out.data<std::int64_t>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    x[b * T] = bos_id;
+    for (std::int64_t t = 1; t < T; ++t) x[b * T + t] = y[b * T + t - 1];
+  }
+  return out;
+}
+
+}  // namespace tg::models

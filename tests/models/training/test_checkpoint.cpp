@@ -1,0 +1,309 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autograd/random.h"
+#include "autograd/tape.h"
+#include "models/training/checkpoint.h"
+#include "models/translators/seq2seq.h"
+#include "models/text/text.h"
+#include "nn/optim.h"
+#include "../test_dirs.h"
+
+using namespace tg;
+using namespace tg::models;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir() { return tg::models::testing::per_test_dir("tg_ckpt", true); }
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+struct Fixture {
+  Vocab src_vocab = Vocab::build({{"go", "."}, {"i", "lost", "."}, {"he's", "calm", "."}}, 1);
+  Vocab tgt_vocab = Vocab::build({{"va", "!"}, {"j'ai", "perdu", "."}, {"il", "est", "calme", "."}}, 1);
+  ModelConfig config(const std::string& model = "d2l") const {
+    ModelConfig c;
+    c.model = model;
+    c.src_vocab = src_vocab.size();
+    c.tgt_vocab = tgt_vocab.size();
+    c.embed_size = 6;
+    c.num_hiddens = 5;
+    c.num_layers = model == "d2l" ? 2 : 1;
+    c.num_steps = 5;
+    return c;
+  }
+};
+
+/// Teacher-forced logits of a fixed batch, in eval mode.
+std::vector<float> logits_of(Seq2Seq& model) {
+  NoGradGuard no_grad;
+  model.eval();
+  const Tensor src = Tensor::from_vector(std::vector<std::int64_t>{4, 5, 3, 1, 1, 6, 7, 8, 3, 1}, {2, 5});
+  const Tensor len = Tensor::from_vector(std::vector<std::int64_t>{3, 4}, {2});
+  const Tensor dec = Tensor::from_vector(std::vector<std::int64_t>{2, 4, 5, 3, 1, 2, 6, 7, 8, 3}, {2, 5});
+  auto out = model.forward(src, len, dec).to_vector<float>();
+  model.train();
+  return out;
+}
+
+std::vector<std::string> leftovers(const fs::path& parent) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(parent)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+std::string load_error(const fs::path& dir) {
+  try {
+    load_checkpoint(dir.string());
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripGivesIdenticalLogitsForEveryModel) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  for (const std::string name : {"d2l", "rnnsearch", "rnnencdec"}) {
+    Generator gen(11);
+    auto model = make_model(f.config(name), gen);
+    TrainingState st;
+    st.step = 17;
+    st.epoch = 2;
+    st.batch_in_epoch = 3;
+    st.seed = 0xfedcba9876543210ULL;
+    st.batch_size = 4;
+    st.lr = 0.005;
+    st.clip = 1.0;
+    st.shuffle = false;
+    st.notes["task"] = "dates";
+    save_checkpoint((root / name).string(), *model, f.src_vocab, f.tgt_vocab, nullptr, &st);
+    const Checkpoint ck = load_checkpoint((root / name).string());
+    EXPECT_EQ(ck.config.model, name);
+    EXPECT_EQ(ck.config.src_vocab, f.src_vocab.size());
+    EXPECT_EQ(ck.config.num_layers, f.config(name).num_layers);
+    EXPECT_EQ(ck.src_vocab, f.src_vocab);
+    EXPECT_EQ(ck.tgt_vocab, f.tgt_vocab);
+    EXPECT_EQ(logits_of(*ck.model), logits_of(*model)) << name;  // bitwise: float32 weights round-trip
+    ASSERT_TRUE(ck.training.has_value());
+    EXPECT_EQ(ck.training->step, 17);
+    EXPECT_EQ(ck.training->epoch, 2);
+    EXPECT_EQ(ck.training->batch_in_epoch, 3);
+    EXPECT_EQ(ck.training->seed, 0xfedcba9876543210ULL);
+    EXPECT_FALSE(ck.training->shuffle);
+    EXPECT_EQ(ck.training->notes.at("task"), "dates");
+    EXPECT_FALSE(ck.has_optimizer);
+  }
+  // The vocabulary files are one token per line, line i = id i.
+  EXPECT_EQ(read_file(root / "d2l" / "tgt_vocab.txt").substr(0, 24), "<unk>\n<pad>\n<bos>\n<eos>\n");
+  EXPECT_TRUE(leftovers(root).empty());
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, OptimizerStateRoundTrips) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(5);
+  auto model = make_model(f.config(), gen);
+  nn::Adam opt(model->named_parameters(), nn::AdamOptions(0.01));
+  for (auto& p : model->parameters()) p.set_grad(Tensor::full(p.shape(), 0.25));
+  opt.step();
+  save_checkpoint((root / "ck").string(), *model, f.src_vocab, f.tgt_vocab, &opt);
+  const Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_TRUE(ck.has_optimizer);
+  nn::Adam opt2(ck.model->named_parameters(), nn::AdamOptions(0.01));
+  load_optimizer_state(ck.dir, opt2);
+  EXPECT_EQ(opt2.step_count(), 1);
+  const auto a = opt.state_dict(), b = opt2.state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.to_vector<double>(), b[i].second.to_vector<double>()) << a[i].first;
+  }
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, ConfigJsonDefaultsAndErrors) {
+  // Missing keys take their defaults.
+  const ModelConfig c = config_from_json(R"({"model": "rnnsearch", "num_layers": 1, "dropout": 0})", "c.json");
+  EXPECT_EQ(c.model, "rnnsearch");
+  EXPECT_EQ(c.embed_size, ModelConfig().embed_size);
+  EXPECT_EQ(c.dropout, 0.0);
+  EXPECT_EQ(c.readout, "maxout");
+  // Round trip of every field.
+  ModelConfig d;
+  d.model = "rnnsearch";
+  d.src_vocab = 9;
+  d.tgt_vocab = 8;
+  d.num_layers = 1;
+  d.readout = "linear";
+  d.attention = "dot";
+  d.ablation = "zero_init";
+  d.maxout_units = 3;
+  const ModelConfig e = config_from_json(config_to_json(d));
+  EXPECT_EQ(config_to_json(e), config_to_json(d));
+
+  auto message = [](const std::string& text) {
+    try {
+      config_from_json(text, "ck/config.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(R"({"model": "transformer"})").find("ck/config.json: model config: unknown model 'transformer'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"embed_size": "big"})").find("'embed_size' must be an integer"), std::string::npos);
+  EXPECT_NE(message(R"({"num_hiden": 3})").find("unknown key 'num_hiden'"), std::string::npos);
+  EXPECT_NE(message(R"({"model": "d2l",)").find("ck/config.json: invalid JSON"), std::string::npos);
+  EXPECT_NE(message("[1, 2]").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(message(R"({"dropout": 1.5})").find("dropout"), std::string::npos);
+}
+
+TEST(Checkpoint, CorruptFilesAreRefusedNamingTheFile) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(2);
+  auto model = make_model(f.config(), gen);
+  const fs::path ck = root / "ck";
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  const std::string weights = read_file(ck / "weights.npz");
+  const std::string config = read_file(ck / "config.json");
+  const std::string vocab = read_file(ck / "src_vocab.txt");
+
+  // A flipped byte inside the tensor data (the zip CRC catches it).
+  std::string flipped = weights;
+  flipped[weights.size() / 2] = static_cast<char>(flipped[weights.size() / 2] ^ 0x5a);
+  write_file(ck / "weights.npz", flipped);
+  EXPECT_NE(load_error(ck).find((ck / "weights.npz").string()), std::string::npos) << load_error(ck);
+  // A truncated archive.
+  write_file(ck / "weights.npz", weights.substr(0, weights.size() - 100));
+  EXPECT_NE(load_error(ck).find((ck / "weights.npz").string()), std::string::npos) << load_error(ck);
+  write_file(ck / "weights.npz", weights);
+  EXPECT_EQ(load_error(ck), "");
+
+  // Truncated JSON; an invalid value.
+  write_file(ck / "config.json", config.substr(0, config.size() / 2));
+  EXPECT_NE(load_error(ck).find((ck / "config.json").string() + ": invalid JSON"), std::string::npos) << load_error(ck);
+  write_file(ck / "config.json", R"({"model": "d2l", "num_hiddens": 7})");
+  // Shapes no longer match the weights: refused by the weights' name/shape check.
+  EXPECT_NE(load_error(ck).find((ck / "weights.npz").string()), std::string::npos) << load_error(ck);
+  write_file(ck / "config.json", R"({"model": "d2l", "src_vocab": 99, "embed_size": 6, "num_hiddens": 5})");
+  EXPECT_NE(load_error(ck).find("src_vocab = 99"), std::string::npos) << load_error(ck);
+  write_file(ck / "config.json", config);
+
+  // A vocabulary file without its reserved tokens; a missing file.
+  write_file(ck / "src_vocab.txt", "go\n.\n");
+  EXPECT_NE(load_error(ck).find((ck / "src_vocab.txt").string()), std::string::npos) << load_error(ck);
+  write_file(ck / "src_vocab.txt", vocab);
+  fs::remove(ck / "weights.npz");
+  EXPECT_NE(load_error(ck).find((ck / "weights.npz").string()), std::string::npos) << load_error(ck);
+  EXPECT_NE(load_error(root / "nope").find("no such directory"), std::string::npos);
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, ReplacesAtomicallyAndKeepsTheOldOneWhenWritingFails) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen1(1), gen2(2);
+  auto old_model = make_model(f.config(), gen1);
+  auto new_model = make_model(f.config(), gen2);
+  const fs::path ck = root / "ck";
+  save_checkpoint(ck.string(), *old_model, f.src_vocab, f.tgt_vocab);
+  const auto old_logits = logits_of(*old_model);
+
+  // A failure after each file in turn: the old checkpoint stays whole, nothing is left behind.
+  for (const std::string failing : {"config.json", "weights.npz", "src_vocab.txt", "tgt_vocab.txt"}) {
+    tg::models::detail::set_checkpoint_write_hook([&](const std::string& file) {
+      if (file == failing) throw std::runtime_error("injected failure after " + file);
+    });
+    EXPECT_THROW(save_checkpoint(ck.string(), *new_model, f.src_vocab, f.tgt_vocab), std::runtime_error) << failing;
+    tg::models::detail::set_checkpoint_write_hook({});
+    EXPECT_EQ(logits_of(*load_checkpoint(ck.string()).model), old_logits) << failing;
+    EXPECT_TRUE(leftovers(root).empty()) << failing;
+  }
+
+  // A successful save replaces it, by the atomic exchange and by the fallback of two renames.
+  save_checkpoint(ck.string() + "/", *new_model, f.src_vocab, f.tgt_vocab);
+  EXPECT_EQ(logits_of(*load_checkpoint(ck.string()).model), logits_of(*new_model));
+  EXPECT_TRUE(leftovers(root).empty());
+  tg::models::detail::set_checkpoint_exchange_disabled(true);
+  save_checkpoint(ck.string(), *old_model, f.src_vocab, f.tgt_vocab);
+  EXPECT_EQ(logits_of(*load_checkpoint(ck.string()).model), old_logits);
+  EXPECT_TRUE(leftovers(root).empty());
+  save_checkpoint(ck.string(), *new_model, f.src_vocab, f.tgt_vocab);
+  tg::models::detail::set_checkpoint_exchange_disabled(false);
+  EXPECT_EQ(logits_of(*load_checkpoint(ck.string()).model), logits_of(*new_model));
+  EXPECT_TRUE(leftovers(root).empty());
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(ck)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"config.json", "src_vocab.txt", "tgt_vocab.txt", "weights.npz"}));
+
+  // A parent that is a regular file: refused, nothing created.
+  write_file(root / "afile", "x");
+  EXPECT_THROW(save_checkpoint((root / "afile" / "ck").string(), *new_model, f.src_vocab, f.tgt_vocab),
+               std::runtime_error);
+  EXPECT_EQ(read_file(root / "afile"), "x");
+  // Creating a new checkpoint inside a directory that cannot be written fails cleanly (skipped
+  // when running as root, which ignores permissions).
+  const fs::path locked = root / "locked";
+  fs::create_directories(locked);
+  fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
+  if (::access(locked.c_str(), W_OK) != 0) {  // root ignores permissions
+    EXPECT_THROW(save_checkpoint((locked / "ck").string(), *new_model, f.src_vocab, f.tgt_vocab), std::runtime_error);
+    EXPECT_FALSE(fs::exists(locked / "ck"));
+  }
+  fs::permissions(locked, fs::perms::owner_all);
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, RefusesToReplaceADirectoryThatIsNotACheckpoint) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(1);
+  auto model = make_model(f.config(), gen);
+  fs::create_directories(root / "mine");
+  write_file(root / "mine" / "notes.txt", "precious");
+  try {
+    save_checkpoint((root / "mine").string(), *model, f.src_vocab, f.tgt_vocab);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a checkpoint"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file(root / "mine" / "notes.txt"), "precious");
+  EXPECT_TRUE(leftovers(root).empty());
+  // An empty directory is fine.
+  fs::create_directories(root / "empty");
+  save_checkpoint((root / "empty").string(), *model, f.src_vocab, f.tgt_vocab);
+  EXPECT_EQ(logits_of(*load_checkpoint((root / "empty").string()).model), logits_of(*model));
+  // Vocabularies that do not match the model are refused before anything is written.
+  EXPECT_THROW(save_checkpoint((root / "bad").string(), *model, f.tgt_vocab, f.tgt_vocab), std::runtime_error);
+  EXPECT_FALSE(fs::exists(root / "bad"));
+  fs::remove_all(root);
+}

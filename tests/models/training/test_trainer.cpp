@@ -1,0 +1,246 @@
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "models/training/checkpoint.h"
+#include "models/text/data.h"
+#include "models/decoding/metrics.h"
+#include "models/text/tasks.h"
+#include "models/training/trainer.h"
+#include "../scripted_model.h"
+#include "../test_dirs.h"
+
+using namespace tg;
+using namespace tg::models;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_dir() { return tg::models::testing::per_test_dir("tg_trainer", true); }
+
+TranslationData reverse_data(std::int64_t count, std::int64_t num_steps = 8) {
+  Generator gen(0);
+  return make_translation_data(make_task("reverse", {.count = count, .min_len = 2, .max_len = 6, .seed = 3}),
+                               TranslationDataOptions().num_steps(num_steps).min_freq(1), gen);
+}
+
+ModelConfig tiny_config(const TranslationData& data, const std::string& model = "d2l", std::int64_t hidden = 16) {
+  ModelConfig c;
+  c.model = model;
+  c.src_vocab = data.src_vocab.size();
+  c.tgt_vocab = data.tgt_vocab.size();
+  c.embed_size = hidden;
+  c.num_hiddens = hidden;
+  c.num_layers = model == "d2l" ? 2 : 1;
+  c.dropout = 0.1;
+  c.num_steps = data.train.num_steps();
+  return c;
+}
+
+std::vector<double> losses(const TrainResult& r) {
+  std::vector<double> out;
+  for (const auto& s : r.steps) out.push_back(s.loss);
+  return out;
+}
+
+std::vector<std::vector<float>> weights(const Seq2Seq& model) {
+  std::vector<std::vector<float>> out;
+  for (const auto& p : model.parameters()) out.push_back(p.to_vector<float>());
+  return out;
+}
+
+class ThreadReset {
+ public:
+  ~ThreadReset() { set_num_threads(0); }
+};
+
+}  // namespace
+
+TEST(Trainer, SameLossesBitForBitWithOneAndTwoThreads) {
+  ThreadReset reset;
+  const TranslationData data = reverse_data(96);
+  for (const std::string name : {"d2l", "rnnsearch"}) {
+    std::vector<std::vector<double>> runs;
+    std::vector<std::vector<std::vector<float>>> finals;
+    for (int threads : {1, 2}) {
+      Generator gen(7);
+      auto model = make_model(tiny_config(data, name, 48), gen);
+      const auto r = train(*model, data,
+                           TrainOptions().steps(8).batch_size(32).lr(0.01).seed(5).threads(threads).progress(false));
+      EXPECT_EQ(num_threads(), threads);
+      ASSERT_EQ(r.steps.size(), 8u);
+      runs.push_back(losses(r));
+      finals.push_back(weights(*model));
+    }
+    EXPECT_EQ(runs[0], runs[1]) << name;  // exact equality of doubles (float32 losses)
+    EXPECT_TRUE(finals[0] == finals[1]) << name;
+  }
+}
+
+TEST(Trainer, ResumedRunRepeatsTheStraightRunExactly) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch, the last one partial
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false);
+
+  Generator gen_a(1);
+  auto straight = make_model(tiny_config(data), gen_a);
+  const auto full = train(*straight, data, TrainOptions(options).steps(10).log_csv((root / "straight.csv").string()));
+
+  // 6 steps = one epoch and two batches of the second: the checkpoint is mid-epoch.
+  Generator gen_b(1);
+  auto first = make_model(tiny_config(data), gen_b);
+  const auto part1 = train(*first, data,
+                           TrainOptions(options).steps(6).out_dir((root / "ck").string()).log_csv((root / "resumed.csv").string()));
+  EXPECT_EQ(part1.state.step, 6);
+  EXPECT_EQ(part1.state.epoch, 1);
+  EXPECT_EQ(part1.state.batch_in_epoch, 2);
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_TRUE(ck.training && ck.has_optimizer);
+  EXPECT_EQ(ck.training->step, 6);
+  const auto part2 = train(*ck.model, data,
+                           TrainOptions(options).steps(10).resume_from(ck.dir).log_csv((root / "resumed.csv").string()));
+  ASSERT_EQ(part2.steps.size(), 4u);
+  EXPECT_EQ(part2.steps.front().step, 7);
+
+  std::vector<double> resumed = losses(part1);
+  for (double l : losses(part2)) resumed.push_back(l);
+  EXPECT_EQ(resumed, losses(full));
+  EXPECT_TRUE(weights(*ck.model) == weights(*straight));
+  // The resumed run appended to the CSV: the two logs are identical except for elapsed_s.
+  auto without_time = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::vector<std::string> rows;
+    for (std::string line; std::getline(in, line);) rows.push_back(line.substr(0, line.rfind(',')));
+    return rows;
+  };
+  EXPECT_EQ(without_time(root / "resumed.csv"), without_time(root / "straight.csv"));
+  fs::remove_all(root);
+}
+
+TEST(Trainer, LogsEveryStepAndCheckpointsAtEpochEnds) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(40);
+  Generator gen(3);
+  auto model = make_model(tiny_config(data, "rnnencdec"), gen);
+  const auto r = train(*model, data,
+                       TrainOptions().epochs(3).batch_size(16).seed(1).progress(false).shuffle(false)
+                           .log_csv((root / "log.csv").string()).out_dir((root / "ck").string()));
+  ASSERT_EQ(r.steps.size(), 9u);  // 3 batches (16, 16, 8) per epoch
+  EXPECT_EQ(r.state.epoch, 3);
+  EXPECT_EQ(r.state.step, 9);
+  std::ifstream in(root / "log.csv");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "step,epoch,loss,tokens,grad_norm,lr,elapsed_s");
+  std::vector<std::string> rows;
+  while (std::getline(in, line)) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 9u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    long long step = 0, epoch = 0, tokens = 0;
+    double loss = 0, norm = 0, lr = 0, elapsed = 0;
+    ASSERT_EQ(std::sscanf(rows[i].c_str(), "%lld,%lld,%lf,%lld,%lf,%lf,%lf", &step, &epoch, &loss, &tokens, &norm, &lr,
+                          &elapsed),
+              7)
+        << rows[i];
+    EXPECT_EQ(step, static_cast<long long>(i + 1));
+    EXPECT_EQ(epoch, static_cast<long long>(i / 3 + 1));
+    EXPECT_EQ(static_cast<float>(loss), static_cast<float>(r.steps[i].loss));
+    EXPECT_EQ(tokens, r.steps[i].tokens);
+    EXPECT_GT(norm, 0.0);
+    EXPECT_EQ(lr, 0.005);
+  }
+  // The last batch of each epoch holds 8 pairs; its tokens are the valid target lengths.
+  std::int64_t expect_tokens = 0;
+  for (auto v : data.train.tgt_valid_len().to_vector<std::int64_t>()) expect_tokens += v;
+  EXPECT_EQ(r.steps[0].tokens + r.steps[1].tokens + r.steps[2].tokens, expect_tokens);
+  const auto st = load_training_state((root / "ck").string());
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->epoch, 3);
+  EXPECT_EQ(st->batch_in_epoch, 0);
+  EXPECT_FALSE(st->shuffle);
+
+  // Every second epoch: 3 epochs write at epoch 2 and at the end (2 checkpoints, not 3).
+  int writes = 0;
+  tg::models::detail::set_checkpoint_write_hook([&](const std::string& file) { writes += file == "config.json"; });
+  Generator gen2(3);
+  auto model2 = make_model(tiny_config(data, "rnnencdec"), gen2);
+  train(*model2, data, TrainOptions().epochs(3).batch_size(16).progress(false).checkpoint_every(2)
+                           .out_dir((root / "ck2").string()));
+  tg::models::detail::set_checkpoint_write_hook({});
+  EXPECT_EQ(writes, 2);
+  EXPECT_EQ(load_training_state((root / "ck2").string())->epoch, 3);
+  EXPECT_THROW(TrainOptions().checkpoint_every(-1).validate(), std::invalid_argument);
+  fs::remove_all(root);
+}
+
+TEST(Trainer, LossGoesDownAndEvaluationIsConsistent) {
+  const TranslationData data = reverse_data(120, 8);
+  Generator gen(4);
+  auto config = tiny_config(data, "d2l", 32);
+  config.dropout = 0.0;
+  auto model = make_model(config, gen);
+  const double before = evaluate_loss(*model, data.train);
+  const auto r = train(*model, data, TrainOptions().steps(60).batch_size(32).lr(0.01).seed(2).progress(false));
+  const double after = evaluate_loss(*model, data.train);
+  EXPECT_LT(after, 0.75 * before) << "before " << before << " after " << after;
+  EXPECT_TRUE(model->is_training());
+
+  const EvalReport rep = evaluate(*model, data.train_pairs, data.src_vocab, data.tgt_vocab);
+  EXPECT_EQ(rep.count, static_cast<std::int64_t>(data.train_pairs.size()));
+  EXPECT_DOUBLE_EQ(rep.loss, after);
+  std::int64_t exact = 0;
+  std::vector<std::vector<std::string>> hyps;
+  for (std::size_t i = 0; i < data.train_pairs.size(); ++i) {
+    exact += rep.translations[i].tokens == data.train_pairs.tgt[i];
+    hyps.push_back(rep.translations[i].tokens);
+  }
+  EXPECT_DOUBLE_EQ(rep.exact_match, static_cast<double>(exact) / static_cast<double>(rep.count));
+  EXPECT_DOUBLE_EQ(rep.bleu4, corpus_bleu(hyps, data.train_pairs.tgt).score);
+}
+
+TEST(Trainer, EvaluateAPerfectTranslator) {
+  // Two one-word sources, each translated perfectly by a scripted model.
+  TokenizedPairs pairs;
+  pairs.src = {{"x"}, {"y"}};
+  pairs.tgt = {{"a", "b", "a", "b"}, {"b", "a", "b", "a", "a"}};
+  const Vocab src_vocab = Vocab::build(pairs.src, 1);
+  const Vocab tgt_vocab = Vocab::build(pairs.tgt, 1);
+  const std::vector<std::vector<std::int64_t>> outputs{tgt_vocab.ids(pairs.tgt[0]), tgt_vocab.ids(pairs.tgt[1])};
+  const std::int64_t x = src_vocab.id("x");
+  ModelConfig c;
+  c.src_vocab = src_vocab.size();
+  c.tgt_vocab = tgt_vocab.size();
+  c.num_steps = 8;
+  tg::models::testing::ScriptedModel model(c, [&](std::int64_t src0, const std::vector<std::int64_t>& prefix) {
+    const auto& out = outputs[src0 == x ? 0 : 1];
+    std::vector<double> p(static_cast<std::size_t>(c.tgt_vocab), 0.01);
+    p[prefix.size() < out.size() ? out[prefix.size()] : Vocab::kEos] = 0.95;
+    return p;
+  });
+  const EvalReport rep = evaluate(model, pairs, src_vocab, tgt_vocab, EvalOptions{DecodeOptions().beam_size(2), 2, 64});
+  EXPECT_EQ(rep.translations[1].text(), "b a b a a");
+  EXPECT_DOUBLE_EQ(rep.exact_match, 1.0);
+  EXPECT_DOUBLE_EQ(rep.token_accuracy, 1.0);
+  EXPECT_DOUBLE_EQ(rep.bleu_k, 1.0);
+  EXPECT_DOUBLE_EQ(rep.bleu4, 1.0);
+  // Every target token (and <eos>) has probability 0.95 / (0.95 + 0.01 (V - 1)).
+  const double p = 0.95 / (0.95 + 0.01 * static_cast<double>(c.tgt_vocab - 1));
+  EXPECT_NEAR(rep.loss, -std::log(p), 1e-5);
+}
+
+TEST(Trainer, OptionsAreValidated) {
+  EXPECT_THROW(TrainOptions().batch_size(0).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().lr(-1).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().clip(-1).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().epochs(0).validate(), std::invalid_argument);
+  EXPECT_NO_THROW(TrainOptions().epochs(0).steps(5).validate());
+}
