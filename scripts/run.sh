@@ -5,7 +5,7 @@
 #   scripts/run.sh [extra `bahdanau train` flags, e.g. --epochs 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh main
 mkdir -p out
 ck=out/dates
 build/bin/bahdanau train --task dates --num-examples 10000 --holdout 500 --model rnnsearch \

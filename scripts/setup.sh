@@ -1,29 +1,81 @@
 #!/usr/bin/env bash
-# Installs whatever tapegrad needs that is missing (Debian 12 packages only), then configures and
-# builds into build/. Safe to run again: installed packages are skipped, the build is incremental.
-#   scripts/setup.sh [extra cmake -D options...]
+# Installs the Debian 12 packages a purpose needs (skipping installed ones), configures a Release
+# build in build/ and builds that purpose's targets, showing one progress line (the full compiler
+# log goes to build/build.log). Safe to run again: the build is incremental, and switching purpose
+# does not recompile the library.
+#   scripts/setup.sh main|test|bench [extra cmake -D options...]
+#     main   the library and the `bahdanau` CLI (what scripts/run.sh needs)
+#     test   everything the test suite runs: library, examples, tests, benchmarks (smoke-tested)
+#     bench  the same plus the benchmark references (OpenBLAS, PyTorch)
+# Extra cmake options go to the configure step, e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(
+purpose=${1:-test}
+[ $# -gt 0 ] && shift
+
+# ---- packages, by purpose -----------------------------------------------------------------------
+MAIN_PACKAGES=(
   cmake ninja-build g++                           # toolchain
   libxtensor-dev xtl-dev libxsimd-dev libtbb-dev  # tensors, SIMD, threads
   libzip-dev                                      # .npz checkpoints
-  libcli11-dev libfmt-dev nlohmann-json3-dev      # command line, formatting, config files
-  libgtest-dev libbenchmark-dev                   # tests and benchmarks
+  libcli11-dev nlohmann-json3-dev                 # command line, config files
+)
+TEST_PACKAGES=(
+  libgtest-dev libbenchmark-dev                   # tests and benchmarks (the suite smoke-tests them)
   python3-numpy                                   # tests: .npz files written by NumPy
 )
+BENCH_PACKAGES=(
+  libopenblas-dev                                 # the GEMM yardstick
+  python3-torch libopenblas0-pthread              # the PyTorch reference, on OpenBLAS
+)
+
+case "$purpose" in
+  main)  packages=("${MAIN_PACKAGES[@]}"); tests=OFF; bench=OFF; targets=(bahdanau) ;;
+  test)  packages=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}"); tests=ON; bench=ON; targets=(all) ;;
+  bench) packages=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${BENCH_PACKAGES[@]}"); tests=ON; bench=ON; targets=(all) ;;
+  *) echo "usage: scripts/setup.sh main|test|bench [cmake options...]" >&2; exit 2 ;;
+esac
 
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-cmake --build build -j"$(nproc)"
+# ---- configure and build ------------------------------------------------------------------------
+mkdir -p build
+log=build/build.log
+if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTG_BUILD_TESTS=$tests -DTG_BUILD_BENCH=$bench "$@" \
+     >"$log" 2>&1; then
+  echo "setup: configuring failed; the end of $log:" >&2
+  tail -n 30 "$log" >&2
+  exit 1
+fi
+
+# Ninja prints "[done/total] ..." per step; show only that count, on one line on a terminal.
+progress() {
+  local line last=""
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$log"
+    if [[ $line =~ ^\[([0-9]+)/([0-9]+)\] ]]; then
+      last="building ($purpose): ${BASH_REMATCH[1]}/${BASH_REMATCH[2]}"
+      if [ -t 2 ]; then printf '\r%s' "$last" >&2; fi
+    fi
+  done
+  if [ -t 2 ] && [ -n "$last" ]; then printf '\n' >&2; elif [ -n "$last" ]; then echo "$last" >&2; fi
+}
+set +e
+cmake --build build --target "${targets[@]}" -- -j"$(nproc)" 2>&1 | progress
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  echo "setup: the build failed; the first error in $log:" >&2
+  grep -m1 -A20 -E "error|FAILED" "$log" >&2 || tail -n 30 "$log" >&2
+  exit "$status"
+fi
