@@ -1,6 +1,6 @@
 # ctest -R install.find_package: installs the current build to a fresh prefix, checks the installed
-# headers are self-contained, then configures, builds and runs tests/install/consumer against the
-# installed package only.
+# headers are self-contained, then configures, builds and runs tests/install/consumer (the library,
+# and the xtensor interop header through tapegrad::xtensor) against the installed package only.
 #
 #   cmake -DSRC=<consumer source> -DBIN=<tapegrad build dir> -DWORK=<scratch dir>
 #         [-DGENERATOR=Ninja] [-DCXX=<compiler>] -P run_install_test.cmake
@@ -51,6 +51,8 @@ foreach(h ${headers})
       if(NOT EXISTS ${prefix}/include/tapegrad/${inc} AND NOT EXISTS ${hdir}/${inc})
         message(FATAL_ERROR "${h} includes \"${inc}\", which is not installed")
       endif()
+    elseif(line MATCHES "#[ \t]*include[ \t]*<xtensor/" AND h MATCHES "/autograd/xtensor\\.h$")
+      # the opt-in interop header: the one public header that includes a third-party library
     elseif(line MATCHES "#[ \t]*include[ \t]*<(xtensor|xsimd|xtl|tbb|oneapi|zip|nlohmann)[/.>]")
       message(FATAL_ERROR "${h} includes a private dependency: ${line}")
     endif()
@@ -81,4 +83,8 @@ if(NOT n_losses EQUAL 3)
   message(FATAL_ERROR "expected 3 finite losses from the consumer, got:\n${step_output}")
 endif()
 message(STATUS "consumer output:\n${step_output}")
+run_step("running the xtensor interop consumer" ${WORK}/build/xtensor_interop)
+if(NOT step_output MATCHES "xtensor interop ok")
+  message(FATAL_ERROR "the xtensor interop consumer printed:\n${step_output}")
+endif()
 file(REMOVE_RECURSE ${WORK})
