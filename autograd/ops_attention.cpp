@@ -17,7 +17,8 @@
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
-#include "autograd/ops.h"
+#include "autograd/ops_attention.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/tape.h"
 
 namespace tg {

@@ -6,7 +6,7 @@
 
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/reduce.h"
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/tape.h"
 
 namespace tg {

@@ -19,7 +19,7 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
-#include "autograd/ops.h"
+#include "autograd/ops_index.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 

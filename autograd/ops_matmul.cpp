@@ -8,7 +8,7 @@
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
-#include "autograd/ops.h"
+#include "autograd/ops_matmul.h"
 #include "autograd/tape.h"
 
 namespace tg {

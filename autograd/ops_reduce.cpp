@@ -6,7 +6,9 @@
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "autograd/tape.h"
 
 namespace tg {

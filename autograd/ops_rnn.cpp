@@ -13,7 +13,7 @@
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
-#include "autograd/ops.h"
+#include "autograd/ops_rnn.h"
 #include "autograd/tape.h"
 
 namespace tg {

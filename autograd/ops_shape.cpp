@@ -17,7 +17,7 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/view.h"
 #include "autograd/memory.h"
-#include "autograd/ops.h"
+#include "autograd/ops_shape.h"
 #include "autograd/tape.h"
 
 namespace tg {

@@ -18,7 +18,7 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/memory.h"
-#include "autograd/ops.h"
+#include "autograd/ops_softmax.h"
 #include "autograd/tape.h"
 
 namespace tg {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/kernels/gemm.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/parallel.h"
 
 #ifdef TG_HAVE_OPENBLAS

@@ -11,7 +11,16 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
 #include "nn/nn.h"
 
 using namespace tg;

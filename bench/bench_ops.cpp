@@ -3,7 +3,17 @@
 //   build/bin/bench_ops --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
-#include "autograd/tapegrad.h"
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
 
 using namespace tg;
 

@@ -47,6 +47,9 @@
 #include <vector>
 
 #include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_matmul.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"

@@ -3,7 +3,11 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "autograd/ops.h"
+#include "autograd/ops_attention.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_shape.h"
+#include "autograd/ops_softmax.h"
 
 namespace tg::nn {
 

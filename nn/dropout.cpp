@@ -3,7 +3,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "autograd/ops.h"
+#include "autograd/ops_index.h"
 #include "autograd/random.h"
 
 namespace tg::nn {

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "autograd/ops.h"
+#include "autograd/ops_index.h"
 #include "nn/init.h"
 
 namespace tg::nn {

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "autograd/ops.h"
+#include "autograd/ops_matmul.h"
 #include "nn/init.h"
 
 namespace tg::nn {

@@ -6,7 +6,11 @@
 #include <stdexcept>
 
 #include "autograd/memory.h"
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_rnn.h"
+#include "autograd/ops_shape.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 #include "nn/init.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "autograd/kernels/reduce.h"
-#include "autograd/ops.h"
+#include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
 #include "autograd/tape.h"
 #include "models/text/data.h"

@@ -1,6 +1,6 @@
 #include "models/text/data.h"
 
-#include "autograd/ops.h"
+#include "autograd/ops_shape.h"
 
 #include <algorithm>
 #include <cmath>

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "autograd/memory.h"
-#include "autograd/ops.h"
+#include "autograd/ops_shape.h"
 #include "autograd/random.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/attention.h"

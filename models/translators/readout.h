@@ -5,7 +5,8 @@
 // Registered into the decoder as "maxout" (maxout only) and "dense" (the vocabulary projection).
 #include <memory>
 
-#include "autograd/ops.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "models/translators/seq2seq_impl.h"

@@ -6,7 +6,8 @@
 // removes.
 #include <memory>
 
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_shape.h"
 #include "autograd/random.h"
 #include "models/translators/readout.h"
 #include "models/translators/seq2seq_impl.h"

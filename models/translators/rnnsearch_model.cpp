@@ -17,7 +17,8 @@
 #include <memory>
 
 #include "autograd/memory.h"
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_shape.h"
 #include "autograd/random.h"
 #include "models/translators/readout.h"
 #include "models/translators/seq2seq_impl.h"

@@ -6,7 +6,9 @@
 #include <stdexcept>
 
 #include "autograd/memory.h"
-#include "autograd/ops.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_shape.h"
+#include "autograd/ops_softmax.h"
 #include "autograd/random.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/embedding.h"

@@ -4,7 +4,9 @@
 #include <memory>
 #include <stdexcept>
 
-#include "autograd/ops.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_shape.h"
+#include "autograd/ops_softmax.h"
 #include "models/translators/seq2seq.h"
 
 namespace tg::models {

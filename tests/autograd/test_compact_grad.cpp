@@ -10,6 +10,11 @@
 
 #include "autograd/compact_grad.h"
 #include "autograd/kernels/gemm.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "gradcheck_util.h"
 
 namespace tg {

@@ -2,6 +2,9 @@
 
 #include <cstring>
 
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
 #include "gradcheck_util.h"
 
 using namespace tg;

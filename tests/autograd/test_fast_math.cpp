@@ -9,6 +9,8 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/fast_math.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
 
 namespace {
 

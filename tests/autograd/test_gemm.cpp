@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "autograd/kernels/gemm.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/parallel.h"
 
 namespace {

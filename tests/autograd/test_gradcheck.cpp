@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "autograd/ops_elementwise.h"
 #include "gradcheck_util.h"
 
 using namespace tg;

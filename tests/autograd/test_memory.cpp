@@ -13,8 +13,15 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
 #include "autograd/memory.h"
-#include "autograd/tapegrad.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
 
 using namespace tg;
 

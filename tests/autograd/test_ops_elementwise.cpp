@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 
+#include "autograd/ops_elementwise.h"
 #include "gradcheck_util.h"
 
 using namespace tg;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
 #include "gradcheck_util.h"
 
 using namespace tg;

@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "gradcheck_util.h"
 
 using namespace tg;

@@ -10,8 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_rnn.h"
+#include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
-#include "autograd/tapegrad.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
 #include "gradcheck_util.h"
 
 namespace {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "autograd/ops_elementwise.h"
 #include "autograd/parallel.h"
 #include "autograd/tensor.h"
 

@@ -7,7 +7,8 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_shape.h"
 
 namespace {
 

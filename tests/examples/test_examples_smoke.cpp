@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
 #include "child_process.h"
 #include "nn/serialize.h"
 

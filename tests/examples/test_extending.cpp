@@ -19,11 +19,21 @@
 #include <vector>
 
 #include "../nn/layer_test_util.h"  // bind_parameters, parameter_inputs (and rand64, EXPECT_GRADCHECK)
-#include "autograd/tapegrad.h"
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
+#include "child_process.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
-#include "child_process.h"
 
 using tg::testing::rand64;
 using tg::nn::testing::bind_parameters;

@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_shape.h"
+#include "models/text/text.h"
 #include "models/translators/seq2seq.h"
 
 namespace tg::models::testing {

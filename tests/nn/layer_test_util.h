@@ -6,7 +6,16 @@
 #include <vector>
 
 #include "../autograd/gradcheck_util.h"  // rand64, EXPECT_GRADCHECK
-#include "autograd/tapegrad.h"
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_shape.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
 #include "nn/module.h"
 
 namespace tg::nn::testing {

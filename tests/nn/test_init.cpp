@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/random.h"
 #include "nn/init.h"
 

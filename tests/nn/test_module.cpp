@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "autograd/gradcheck.h"
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/random.h"
 #include "nn/module.h"
 #include "test_modules.h"

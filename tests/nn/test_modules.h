@@ -4,7 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
 #include "autograd/random.h"
 #include "nn/init.h"
 #include "nn/module.h"

@@ -12,14 +12,17 @@
 #include <string>
 #include <vector>
 
+#include "../autograd/gradcheck_util.h"  // max_abs_diff
 #include "autograd/compact_grad.h"
-#include "autograd/ops.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 #include "nn/utils.h"
-#include "../autograd/gradcheck_util.h"  // max_abs_diff
 #include "test_modules.h"
 
 namespace {

@@ -9,7 +9,17 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/tapegrad.h"
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
 #include "layer_test_util.h"
 #include "nn/rnn.h"
 

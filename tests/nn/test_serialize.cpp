@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
 #include "autograd/random.h"
 #include "nn/module.h"
 #include "nn/serialize.h"

@@ -7,13 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "../scripted_model.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 #include "models/decoding/decode.h"
-#include "models/translators/seq2seq.h"
 #include "models/text/text.h"
-#include "../scripted_model.h"
+#include "models/translators/seq2seq.h"
 
 using namespace tg;
 using namespace tg::models;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops_elementwise.h"
 #include "models/decoding/metrics.h"
 
 using namespace tg::models;

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
 #include "models/experiments/experiments.h"
 
 namespace fs = std::filesystem;

@@ -8,8 +8,10 @@
 #include <regex>
 #include <set>
 
-#include "models/plots/attention_bars.h"
 #include "../attention_sample.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
+#include "models/plots/attention_bars.h"
 
 using namespace tg::models;
 

@@ -6,8 +6,9 @@
 #include <fstream>
 #include <regex>
 
-#include "models/plots/heatmap.h"
 #include "../attention_sample.h"
+#include "autograd/ops_elementwise.h"
+#include "models/plots/heatmap.h"
 
 using namespace tg::models;
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <regex>
 
+#include "autograd/ops_elementwise.h"
 #include "models/plots/plot.h"
 
 using namespace tg::models;

@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "../test_dirs.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/random.h"
 #include "models/text/data.h"
-#include "../test_dirs.h"
 
 using namespace tg;
 using namespace tg::models;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops_elementwise.h"
 #include "models/text/data.h"
 #include "models/text/tasks.h"
 

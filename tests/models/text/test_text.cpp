@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "models/text/text.h"
 #include "../test_dirs.h"
+#include "autograd/ops_elementwise.h"
+#include "models/text/text.h"
 
 using namespace tg::models;
 namespace fs = std::filesystem;

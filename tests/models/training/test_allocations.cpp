@@ -31,11 +31,14 @@
 #include <vector>
 
 #include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"
-#include "models/translators/seq2seq.h"
 #include "bench/workloads.h"
+#include "models/translators/seq2seq.h"
 #include "nn/optim.h"
 #include "nn/utils.h"
 

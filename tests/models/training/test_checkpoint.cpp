@@ -10,13 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "../test_dirs.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_matmul.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
+#include "models/text/text.h"
 #include "models/training/checkpoint.h"
 #include "models/translators/seq2seq.h"
-#include "models/text/text.h"
 #include "nn/optim.h"
-#include "../test_dirs.h"
 
 using namespace tg;
 using namespace tg::models;

@@ -9,15 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "autograd/parallel.h"
-#include "autograd/random.h"
-#include "models/training/checkpoint.h"
-#include "models/text/data.h"
-#include "models/decoding/metrics.h"
-#include "models/text/tasks.h"
-#include "models/training/trainer.h"
 #include "../scripted_model.h"
 #include "../test_dirs.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "models/decoding/metrics.h"
+#include "models/text/data.h"
+#include "models/text/tasks.h"
+#include "models/training/checkpoint.h"
+#include "models/training/trainer.h"
 
 using namespace tg;
 using namespace tg::models;

@@ -5,9 +5,17 @@
 #include <map>
 
 #include "../../nn/layer_test_util.h"
-#include "autograd/tapegrad.h"
-#include "models/training/checkpoint.h"
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/shape.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
 #include "models/decoding/decode.h"
+#include "models/training/checkpoint.h"
 #include "nn/serialize.h"
 
 using namespace tg;

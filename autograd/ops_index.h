@@ -1,0 +1,27 @@
+#pragma once
+// Indexing, masking and dropout.
+// Implemented beside their backward in autograd/ops_index.cpp; each
+// validates its arguments and throws std::invalid_argument naming the op and the shapes.
+#include <cstdint>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+class Generator;
+
+/// Rows of x along `axis` picked by the 1-D i64 `index`; backward scatter-adds (repeats add up).
+Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
+/// weight (V, D) gathered at i64 ids of any shape -> ids.shape + (D); backward scatter-adds.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+/// cond ? a : b elementwise with broadcasting of all three; cond is nonzero = true (any dtype).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// x with `value` wherever mask (broadcast to x) is nonzero; no gradient flows there.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+/// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
+/// !training or p == 0 (returns x itself; `gen` is not advanced). The mask comes from `gen`, one
+/// gen.uniform() per element in element order (< p drops). p must be in [0, 1): p == 1 throws
+/// std::invalid_argument (use a zero tensor if you really want no signal).
+Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
+
+}  // namespace tg

@@ -1,0 +1,23 @@
+#pragma once
+// The softmax family and losses.
+// Implemented beside their backward in autograd/ops_softmax.cpp; each
+// validates its arguments and throws std::invalid_argument naming the op and the shapes.
+#include <cstdint>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+Tensor softmax(const Tensor& x, std::int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, std::int64_t axis = -1);
+/// Softmax over the last axis where, as in d2l, positions at or beyond each row's valid length
+/// are set to -1e6 first (finite, so a fully masked row gives uniform weights, not NaN).
+/// valid_lens: i64 of shape (B) (one length per batch entry, shared by all rows of that entry) or
+/// of scores.shape without the last axis (one length per row); undefined = no mask.
+Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens);
+/// Mean over targets != ignore_index of -log_softmax(logits)[target], as torch's
+/// CrossEntropyLoss(ignore_index, reduction='mean'). logits (N, C) or (..., C), targets i64 of
+/// logits.shape without the last axis. NaN when every target is ignored (as PyTorch).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
+
+}  // namespace tg
