@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zip.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -344,8 +345,35 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
   sync_path(parent.string(), true);
 }
 
+namespace {
+
+// Deflate expands at most 1032:1; a stored entry not at all. A larger claim is corrupt or crafted.
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
+constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 36;  // 64 GiB: far above any model here
+constexpr std::uint64_t kReadChunk = std::uint64_t{16} << 20;
+
+/// Refuses an entry whose claimed size the archive cannot hold, before any buffer is made.
+void check_entry_size(const std::string& entry, std::uint64_t size, std::uint64_t comp_size,
+                      std::int32_t method, std::uint64_t archive_bytes) {
+  const auto claim = [&](const std::string& why) {
+    fail(entry, "claims " + std::to_string(size) + " bytes (" + std::to_string(comp_size) +
+                    " compressed): " + why);
+  };
+  if (comp_size > archive_bytes)
+    claim("more compressed bytes than the file's " + std::to_string(archive_bytes));
+  if (size > kMaxEntryBytes) claim("above the limit of " + std::to_string(kMaxEntryBytes) + " bytes");
+  if (method == ZIP_CM_STORE && size != comp_size) claim("a stored entry must be as large as its data");
+  if (method != ZIP_CM_STORE && size > comp_size * kMaxDeflateRatio)
+    claim("more than compression can expand to");
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
   const std::string what = "load_npz " + path;
+  std::error_code size_error;
+  const std::uint64_t archive_bytes = fs::file_size(path, size_error);
+  if (size_error) fail(what, "cannot read: " + size_error.message());
   int code = 0;
   zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (!za) fail(what, "cannot open as a zip archive: " + zip_code_message(code));
@@ -368,15 +396,21 @@ std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
 
     zip_stat_t st;
     zip_stat_init(&st);
-    if (zip_stat_index(za, static_cast<zip_uint64_t>(i), 0, &st) < 0 || !(st.valid & ZIP_STAT_SIZE))
+    constexpr zip_uint64_t kNeeded = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+    if (zip_stat_index(za, static_cast<zip_uint64_t>(i), 0, &st) < 0 || (st.valid & kNeeded) != kNeeded)
       fail(entry, std::string("cannot stat: ") + zip_strerror(za));
+    check_entry_size(entry, st.size, st.comp_size, st.comp_method, archive_bytes);
     zip_file_t* zf = zip_fopen_index(za, static_cast<zip_uint64_t>(i), 0);
     if (!zf) fail(entry, std::string("cannot open: ") + zip_strerror(za));
-    std::string bytes(static_cast<std::size_t>(st.size), '\0');
+    // The buffer grows with the bytes that arrive, so even a size claim that passed the checks above
+    // commits no more memory than the data really holds.
+    std::string bytes;
     std::uint64_t got = 0;
     std::string error;
     while (got < st.size) {
-      const zip_int64_t r = zip_fread(zf, bytes.data() + got, st.size - got);
+      const std::uint64_t chunk = std::min<std::uint64_t>(st.size - got, kReadChunk);
+      bytes.resize(static_cast<std::size_t>(got + chunk));
+      const zip_int64_t r = zip_fread(zf, bytes.data() + got, chunk);
       if (r < 0) {
         error = zip_file_strerror(zf);
         break;
@@ -384,6 +418,7 @@ std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
       if (r == 0) break;
       got += static_cast<std::uint64_t>(r);
     }
+    bytes.resize(static_cast<std::size_t>(got));
     if (error.empty() && got == st.size) {
       char extra;  // reading past the end makes libzip verify the CRC
       const zip_int64_t r = zip_fread(zf, &extra, 1);

@@ -2,6 +2,7 @@
 // and saves that never destroy the previous file.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -337,6 +338,45 @@ TEST_F(Serialize, TruncatedOrCorruptFilesAreRefused) {
   const auto w = model.fc1->weight.to_vector<float>();
   EXPECT_THROW(model.load(path("half.npz")), std::runtime_error);
   EXPECT_EQ(model.fc1->weight.to_vector<float>(), w);
+}
+
+/// Peak resident memory of this process so far, in MiB.
+double peak_rss_mib() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+/// Sets a 4-byte little-endian field at `offset` of every zip header with `signature`.
+void patch_zip_headers(std::string& bytes, const std::string& signature, std::size_t offset, std::uint32_t value) {
+  for (std::size_t at = bytes.find(signature); at != std::string::npos; at = bytes.find(signature, at + 4))
+    std::memcpy(bytes.data() + at + offset, &value, 4);
+}
+
+TEST_F(Serialize, SizeClaimsAreCheckedBeforeAnyMemoryIsCommitted) {
+  save_npz(path("small.npz"), {{"x", Tensor::full({4}, 1.0)}});
+  const std::string bytes = read_bytes(path("small.npz"));
+  const std::string local("PK\x03\x04", 4), central("PK\x01\x02", 4);
+  constexpr std::uint32_t kClaim = 0xF0000000u;  // 3.75 GiB from a file of a few hundred bytes
+
+  std::string stored = bytes;  // uncompressed size fields of the local and central headers
+  patch_zip_headers(stored, local, 22, kClaim);
+  patch_zip_headers(stored, central, 24, kClaim);
+  write_bytes(path("stored.npz"), stored);
+
+  std::string deflated = stored;  // the same claim for a "deflated" entry: beyond 1032:1
+  patch_zip_headers(deflated, local, 8, 8);
+  patch_zip_headers(deflated, central, 10, 8);
+  write_bytes(path("deflated.npz"), deflated);
+
+  const double before = peak_rss_mib();
+  for (const char* name : {"stored.npz", "deflated.npz"}) {
+    const std::string msg = error_of([&] { load_npz(path(name)); });
+    EXPECT_NE(msg.find(path(name) + ": entry 'x.npy'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("claims 4026531840 bytes"), std::string::npos) << msg;
+    EXPECT_LE(msg.substr(0, msg.find('\n')).size(), 200u) << msg;
+  }
+  EXPECT_LT(peak_rss_mib() - before, 64.0) << "memory was committed from the size claim";
 }
 
 TEST_F(Serialize, SaveReplacesAtomicallyAndLeavesNoTemporaries) {
