@@ -1,5 +1,6 @@
 #pragma once
 // Line plots as standalone SVG, for loss curves (`bahdanau plot`).
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,14 @@ struct PlotOptions {
   int width = 640, height = 400;
 };
 
-/// One SVG with every series as a polyline, axes with ticks, and a legend. Throws
-/// std::invalid_argument if a series' x and y differ in length or there is nothing to plot.
+/// One SVG with every series as a polyline, axes with at most 12 ticks each, and a legend. Points with
+/// a non-finite x or y (or y <= 0 on a log axis) are skipped (count_unplottable counts them); any
+/// finite values plot, however large or close together. Throws std::invalid_argument if a series' x
+/// and y differ in length or there is nothing to plot.
 std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& options = {});
+
+/// Number of points line_plot_svg skips: a non-finite x or y, or y <= 0 when log_y.
+std::size_t count_unplottable(const std::vector<Series>& series, bool log_y);
 
 /// Reads columns `x_column` and `y_column` of a CSV with a header line (as written by
 /// `bahdanau train --log-csv`); errors name the file and line.

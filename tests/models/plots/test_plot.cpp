@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -50,4 +51,59 @@ TEST(Plot, ErrorsNameFileAndLine) {
   }
   EXPECT_THROW(read_csv_series(bad.string(), "step", "nope"), std::runtime_error);
   EXPECT_THROW(line_plot_svg({}), std::invalid_argument);
+}
+
+namespace {
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+// Regression: tick generation added the step to the previous tick, so at large magnitudes (a step
+// below the spacing of doubles) it never advanced and grew memory without bound.
+TEST(Plot, AnyFiniteValuesPlotWithBoundedTicks) {
+  const std::vector<std::pair<std::vector<double>, std::vector<double>>> cases = {
+      {{1e17, 1e17 + 16, 1e17 + 32}, {1.0, 2.0, 3.0}},                   // steps close together, huge
+      {{1, 2, 3}, {1e300, std::nextafter(1e300, 2e300), 1e300}},         // losses one ulp apart
+      {{-1e308, 0, 1e308}, {-1e308, 1e308, 0}},                          // a range beyond DBL_MAX
+      {{5, 5, 5}, {1e20, 1e20, 1e20}},                                   // a single value, huge
+      {{0, 1e-300, 2e-300}, {1e-310, 2e-310, 3e-310}},                   // tiny and subnormal
+  };
+  for (const auto& [x, y] : cases)
+    for (bool log_y : {false, true}) {
+      Series s{"s", x, y};
+      PlotOptions o;
+      o.log_y = log_y;
+      std::string svg;
+      try {
+        svg = line_plot_svg({s}, o);
+      } catch (const std::invalid_argument&) {  // log axis with no positive value: nothing to plot
+        EXPECT_TRUE(log_y);
+        continue;
+      }
+      EXPECT_LE(count_of(svg, "stroke=\"#e5e5e5\""), 24u) << x[0] << " " << y[0];  // grid lines = ticks
+      EXPECT_GE(count_of(svg, "stroke=\"#e5e5e5\""), 4u) << x[0] << " " << y[0];
+      EXPECT_EQ(svg.find("nan"), std::string::npos) << x[0] << " " << y[0];
+      EXPECT_EQ(svg.find("inf"), std::string::npos) << x[0] << " " << y[0];
+    }
+}
+
+TEST(Plot, NonFiniteValuesAreSkippedAndCounted) {
+  const double nan = std::nan(""), inf = INFINITY;
+  Series s{"s", {1, 2, 3, nan, 5, 6}, {1.0, nan, inf, 4.0, -inf, 0.5}};
+  EXPECT_EQ(count_unplottable({s}, false), 4u);
+  EXPECT_EQ(count_unplottable({s, s}, false), 8u);
+  Series with_zero{"z", {1, 2, 3}, {1.0, 0.0, -2.0}};
+  EXPECT_EQ(count_unplottable({with_zero}, false), 0u);
+  EXPECT_EQ(count_unplottable({with_zero}, true), 2u);
+  const std::string svg = line_plot_svg({s});
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+  // The polyline has the two plottable points only.
+  const std::size_t at = svg.find("points=\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string points = svg.substr(at + 8, svg.find('"', at + 8) - at - 8);
+  EXPECT_EQ(count_of(points, ","), 2u) << points;
 }
