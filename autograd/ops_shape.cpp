@@ -472,4 +472,122 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
                 [a, s, step, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, step); });
 }
 
+// ---- splitting -----------------------------------------------------------------------------------
+
+namespace {
+
+/// A tensor of `shape` sharing x's buffer from element `offset` on (outside autograd).
+Tensor offset_view(const Tensor& x, std::int64_t offset, const Shape& shape) {
+  auto impl = TensorImpl::make(*x.impl());
+  impl->data = static_cast<char*>(impl->data) + offset * static_cast<std::int64_t>(dtype_size(x.dtype()));
+  impl->shape = shape;
+  impl->meta.reset();
+  return Tensor(std::move(impl));
+}
+
+/// Pieces of x along axis a with the given sizes (validated: non-negative, summing to the size);
+/// `drop_axis` removes the axis from each piece (unbind).
+PooledVector<Tensor> split_pieces(const char* op, const Tensor& x, int a, IntList sizes, bool drop_axis) {
+  const Shape& in = x.shape();
+  const std::int64_t outer = prod(in, 0, a), inner = prod(in, a + 1, in.size());
+  PooledVector<Tensor> out;
+  out.reserve(sizes.size());
+  if (sizes.size() == 1 && !drop_axis) {
+    out.push_back(x);
+    return out;
+  }
+  const bool record_grad = GradMode::enabled() && x.requires_grad();
+  std::shared_ptr<Tensor> acc;  // d loss / d x, filled by the pieces' backward
+  Tensor hub;
+  if (record_grad) {
+    acc = std::allocate_shared<Tensor>(PoolAllocator<Tensor>());
+    // Recorded before the pieces, so its backward runs after all of theirs and hands x the sum once.
+    hub = record(op, Tensor::zeros({}, x.dtype()), {x}, [acc](BackwardContext& ctx) {
+      Tensor g = std::move(*acc);
+      *acc = Tensor();
+      if (g.defined()) ctx.accumulate(0, std::move(g));
+    });
+  }
+  std::int64_t start = 0;
+  for (const std::int64_t len : sizes) {
+    Shape with_axis = in;
+    with_axis[a] = len;
+    Shape piece_shape;
+    for (int i = 0; i < with_axis.size(); ++i)
+      if (!(drop_axis && i == a)) piece_shape.push_back(with_axis[i]);
+    Tensor piece = outer == 1 ? offset_view(x, start * inner, piece_shape)
+                              : kernels::view_as(narrow_kernel(x, a, start, len), piece_shape);
+    if (record_grad)
+      piece = record(op, std::move(piece), {hub}, [acc, a, start, with_axis, in](BackwardContext& ctx) {
+        const Tensor& g = ctx.grad_output();
+        if (!acc->defined()) *acc = Tensor::zeros(in, g.dtype());
+        add_slice_into(*acc, kernels::view_as(g, with_axis), a, start, 1);
+        ctx.accumulate(0, Tensor::zeros({}, g.dtype()));  // reaches the hub
+      });
+    out.push_back(std::move(piece));
+    start += len;
+  }
+  return out;
+}
+
+}  // namespace
+
+PooledVector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis) {
+  if (x.dim() == 0) throw std::invalid_argument("split: cannot split a 0-dimensional tensor");
+  const int a = axis_of("split", axis, x.dim(), x.shape());
+  const std::int64_t size = x.shape()[a];
+  if (split_size < 0 || (split_size == 0 && size > 0))
+    throw std::invalid_argument("split: split_size must be positive (0 only for an empty axis), got " +
+                                std::to_string(split_size) + " for axis " + std::to_string(axis) + " of shape " +
+                                x.shape().str());
+  const std::int64_t n = split_size == 0 ? 1 : std::max<std::int64_t>(1, (size + split_size - 1) / split_size);
+  PooledVector<std::int64_t> sizes(static_cast<std::size_t>(n), split_size);
+  sizes.back() = size - split_size * (n - 1);
+  return split_pieces("split", x, a, IntList(sizes.data(), sizes.size()), false);
+}
+
+PooledVector<Tensor> split_with_sizes(const Tensor& x, IntList split_sizes, std::int64_t axis) {
+  if (x.dim() == 0) throw std::invalid_argument("split_with_sizes: cannot split a 0-dimensional tensor");
+  const int a = axis_of("split_with_sizes", axis, x.dim(), x.shape());
+  std::int64_t total = 0;
+  bool negative = false;
+  for (const std::int64_t s : split_sizes) {
+    negative |= s < 0;
+    total += s;
+  }
+  if (split_sizes.empty() || negative || total != x.shape()[a]) {
+    std::string list;
+    for (const std::int64_t s : split_sizes) list += (list.empty() ? "" : ", ") + std::to_string(s);
+    throw std::invalid_argument("split_with_sizes: sizes [" + list + "] must be non-negative and sum to " +
+                                std::to_string(x.shape()[a]) + " (axis " + std::to_string(axis) + " of shape " +
+                                x.shape().str() + ")");
+  }
+  return split_pieces("split_with_sizes", x, a, split_sizes, false);
+}
+
+PooledVector<Tensor> split(const Tensor& x, IntList split_sizes, std::int64_t axis) {
+  return split_with_sizes(x, split_sizes, axis);
+}
+
+PooledVector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t axis) {
+  if (x.dim() == 0) throw std::invalid_argument("chunk: cannot chunk a 0-dimensional tensor");
+  const int a = axis_of("chunk", axis, x.dim(), x.shape());
+  if (chunks <= 0)
+    throw std::invalid_argument("chunk: chunks must be positive, got " + std::to_string(chunks) + " for shape " +
+                                x.shape().str());
+  const std::int64_t size = x.shape()[a], split_size = (size + chunks - 1) / chunks;
+  if (size == 0) {  // as PyTorch: `chunks` empty pieces
+    PooledVector<std::int64_t> sizes(static_cast<std::size_t>(chunks), 0);
+    return split_pieces("chunk", x, a, IntList(sizes.data(), sizes.size()), false);
+  }
+  return split(x, split_size, a);
+}
+
+PooledVector<Tensor> unbind(const Tensor& x, std::int64_t axis) {
+  if (x.dim() == 0) throw std::invalid_argument("unbind: cannot unbind a 0-dimensional tensor");
+  const int a = axis_of("unbind", axis, x.dim(), x.shape());
+  PooledVector<std::int64_t> sizes(static_cast<std::size_t>(x.shape()[a]), 1);
+  return split_pieces("unbind", x, a, IntList(sizes.data(), sizes.size()), true);
+}
+
 }  // namespace tg

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "autograd/array_ref.h"
+#include "autograd/memory.h"
 #include "autograd/tensor.h"
 
 namespace tg {
@@ -25,5 +26,24 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
 /// Elements start, start+step, ... below end along `axis`; negative start/end count from the end,
 /// then both are clamped to [0, size] as in Python slicing (so start >= end gives an empty axis). step > 0.
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+
+// Splitting, as torch.split / split_with_sizes / chunk / unbind. Pieces along axis 0 (or any axis
+// with only size-1 axes before it) are views sharing x's buffer; pieces along other axes are copies
+// (PyTorch returns strided views there; tapegrad's tensors are contiguous). A single piece that is
+// all of x is x itself. In backward every piece adds its gradient into one buffer of x's shape, which
+// reaches x once: splitting into T pieces costs O(T), not T full-size gradients. The result comes
+// from the caching allocator (no system allocation in steady state).
+
+/// Pieces of `split_size` along `axis`, the last one smaller if the size does not divide
+/// (split_size 0 only for an empty axis, which gives one empty piece).
+PooledVector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis = 0);
+/// Pieces of the given sizes along `axis`; they must sum to the axis' size.
+PooledVector<Tensor> split(const Tensor& x, IntList split_sizes, std::int64_t axis = 0);
+PooledVector<Tensor> split_with_sizes(const Tensor& x, IntList split_sizes, std::int64_t axis = 0);
+/// At most `chunks` pieces of ceil(size / chunks) along `axis` (fewer when they run out, as PyTorch;
+/// `chunks` empty pieces for an empty axis).
+PooledVector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t axis = 0);
+/// The slices along `axis`, each without that axis.
+PooledVector<Tensor> unbind(const Tensor& x, std::int64_t axis = 0);
 
 }  // namespace tg

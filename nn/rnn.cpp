@@ -21,55 +21,11 @@ namespace {
 
 std::string shape_str(const Tensor& t) { return t.defined() ? t.shape().str() : "undefined"; }
 
-/// A (rows, cols) tensor sharing `x`'s buffer from element `offset` on (no copy).
-Tensor row_view(const Tensor& x, std::int64_t offset, std::int64_t rows, std::int64_t cols) {
-  auto impl = TensorImpl::make();
-  impl->storage = x.impl()->storage;
-  impl->data = static_cast<char*>(x.impl()->data) + offset * static_cast<std::int64_t>(dtype_size(x.dtype()));
-  impl->shape = Shape{rows, cols};
-  impl->dtype = x.dtype();
-  return Tensor(std::move(impl));
-}
-
-template <class T> void add_into(Tensor& acc, std::int64_t offset, const Tensor& g) {
-  T* dst = acc.data<T>() + offset;
-  const T* src = g.data<T>();
-  const std::int64_t n = g.numel();  // hoisted: numel() is out of line and would block vectorising
-  for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
-/// Splits x (steps * rows, cols) into `steps` consecutive (rows, cols) blocks (torch.unbind of
-/// the time axis). The blocks are views, so the forward copies nothing. Slicing with tg::narrow
-/// would give each block a backward that materialises a full-size gradient, O(T²) per layer;
-/// instead every block's backward adds its gradient into one shared buffer, and one hub node,
-/// recorded before the blocks (hence run after all of them), hands that buffer to x: O(T).
-/// One step is x itself (a decoder's call, or one layer's initial state): no views, no nodes.
+/// Splits x (steps * rows, cols) into `steps` consecutive (rows, cols) views (torch.unbind of the
+/// time axis); one step is x itself (a decoder's call, or one layer's initial state).
 PooledVector<Tensor> split_steps(const Tensor& x, std::int64_t steps) {
-  if (steps == 1) return PooledVector<Tensor>(1, x);
-  const std::int64_t rows = x.size(0) / steps, cols = x.size(1), block = rows * cols;
-  PooledVector<Tensor> out;
-  out.reserve(static_cast<std::size_t>(steps));
-  if (!(GradMode::enabled() && x.requires_grad())) {
-    for (std::int64_t t = 0; t < steps; ++t) out.push_back(row_view(x, t * block, rows, cols));
-    return out;
-  }
-  auto acc = std::allocate_shared<Tensor>(PoolAllocator<Tensor>());  // d loss / d x, filled by the blocks' backward
-  const Tensor hub = record("split_steps", Tensor::zeros({}, x.dtype()), {x}, [acc](BackwardContext& ctx) {
-    Tensor g = std::move(*acc);
-    *acc = Tensor();
-    if (g.defined()) ctx.accumulate(0, std::move(g));
-  });
-  for (std::int64_t t = 0; t < steps; ++t) {
-    out.push_back(record("split_steps.block", row_view(x, t * block, rows, cols), {hub},
-                         [acc, offset = t * block, shape = x.shape()](BackwardContext& ctx) {
-                           const Tensor& g = ctx.grad_output();
-                           if (!acc->defined()) *acc = Tensor::zeros(shape, g.dtype());
-                           if (g.dtype() == DType::f64) add_into<double>(*acc, offset, g);
-                           else add_into<float>(*acc, offset, g);
-                           ctx.accumulate(0, Tensor::zeros({}, g.dtype()));  // reaches the hub
-                         }));
-  }
-  return out;
+  const PooledVector<std::int64_t> sizes(static_cast<std::size_t>(steps), x.size(0) / steps);
+  return split_with_sizes(x, sizes, 0);
 }
 
 /// One GRU step from the precomputed input projection gi = x W_ihᵀ + b_ih (B, 3H).

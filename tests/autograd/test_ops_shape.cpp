@@ -311,3 +311,94 @@ TEST(ShapeOps, Errors) {
   expect_error([&] { unsqueeze(x, 3); }, {"unsqueeze", "axis 3", "[2, 3]"});
   expect_error([&] { flatten(x, 1, 0); }, {"flatten", "[2, 3]"});
 }
+
+// ---- split, split_with_sizes, chunk, unbind ----------------------------------------------------
+
+namespace {
+
+std::vector<Shape> shapes_of(const PooledVector<Tensor>& pieces) {
+  std::vector<Shape> out;
+  for (const Tensor& p : pieces) out.push_back(p.shape());
+  return out;
+}
+
+// Weighted sum of every piece, so each piece's gradient differs.
+Tensor weighted_sum(const PooledVector<Tensor>& pieces) {
+  Tensor total = Tensor::zeros({}, pieces[0].dtype());
+  for (std::size_t i = 0; i < pieces.size(); ++i) total = total + sum(square(pieces[i]) * static_cast<double>(i + 1));
+  return total;
+}
+
+}  // namespace
+
+TEST(SplitOps, ShapesFollowPyTorch) {
+  const Tensor x = iota64({7, 3});
+  EXPECT_EQ(shapes_of(split(x, 3)), (std::vector<Shape>{{3, 3}, {3, 3}, {1, 3}}));
+  EXPECT_EQ(shapes_of(split(x, 2, 1)), (std::vector<Shape>{{7, 2}, {7, 1}}));
+  EXPECT_EQ(shapes_of(split(x, 10)), (std::vector<Shape>{{7, 3}}));
+  EXPECT_EQ(shapes_of(split(x, {2, 0, 5})), (std::vector<Shape>{{2, 3}, {0, 3}, {5, 3}}));
+  EXPECT_EQ(shapes_of(split_with_sizes(x, {1, 2}, -1)), (std::vector<Shape>{{7, 1}, {7, 2}}));
+  EXPECT_EQ(shapes_of(chunk(x, 3)), (std::vector<Shape>{{3, 3}, {3, 3}, {1, 3}}));
+  EXPECT_EQ(shapes_of(chunk(iota64({6, 3}), 4)), (std::vector<Shape>{{2, 3}, {2, 3}, {2, 3}}));  // fewer, as torch
+  EXPECT_EQ(shapes_of(chunk(iota64({0, 3}), 2)), (std::vector<Shape>{{0, 3}, {0, 3}}));
+  EXPECT_EQ(shapes_of(split(iota64({0, 3}), 0)), (std::vector<Shape>{{0, 3}}));
+  EXPECT_EQ(shapes_of(unbind(x, 1)), (std::vector<Shape>{{7}, {7}, {7}}));
+  EXPECT_EQ(shapes_of(unbind(x)).size(), 7u);
+}
+
+TEST(SplitOps, ValuesAndViews) {
+  const Tensor x = iota64({4, 3});
+  const auto rows = split(x, 3);
+  EXPECT_EQ(rows[1].to_vector<std::int64_t>(), (I{9, 10, 11}));
+  EXPECT_TRUE(rows[0].shares_storage(x));  // along axis 0: views
+  const auto cols = split(x, {1, 2}, 1);
+  EXPECT_EQ(cols[0].to_vector<std::int64_t>(), (I{0, 3, 6, 9}));
+  EXPECT_EQ(cols[1].to_vector<std::int64_t>(), (I{1, 2, 4, 5, 7, 8, 10, 11}));
+  EXPECT_EQ(unbind(x, 1)[2].to_vector<std::int64_t>(), (I{2, 5, 8, 11}));
+  EXPECT_EQ(unbind(x, 0)[3].to_vector<std::int64_t>(), (I{9, 10, 11}));
+  EXPECT_EQ(split(x, 4)[0].impl(), x.impl());  // one piece that is all of x: x itself
+  // Size-1 leading axes keep pieces contiguous: still views.
+  const Tensor y = iota64({1, 6, 2});
+  EXPECT_TRUE(split(y, 2, 1)[1].shares_storage(y));
+}
+
+TEST(SplitOps, Gradcheck) {
+  Generator gen(31);
+  for (const Shape& s : {Shape{5, 3}, Shape{2, 5, 3}, Shape{1, 4, 2}}) {
+    const Tensor x = rand64(s, gen);
+    for (std::int64_t axis = -s.size(); axis < s.size(); ++axis) {
+      SCOPED_TRACE("shape " + s.str() + " axis " + std::to_string(axis));
+      EXPECT_TRUE(passes_gradcheck([axis](const std::vector<Tensor>& in) { return weighted_sum(split(in[0], 2, axis)); }, {x}));
+      EXPECT_TRUE(passes_gradcheck([axis](const std::vector<Tensor>& in) { return weighted_sum(chunk(in[0], 3, axis)); }, {x}));
+      EXPECT_TRUE(passes_gradcheck([axis](const std::vector<Tensor>& in) { return weighted_sum(unbind(in[0], axis)); }, {x}));
+    }
+  }
+  // Only some pieces used; a piece used twice; x also used directly.
+  const Tensor x = rand64({6, 2}, gen);
+  EXPECT_TRUE(passes_gradcheck(
+      [](const std::vector<Tensor>& in) {
+        const auto p = split(in[0], {1, 3, 2});
+        return sum(p[1] * p[1]) + sum(p[1]) + sum(in[0] * 0.5);
+      },
+      {x}));
+}
+
+TEST(SplitOps, GradientEqualsTheSumOfThePiecesGradients) {
+  Generator gen(32);
+  Tensor x = rand64({6, 4}, gen).requires_grad_();
+  weighted_sum(unbind(x, 0)).backward();
+  // d/dx of sum_i (i+1) sum(x_i^2) = 2 (i+1) x_i, row by row.
+  const auto xv = x.to_vector<double>(), gv = x.grad().to_vector<double>();
+  for (std::size_t k = 0; k < xv.size(); ++k) EXPECT_DOUBLE_EQ(gv[k], 2.0 * static_cast<double>(k / 4 + 1) * xv[k]);
+}
+
+TEST(SplitOps, Errors) {
+  const Tensor x = iota64({4, 3});
+  tg::testing::expect_error([&] { split(x, 0); }, {"split", "[4, 3]"});
+  tg::testing::expect_error([&] { split(x, -1); }, {"split", "positive"});
+  tg::testing::expect_error([&] { split(x, {1, 2}); }, {"split_with_sizes", "sum to 4"});
+  tg::testing::expect_error([&] { split(x, {5, -1}); }, {"split_with_sizes", "[5, -1]"});
+  tg::testing::expect_error([&] { chunk(x, 0); }, {"chunk", "positive"});
+  tg::testing::expect_error([&] { unbind(x, 2); }, {"unbind", "axis 2"});
+  tg::testing::expect_error([&] { unbind(Tensor::scalar(1.0)); }, {"unbind", "0-dimensional"});
+}
