@@ -473,4 +473,11 @@ double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax) { retu
 
 }  // namespace kernels
 
+double log_sum_exp_row(const float* x, std::int64_t n, std::int64_t* argmax) {
+  return kernels::log_sum_exp(x, n, argmax);
+}
+double log_sum_exp_row(const double* x, std::int64_t n, std::int64_t* argmax) {
+  return kernels::log_sum_exp(x, n, argmax);
+}
+
 }  // namespace tg

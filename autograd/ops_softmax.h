@@ -20,4 +20,10 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens);
 /// logits.shape without the last axis. NaN when every target is ignored (as PyTorch).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
 
+/// Row primitive on raw logits, outside autograd, for decoders that read each row once: the stable
+/// log Σ exp of x[0, n) (the log-softmax normaliser greedy and beam search share, so both score a
+/// token identically); with `argmax`, also the first index of the row's maximum.
+double log_sum_exp_row(const float* x, std::int64_t n, std::int64_t* argmax = nullptr);
+double log_sum_exp_row(const double* x, std::int64_t n, std::int64_t* argmax = nullptr);
+
 }  // namespace tg

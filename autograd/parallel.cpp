@@ -49,6 +49,12 @@ int num_threads() {
   return n;
 }
 
+void detail::parallel_for(std::int64_t n, std::int64_t grain,
+                          const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  kernels::tbb_for(tbb::blocked_range<std::int64_t>(0, n, grain),
+                   [&](const tbb::blocked_range<std::int64_t>& r) { fn(r.begin(), r.end()); });
+}
+
 void detail::run_tasks(int n, const std::function<void(int)>& task) {
   if (n <= 0) return;
   if (n == 1 || num_threads() <= 1) {

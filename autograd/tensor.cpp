@@ -80,6 +80,17 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return Tensor(std::move(impl));
 }
 
+void Tensor::set_data(const Tensor& src) {
+  check_defined("set_data");
+  if (!src.defined()) throw std::invalid_argument("set_data: the source tensor is undefined");
+  if (!is_leaf()) throw std::invalid_argument("set_data: only for leaf tensors, not an op's output");
+  zero_grad();
+  impl_->storage = src.impl_->storage;
+  impl_->data = src.impl_->data;
+  impl_->shape = src.impl_->shape;
+  impl_->dtype = src.impl_->dtype;
+}
+
 void Tensor::fill_(double value) {
   check_defined("fill_");
   kernels::dispatch_any(dtype(), [&](auto tag) {

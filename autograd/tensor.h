@@ -98,6 +98,12 @@ class Tensor {
   void copy_(const Tensor& src);
   /// Sets every element to `value`, outside autograd.
   void fill_(double value);
+  /// Makes this tensor use `src`'s data (shared, not copied), shape and dtype, keeping its own
+  /// autograd identity (requires_grad, hooks on this handle): every handle to this tensor sees the
+  /// new data. PyTorch's `x.data = src` / Tensor::set_data, for converting parameters in place
+  /// (Module::to). Drops any accumulated gradient, which would no longer match. Outside autograd;
+  /// only for leaves (throws std::invalid_argument for an op's output).
+  void set_data(const Tensor& src);
 
   // ---- autograd --------------------------------------------------------------------------
   bool requires_grad() const;

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "autograd/kernels/dispatch.h"
 #include "autograd/random.h"
 
 namespace tg::nn::init {
@@ -21,7 +20,7 @@ void check(const Tensor& t, const char* who) {
 
 /// Writes f(i) (a double) to every element, i in order: the draw order is the element order.
 template <class F> void fill_with(Tensor& t, const char* who, F&& f) {
-  kernels::dispatch_floating(who, t.dtype(), [&](auto tag) {
+  dispatch_floating(who, t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
     for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(f(i));

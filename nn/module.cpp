@@ -101,14 +101,9 @@ Module& Module::to(DType dtype) {
   NoGradGuard no_grad;
   for (auto& [n, t] : named_parameters()) {
     if (!is_floating(t.dtype()) || t.dtype() == dtype) continue;
-    // Swap the buffer inside the shared TensorImpl: every handle to this parameter (members of the
-    // module, an optimizer) sees the new dtype, and the autograd state (requires_grad) is kept.
-    Tensor converted = t.detach().to(dtype);
-    TensorImpl& impl = *t.impl();
-    impl.storage = converted.impl()->storage;
-    impl.data = converted.impl()->data;
-    impl.dtype = dtype;
-    t.zero_grad();
+    // In place: every handle to this parameter (members of the module, an optimizer) sees the new
+    // dtype, and the autograd state (requires_grad) is kept.
+    t.set_data(t.detach().to(dtype));
   }
   return *this;
 }

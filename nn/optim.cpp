@@ -9,8 +9,7 @@
 #include <type_traits>
 
 #include "autograd/compact_grad.h"
-#include "autograd/kernels/dispatch.h"
-#include "autograd/kernels/parallel_for.h"
+#include "autograd/dtype.h"
 #include "autograd/memory.h"
 #include "autograd/parallel.h"
 #include "autograd/tape.h"
@@ -95,7 +94,7 @@ template <class T, class F> void for_each_grad_range(std::int64_t numel, const G
   if (!grad.compact) {
     const T* g = grad.dense.data<T>();
     // Memory-bound (up to 7 streams per element): worth two threads from a few hundred KB up.
-    kernels::parallel_for_aligned(numel, kernels::kGrainCheap, 64, [&](std::int64_t b, std::int64_t e) { update(b, e, g + b); });
+    parallel_for_aligned(numel, kGrainCheap, 64, [&](std::int64_t b, std::int64_t e) { update(b, e, g + b); });
     return;
   }
   const CompactGrad& c = *grad.compact;
@@ -286,7 +285,7 @@ void SGD::step() {
       buf = buffer(i, 0);
     }
     ++state_[i].step;
-    kernels::dispatch_floating("SGD", p.dtype(), [&](auto tag) {
+    dispatch_floating("SGD", p.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const SgdScalars<T> s{static_cast<T>(options_.weight_decay()), static_cast<T>(options_.momentum()),
                             static_cast<T>(1.0 - options_.dampening()), static_cast<T>(-lr_)};
@@ -345,7 +344,7 @@ void Adam::step() {
     const double bias_correction1 = 1.0 - std::pow(beta1, t);
     const double bias_correction2 = 1.0 - std::pow(beta2, t);
     const double step_size = lr_ / bias_correction1;
-    kernels::dispatch_floating(decoupled ? "AdamW" : "Adam", p.dtype(), [&](auto tag) {
+    dispatch_floating(decoupled ? "AdamW" : "Adam", p.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const AdamScalars<T> s{static_cast<T>(beta1),
                              static_cast<T>(1.0 - beta1),

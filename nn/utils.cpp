@@ -5,9 +5,9 @@
 #include <stdexcept>
 
 #include "autograd/compact_grad.h"
-#include "autograd/kernels/dispatch.h"
-#include "autograd/kernels/parallel_for.h"
+#include "autograd/dtype.h"
 #include "autograd/memory.h"
+#include "autograd/parallel.h"
 #include "autograd/tape.h"
 #include "nn/optim.h"
 
@@ -50,9 +50,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for_each_grad([&](const Tensor& g) {
     const std::int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
     block_sums.assign(static_cast<std::size_t>(blocks), 0.0);
-    kernels::dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
+    dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
       const auto* x = g.data<decltype(tag)>();
-      kernels::parallel_for(blocks, std::max<std::int64_t>(1, kernels::kGrainCheap / kBlock), [&](std::int64_t b0, std::int64_t b1) {
+      parallel_for(blocks, std::max<std::int64_t>(1, kGrainCheap / kBlock), [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t b = b0; b < b1; ++b)
           block_sums[static_cast<std::size_t>(b)] = sum_squares(x + b * kBlock, std::min(kBlock, n - b * kBlock));
       });
@@ -64,11 +64,11 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   if (coef < 1.0) {
     NoGradGuard no_grad;
     for_each_grad([&](Tensor& g) {
-      kernels::dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
+      dispatch_floating("clip_grad_norm", g.dtype(), [&](auto tag) {
         using T = decltype(tag);
         T* p = g.data<T>();
         const T c = static_cast<T>(coef);
-        kernels::parallel_for_aligned(g.numel(), kernels::kGrainCheap, 64, [&](std::int64_t b, std::int64_t e) {
+        parallel_for_aligned(g.numel(), kGrainCheap, 64, [&](std::int64_t b, std::int64_t e) {
           for (std::int64_t i = b; i < e; ++i) p[i] *= c;
         });
       });

@@ -9,16 +9,7 @@
 
 namespace tg::kernels {
 
-template <class F>
-decltype(auto) dispatch_floating(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default:
-      throw std::invalid_argument(std::string(op) + ": expects a floating-point tensor, got " +
-                                  std::string(dtype_name(dtype)));
-  }
-}
+using tg::dispatch_floating;  // autograd/dtype.h
 
 template <class F>
 decltype(auto) dispatch_any(DType dtype, F&& f) {

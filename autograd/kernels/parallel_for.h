@@ -11,10 +11,8 @@
 
 namespace tg::kernels {
 
-/// Grain sizes measured on the target machine (TOOLCHAIN.md): TBB pays off above ~16K elements
-/// for transcendental ops and ~256K for cheap ones; below that a task costs more than it saves.
-inline constexpr int64_t kGrainTranscendental = 4096;
-inline constexpr int64_t kGrainCheap = 65536;
+using tg::kGrainCheap;  // grain sizes: autograd/parallel.h
+using tg::kGrainTranscendental;
 
 /// tbb::parallel_for for every TBB loop of the library. ThreadSanitizer cannot see how TBB
 /// hands tasks to workers and waits for them (that happens inside libtbb, which Debian does not

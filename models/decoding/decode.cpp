@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "autograd/kernels/reduce.h"
 #include "autograd/ops_shape.h"
+#include "autograd/ops_softmax.h"
 #include "autograd/parallel.h"
 #include "autograd/tape.h"
 #include "models/text/data.h"
@@ -32,7 +32,7 @@ std::vector<std::vector<double>> log_probs(const Tensor& logits) {
   auto fill = [&](const auto* data) {
     for (std::int64_t b = 0; b < B; ++b) {
       const auto* row = data + b * V;
-      const double lse = kernels::log_sum_exp(row, V);
+      const double lse = log_sum_exp_row(row, V);
       for (std::int64_t v = 0; v < V; ++v) out[b][v] = static_cast<double>(row[v]) - lse;
     }
   };
@@ -47,7 +47,7 @@ template <class T>
 void best_tokens(const T* x, std::int64_t B, std::int64_t V, std::int64_t* best, double* log_prob) {
   for (std::int64_t b = 0; b < B; ++b) {
     const T* row = x + b * V;
-    const double lse = kernels::log_sum_exp(row, V, &best[b]);
+    const double lse = log_sum_exp_row(row, V, &best[b]);
     log_prob[b] = static_cast<double>(row[best[b]]) - lse;
   }
 }

@@ -69,3 +69,23 @@ TEST(Fill, LargeFillsSplitAcrossThreadsFillEveryElement) {
   const std::vector<double> z = Tensor::zeros({n}, DType::f64).to_vector<double>();
   for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(z[static_cast<std::size_t>(i)], 0.0) << i;
 }
+
+TEST(Parallel, PublicParallelForCoversEveryIndexOnceOnAnyThreadCount) {
+  for (int threads : {1, 2}) {
+    tg::set_num_threads(threads);
+    for (std::int64_t n : {0, 1, 1000, 300000}) {
+      std::vector<int> hits(static_cast<std::size_t>(n), 0);
+      tg::parallel_for(n, 4096, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+      });
+      for (int h : hits) ASSERT_EQ(h, 1) << "n " << n << " threads " << threads;
+    }
+    // Aligned chunks start at multiples of the alignment.
+    std::atomic<int> misaligned{0};
+    tg::parallel_for_aligned(300001, 65536, 64, [&](std::int64_t b, std::int64_t e) {
+      if (b % 64 != 0 || (e % 64 != 0 && e != 300001)) ++misaligned;
+    });
+    EXPECT_EQ(misaligned.load(), 0);
+  }
+  tg::set_num_threads(0);
+}

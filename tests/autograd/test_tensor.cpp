@@ -100,3 +100,35 @@ TEST(Tensor, CopyAndFillOutsideAutograd) {
   EXPECT_EQ(a.at({0}), 9.0);
   EXPECT_THROW(a.copy_(Tensor::zeros({4})), std::invalid_argument);
 }
+
+TEST(Tensor, SetDataSharesTheSourceAndKeepsAutogradIdentity) {
+  Tensor p = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3});
+  p.requires_grad_();
+  Tensor alias = p;  // another handle, as a module member and an optimizer hold
+  tg::sum(tg::square(p)).backward();
+  ASSERT_TRUE(p.grad().defined());
+  const Tensor src = Tensor::from_vector(std::vector<double>{4, 5}, {2});
+  p.set_data(src);
+  EXPECT_EQ(alias.dtype(), tg::DType::f64);  // every handle sees the new data
+  EXPECT_EQ(alias.shape(), tg::Shape({2}));
+  EXPECT_TRUE(alias.shares_storage(src));
+  EXPECT_TRUE(alias.requires_grad());
+  EXPECT_FALSE(alias.grad().defined());  // the old gradient no longer matches
+  tg::sum(alias * 3.0).backward();
+  EXPECT_EQ(p.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+  const Tensor y = p * 2.0;  // an op's output
+  EXPECT_THROW(const_cast<Tensor&>(y).set_data(src), std::invalid_argument);
+  EXPECT_THROW(p.set_data(Tensor()), std::invalid_argument);
+}
+
+TEST(Tensor, DispatchFloatingIsPublic) {
+  const auto size_of = [](auto tag) { return sizeof(tag); };
+  EXPECT_EQ(tg::dispatch_floating("op", tg::DType::f32, size_of), sizeof(float));
+  EXPECT_EQ(tg::dispatch_floating("op", tg::DType::f64, size_of), sizeof(double));
+  try {
+    tg::dispatch_floating("my_layer", tg::DType::i64, size_of);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("my_layer: expects a floating-point tensor, got int64"), std::string::npos) << e.what();
+  }
+}
