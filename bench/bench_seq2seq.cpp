@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   std::string compact_grads = "auto";
   app.add_option("--config", config, "workload: A | B | C")->check(CLI::IsMember({"A", "B", "C"}));
   app.add_option("--readout", readout, "rnnsearch readout: linear | maxout (default linear)")
-      ->check(CLI::IsMember({"linear", "maxout"}));
+      ->check(CLI::IsMember(tg::models::option_names<tg::models::Readout>()));
   app.add_option("--threads", threads, "kernel threads (0 = all hardware threads)");
   app.add_option("--steps", steps, "timed training steps (default A 100, B 10, C 3)");
   app.add_option("--warmup", warmup, "untimed steps before (default A 10, B 2, C 1)");
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
 
     std::ostringstream js;
     js << "{\"framework\":\"tapegrad\",\"config\":\"" << w.name << "\",\"model\":\"" << c.model
-       << "\",\"readout\":\"" << (c.model == "rnnsearch" ? c.readout : std::string("linear")) << "\",\"threads\":"
+       << "\",\"readout\":\"" << (c.model == "rnnsearch" ? to_string(c.readout) : "linear") << "\",\"threads\":"
        << tg::num_threads() << ",\"steps\":" << steps << ",\"warmup\":" << warmup << ",\"batch\":" << w.batch
        << ",\"num_steps\":" << c.num_steps << ",\"tokens\":" << tokens
        << ",\"tokens_per_sec\":" << num(steps > 0 ? static_cast<double>(tokens) / train_s : 0.0)

@@ -34,33 +34,32 @@ struct Workload {
 };
 
 inline Workload workload(const std::string& name, const std::string& readout) {
+  using tg::models::Readout;
   Workload w;
-  w.name = name;
-  auto& c = w.config;
   if (name == "A") {
-    c.model = "d2l";
-    c.src_vocab = 184, c.tgt_vocab = 201, c.embed_size = 32, c.num_hiddens = 32, c.num_layers = 2;
-    c.dropout = 0.1, c.num_steps = 10;
-    w.batch = 64, w.default_steps = 100, w.default_warmup = 10;
+    w = {.name = name,
+         .config = {.model = "d2l", .src_vocab = 184, .tgt_vocab = 201, .embed_size = 32, .num_hiddens = 32,
+                    .num_layers = 2, .dropout = 0.1, .num_steps = 10},
+         .batch = 64, .default_steps = 100, .default_warmup = 10};
   } else if (name == "B") {
-    c.model = "rnnsearch";
-    c.src_vocab = 8000, c.tgt_vocab = 8000, c.embed_size = 256, c.num_hiddens = 256, c.num_layers = 1;
-    c.dropout = 0.0, c.num_steps = 20, c.readout = "linear";
-    w.batch = 64, w.default_steps = 10, w.default_warmup = 2;
+    w = {.name = name,
+         .config = {.model = "rnnsearch", .src_vocab = 8000, .tgt_vocab = 8000, .embed_size = 256, .num_hiddens = 256,
+                    .num_layers = 1, .dropout = 0.0, .num_steps = 20, .readout = Readout::linear},
+         .batch = 64, .default_steps = 10, .default_warmup = 2};
   } else if (name == "C") {
-    c.model = "rnnsearch";
-    c.src_vocab = 30000, c.tgt_vocab = 30000, c.embed_size = 620, c.num_hiddens = 1000, c.num_layers = 1;
-    c.dropout = 0.0, c.num_steps = 30, c.readout = "linear";
-    w.batch = 80, w.default_steps = 3, w.default_warmup = 1, w.decode_min_time = 0.0;
-    w.zero_grad_before_forward = true, w.compact_grads = true;
+    w = {.name = name,
+         .config = {.model = "rnnsearch", .src_vocab = 30000, .tgt_vocab = 30000, .embed_size = 620,
+                    .num_hiddens = 1000, .num_layers = 1, .dropout = 0.0, .num_steps = 30, .readout = Readout::linear},
+         .batch = 80, .default_steps = 3, .default_warmup = 1, .decode_min_time = 0.0,
+         .zero_grad_before_forward = true, .compact_grads = true};
   } else {
     throw std::invalid_argument("unknown --config " + name + " (A, B or C)");
   }
   if (!readout.empty()) {
-    if (c.model != "rnnsearch") throw std::invalid_argument("--readout applies to B and C only");
-    c.readout = readout;
+    if (w.config.model != "rnnsearch") throw std::invalid_argument("--readout applies to B and C only");
+    w.config.readout = tg::models::parse_option<Readout>(readout, "--readout");
   }
-  c.validate();
+  w.config.validate();
   return w;
 }
 

@@ -37,6 +37,7 @@
 #include "models/plots/heatmap.h"
 #include "models/decoding/metrics.h"
 #include "models/plots/plot.h"
+#include "models/translators/registry.h"
 #include "models/translators/seq2seq.h"
 #include "models/text/tasks.h"
 #include "models/training/trainer.h"
@@ -194,9 +195,17 @@ std::vector<std::string> read_lines(const std::string& path) {
 
 // ---- train ----------------------------------------------------------------------------------
 
+// "Architecture:" and one line per registered model.
+std::string model_help() {
+  std::string help = "Architecture:";
+  for (const ModelSpec* spec : model_registry())
+    help += "\n  " + std::string(spec->name) + ": " + std::string(spec->description);
+  return help;
+}
+
 struct TrainArgs {
   DataArgs data;
-  std::string model = "d2l";
+  std::string model = std::string(ModelKind().name());  // the registry's first
   std::int64_t embed_size = 32, num_hiddens = 32, num_layers = 2, num_steps = 10, maxout_units = 0;
   double dropout = 0.1;
   std::string readout = "maxout", attention = "additive";
@@ -232,8 +241,8 @@ int run_train(TrainArgs& a) {
     same("num-hiddens", a.num_hiddens, config.num_hiddens);
     same("num-layers", a.num_layers, config.num_layers);
     same("num-steps", a.num_steps, config.num_steps);
-    same("readout", a.readout, config.readout);
-    same("attention", a.attention, config.attention);
+    same("readout", a.readout, std::string(to_string(config.readout)));
+    same("attention", a.attention, std::string(to_string(config.attention)));
     if (given("dropout")) config.dropout = a.dropout;  // not part of the weights: may change
     // Unset training options continue the checkpoint's run.
     if (ck->training) {
@@ -250,11 +259,11 @@ int run_train(TrainArgs& a) {
     config.model = a.model;
     config.embed_size = a.embed_size;
     config.num_hiddens = a.num_hiddens;
-    config.num_layers = (a.model != "d2l" && !given("num-layers")) ? 1 : a.num_layers;
+    config.num_layers = given("num-layers") ? a.num_layers : config.model.spec().default_num_layers;
     config.dropout = a.dropout;
     config.num_steps = a.num_steps;
-    config.readout = a.readout;
-    config.attention = a.attention;
+    config.readout = parse_option<Readout>(a.readout, "--readout");
+    config.attention = parse_option<AttentionScore>(a.attention, "--attention");
     config.maxout_units = a.maxout_units;
   }
   if (a.data.data.empty() && a.data.task.empty()) throw UsageError("train: give --data FILE or --task NAME");
@@ -288,7 +297,7 @@ int run_train(TrainArgs& a) {
   if (ck && ck->training) opts.resume_from(a.init_from);
 
   std::fprintf(stderr, "bahdanau: %s, %lld parameters, %lld training pairs (%lld held out), vocab %lld/%lld, %d threads\n",
-               config.model.c_str(), static_cast<long long>(model->num_parameters()),
+               std::string(config.model.name()).c_str(), static_cast<long long>(model->num_parameters()),
                static_cast<long long>(data.train.size()), static_cast<long long>(data.heldout.size()),
                static_cast<long long>(data.src_vocab.size()), static_cast<long long>(data.tgt_vocab.size()),
                num_threads());
@@ -323,7 +332,7 @@ int run_translate(TranslateArgs& a) {
   Checkpoint ck = load_checkpoint(a.model);
   const bool wants_attention = !a.heatmap.empty() || !a.attention_out.empty() || !a.bars.empty() || a.show_attention;
   if (wants_attention && !ck.model->has_attention())
-    throw UsageError(a.model + ": model '" + ck.config.model + "' has no attention weights to show");
+    throw UsageError(a.model + ": model '" + std::string(ck.config.model.name()) + "' has no attention weights to show");
   std::vector<std::string> sentences = a.sentences;
   if (sentences.empty()) {
     for (std::string line; std::getline(std::cin, line);) {
@@ -534,7 +543,7 @@ int main(int argc, char** argv) {
   ta.data.add_options(train_cmd, data_opt, task_opt, 0);
   ta.opts["data"] = data_opt;
   ta.opts["task"] = task_opt;
-  ta.opts["model"] = train_cmd->add_option("--model", ta.model, "Architecture")
+  ta.opts["model"] = train_cmd->add_option("--model", ta.model, model_help())
                          ->check(CLI::IsMember(model_names()))->capture_default_str();
   ta.opts["embed-size"] = train_cmd->add_option("--embed-size", ta.embed_size, "Embedding size")
                               ->check(kPositive)->capture_default_str();
@@ -547,9 +556,9 @@ int main(int argc, char** argv) {
   ta.opts["num-steps"] = train_cmd->add_option("--num-steps", ta.num_steps, "Sequence length (truncate/pad)")
                              ->check(kPositive)->capture_default_str();
   ta.opts["readout"] = train_cmd->add_option("--readout", ta.readout, "rnnsearch/rnnencdec output layer: maxout|linear")
-                           ->check(CLI::IsMember({"maxout", "linear"}))->capture_default_str();
+                           ->check(CLI::IsMember(option_names<Readout>()))->capture_default_str();
   ta.opts["attention"] = train_cmd->add_option("--attention", ta.attention, "rnnsearch score: additive|dot|scaled_dot")
-                             ->check(CLI::IsMember({"additive", "dot", "scaled_dot"}))->capture_default_str();
+                             ->check(CLI::IsMember(option_names<AttentionScore>()))->capture_default_str();
   train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
       ->check(kNonNegative);
   train_cmd->add_option("--min-freq", ta.data.min_freq, "Tokens seen fewer times become <unk>")

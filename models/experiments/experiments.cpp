@@ -65,7 +65,7 @@ std::string describe(const Settings& s, bool with_rounds) {
   return os.str();
 }
 
-ModelConfig base_config(const std::string& model, const Settings& s, const TranslationData& data, std::int64_t num_steps) {
+ModelConfig base_config(const ModelKind& model, const Settings& s, const TranslationData& data, std::int64_t num_steps) {
   ModelConfig c;
   c.model = model;
   c.src_vocab = data.src_vocab.size();
@@ -75,7 +75,7 @@ ModelConfig base_config(const std::string& model, const Settings& s, const Trans
   c.num_layers = 1;
   c.dropout = 0.0;
   c.num_steps = num_steps;
-  c.readout = "maxout";
+  c.readout = Readout::maxout;
   return c;
 }
 
@@ -277,9 +277,9 @@ std::pair<ExperimentTable, std::string> length_study(const TranslationData& data
 
 // ---- ablation ----------------------------------------------------------------------------------
 
-const std::vector<std::string> kAblations = {"none", "zero_init", "state_only_output", "no_prev_token", "recurrence_only"};
-
-std::string variant_name(const std::string& ablation) { return ablation == "none" ? "base" : ablation; }
+std::string variant_name(Ablation ablation) {
+  return ablation == Ablation::none ? "base" : std::string(to_string(ablation));
+}
 
 double mean(const std::vector<double>& v) {
   return v.empty() ? NAN : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
@@ -307,7 +307,7 @@ ExperimentResult ablation_impl(const std::string& name, const ExperimentOptions&
     const TranslationData data = task_data(task, s, max_len, o.seed);
     const std::int64_t num_steps = data.train.num_steps();
     BarGroup g{"max length " + std::to_string(max_len), {}};
-    for (const auto& ab : kAblations) {
+    for (const Ablation ab : option_values<Ablation>()) {
       std::vector<double> psa, lcsr, geo, exact;
       for (std::int64_t r = 0; r < s.rounds; ++r) {
         ModelConfig c = base_config("rnnsearch", s, data, num_steps);
@@ -345,7 +345,7 @@ ExperimentResult ablation_impl(const std::string& name, const ExperimentOptions&
   po.x_label = "maximum source length";
   po.y_label = "GeoMean";
   std::vector<std::string> names;
-  for (const auto& ab : kAblations) names.push_back(variant_name(ab));
+  for (const Ablation ab : option_values<Ablation>()) names.push_back(variant_name(ab));
   const std::string svg = grouped_bar_chart_svg(names, groups, po);
   result.seconds = since(t0);
   write_outputs(result, {svg}, o.out_dir, {{name + "_rounds.csv", rounds_csv}});
@@ -561,16 +561,19 @@ ExperimentResult scores_experiment(const ExperimentOptions& o) {
   t.slug = "scores";
   t.title = "Attention score functions of rnnsearch on `" + task + "`";
   t.columns = {"attention", "rounds", "exact", "GeoMean", "BLEU-4", "tokens/s", "tokens/CPU-s", "train s", "last loss"};
-  const std::vector<std::string> kinds = {"additive", "scaled_dot", "dot"};
+  const std::vector<AttentionScore> kinds = {AttentionScore::additive, AttentionScore::scaled_dot, AttentionScore::dot};
+  std::vector<std::string> kind_names;
+  for (const AttentionScore k : kinds) kind_names.emplace_back(to_string(k));
   std::vector<std::array<double, 3>> acc;
   std::vector<double> speeds;
-  for (const auto& kind : kinds) {
+  for (const AttentionScore kind : kinds) {
+    const std::string kind_name(to_string(kind));
     std::vector<double> exact, geo, bleu, tps, cpu_tps, secs, loss;
     for (std::int64_t r = 0; r < s.rounds; ++r) {
       ModelConfig c = base_config("rnnsearch", s, fitted, num_steps);
       c.attention = kind;
       const Run run = train_and_eval(c, fitted, s, o.seed + static_cast<std::uint64_t>(r), o.verbose,
-                                     "scores " + kind + " round " + std::to_string(r + 1));
+                                     "scores " + kind_name + " round " + std::to_string(r + 1));
       result.train_seconds += run.train_seconds;
       const Scores sc = score_subset(run, fitted.heldout_pairs, all_indices(fitted.heldout_pairs.size()));
       exact.push_back(sc.exact);
@@ -581,7 +584,7 @@ ExperimentResult scores_experiment(const ExperimentOptions& o) {
       secs.push_back(run.train_seconds);
       loss.push_back(run.train.steps.back().loss);
     }
-    t.rows.push_back({kind, std::to_string(s.rounds), num(mean(exact)), num(mean(geo)), num(mean(bleu)),
+    t.rows.push_back({kind_name, std::to_string(s.rounds), num(mean(exact)), num(mean(geo)), num(mean(bleu)),
                       num(mean(tps), 0), num(mean(cpu_tps), 0), num(mean(secs), 1), num(mean(loss), 4)});
     acc.push_back({mean(exact), mean(geo), mean(bleu)});
     speeds.push_back(mean(cpu_tps));
@@ -605,7 +608,7 @@ ExperimentResult scores_experiment(const ExperimentOptions& o) {
   po.title = "rnnsearch score functions on " + task;
   po.x_label = "";
   po.y_label = "score";
-  const std::string svg = grouped_bar_chart_svg(kinds, groups, po);
+  const std::string svg = grouped_bar_chart_svg(kind_names, groups, po);
   result.seconds = since(t0);
   write_outputs(result, {svg}, o.out_dir);
   return result;

@@ -210,7 +210,7 @@ void set_checkpoint_exchange_disabled(bool disabled) { exchange_disabled() = dis
 
 std::string config_to_json(const ModelConfig& c) {
   json j;
-  j["model"] = c.model;
+  j["model"] = std::string(c.model.name());
   j["src_vocab"] = c.src_vocab;
   j["tgt_vocab"] = c.tgt_vocab;
   j["embed_size"] = c.embed_size;
@@ -218,10 +218,10 @@ std::string config_to_json(const ModelConfig& c) {
   j["num_layers"] = c.num_layers;
   j["dropout"] = c.dropout;
   j["num_steps"] = c.num_steps;
-  j["readout"] = c.readout;
+  j["readout"] = std::string(to_string(c.readout));
   j["maxout_units"] = c.maxout_units;
-  j["attention"] = c.attention;
-  j["ablation"] = c.ablation;
+  j["attention"] = std::string(to_string(c.attention));
+  j["ablation"] = std::string(to_string(c.ablation));
   return j.dump(2) + "\n";
 }
 
@@ -231,8 +231,24 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
                    {"model", "src_vocab", "tgt_vocab", "embed_size", "num_hiddens", "num_layers", "dropout",
                     "num_steps", "readout", "maxout_units", "attention", "ablation"},
                    source);
+  // Typed fields are parsed here, once; an unknown value names the field and the allowed ones.
+  auto typed = [&](const char* key, auto parse) {
+    const std::string text = get_string(j, key, source);
+    try {
+      return parse(text, "'" + std::string(key) + "'");
+    } catch (const std::invalid_argument& e) {
+      bad(source, e.what());
+    }
+  };
   ModelConfig c;
-  if (j.contains("model")) c.model = get_string(j, "model", source);
+  if (j.contains("model"))
+    c.model = typed("model", [](const std::string& text, const std::string& where) {
+      try {
+        return ModelKind(text);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(where + ": " + e.what());
+      }
+    });
   if (j.contains("src_vocab")) c.src_vocab = get_int(j, "src_vocab", source);
   if (j.contains("tgt_vocab")) c.tgt_vocab = get_int(j, "tgt_vocab", source);
   if (j.contains("embed_size")) c.embed_size = get_int(j, "embed_size", source);
@@ -240,10 +256,10 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   if (j.contains("num_layers")) c.num_layers = get_int(j, "num_layers", source);
   if (j.contains("dropout")) c.dropout = get_double(j, "dropout", source);
   if (j.contains("num_steps")) c.num_steps = get_int(j, "num_steps", source);
-  if (j.contains("readout")) c.readout = get_string(j, "readout", source);
+  if (j.contains("readout")) c.readout = typed("readout", parse_option<Readout>);
   if (j.contains("maxout_units")) c.maxout_units = get_int(j, "maxout_units", source);
-  if (j.contains("attention")) c.attention = get_string(j, "attention", source);
-  if (j.contains("ablation")) c.ablation = get_string(j, "ablation", source);
+  if (j.contains("attention")) c.attention = typed("attention", parse_option<AttentionScore>);
+  if (j.contains("ablation")) c.ablation = typed("ablation", parse_option<Ablation>);
   // Vocabulary sizes may be left out (the vocabulary files give them): validate with stand-ins.
   ModelConfig check = c;
   if (!j.contains("src_vocab")) check.src_vocab = 4;

@@ -12,6 +12,7 @@
 #include "autograd/memory.h"
 #include "autograd/ops_shape.h"
 #include "autograd/random.h"
+#include "models/translators/registry.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
@@ -141,8 +142,20 @@ class D2lSeq2Seq : public Seq2Seq {
 
 }  // namespace
 
-std::shared_ptr<Seq2Seq> make_d2l_model(const ModelConfig& config, Generator& gen) {
-  return std::make_shared<D2lSeq2Seq>(config, gen);
+const ModelSpec& d2l_model_spec() {
+  static const ModelSpec spec{
+      .name = "d2l",
+      .description = "d2l's Bahdanau-attention chapter model (PyTorch parameter names)",
+      .make = [](const ModelConfig& c, Generator& gen) -> std::shared_ptr<Seq2Seq> { return std::make_shared<D2lSeq2Seq>(c, gen); },
+      .validate =
+          [](const ModelConfig& c) {
+            if (c.attention != AttentionScore::additive)
+              throw std::invalid_argument("model config: the d2l model uses additive attention");
+            if (c.ablation != Ablation::none) throw std::invalid_argument("model config: ablations apply to rnnsearch only");
+          },
+      .default_num_layers = 2,
+  };
+  return spec;
 }
 
 }  // namespace tg::models

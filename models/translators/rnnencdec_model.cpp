@@ -10,6 +10,7 @@
 #include "autograd/ops_shape.h"
 #include "autograd/random.h"
 #include "models/translators/readout.h"
+#include "models/translators/registry.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -40,7 +41,7 @@ class ContextDecoder : public nn::Module {
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
     rnn = register_module("rnn", std::make_shared<nn::GRUCell>(E + H, H, gen));
     const std::int64_t units = c.maxout_units > 0 ? c.maxout_units : std::max<std::int64_t>(1, H / 2);
-    readout = std::make_unique<DeepOutput>(*this, c.readout == "maxout", 2 * H + E, units, c.tgt_vocab, gen);
+    readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, 2 * H + E, units, c.tgt_vocab, gen);
   }
   std::string name() const override { return "RNNencdecDecoder"; }
   std::shared_ptr<nn::Linear> init;
@@ -106,8 +107,20 @@ class RnnEncDec : public Seq2Seq {
 
 }  // namespace
 
-std::shared_ptr<Seq2Seq> make_rnnencdec_model(const ModelConfig& config, Generator& gen) {
-  return std::make_shared<RnnEncDec>(config, gen);
+const ModelSpec& rnnencdec_model_spec() {
+  static const ModelSpec spec{
+      .name = "rnnencdec",
+      .description = "the paper's RNNencdec baseline: the same encoder, a fixed context, no attention",
+      .make = [](const ModelConfig& c, Generator& gen) -> std::shared_ptr<Seq2Seq> { return std::make_shared<RnnEncDec>(c, gen); },
+      .validate =
+          [](const ModelConfig& c) {
+            if (c.num_layers != 1)
+              throw std::invalid_argument("model config: rnnencdec has one recurrent layer, as in the paper (num_layers must be 1)");
+            if (c.ablation != Ablation::none) throw std::invalid_argument("model config: ablations apply to rnnsearch only");
+          },
+      .default_num_layers = 1,
+  };
+  return spec;
 }
 
 }  // namespace tg::models

@@ -21,6 +21,7 @@
 #include "autograd/ops_shape.h"
 #include "autograd/random.h"
 #include "models/translators/readout.h"
+#include "models/translators/registry.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/attention.h"
 #include "nn/embedding.h"
@@ -49,7 +50,7 @@ class RnnSearchDecoder : public nn::Module {
       : ablation_(c.ablation), score_(c.attention) {
     const std::int64_t H = c.num_hiddens, E = c.embed_size, D = 2 * H;
     init = register_module("init", std::make_shared<nn::Linear>(H, H, gen, /*bias=*/false));
-    if (score_ == "additive") {
+    if (score_ == AttentionScore::additive) {
       attention = register_module(
           "attention", std::make_shared<nn::AdditiveAttention>(
                            nn::AdditiveAttentionOptions(D, H, H).dropout(c.dropout).generator(dropout_gen), gen));
@@ -58,16 +59,16 @@ class RnnSearchDecoder : public nn::Module {
       key_proj = register_module("key_proj", std::make_shared<nn::Linear>(D, H, gen, /*bias=*/false));
       dot = register_module("attention", std::make_shared<nn::DotProductAttention>(
                                              nn::DotProductAttentionOptions()
-                                                 .scaled(score_ == "scaled_dot")
+                                                 .scaled(score_ == AttentionScore::scaled_dot)
                                                  .dropout(c.dropout)
                                                  .generator(dropout_gen)));
     }
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
-    const std::int64_t rnn_in = ablation_ == "recurrence_only" ? 1 : ablation_ == "no_prev_token" ? D : E + D;
+    const std::int64_t rnn_in = ablation_ == Ablation::recurrence_only ? 1 : ablation_ == Ablation::no_prev_token ? D : E + D;
     rnn = register_module("rnn", std::make_shared<nn::GRUCell>(rnn_in, H, gen));
-    const std::int64_t out_in = ablation_ == "state_only_output" ? H : ablation_ == "no_prev_token" ? H + D : H + E + D;
+    const std::int64_t out_in = ablation_ == Ablation::state_only_output ? H : ablation_ == Ablation::no_prev_token ? H + D : H + E + D;
     const std::int64_t units = c.maxout_units > 0 ? c.maxout_units : std::max<std::int64_t>(1, H / 2);
-    readout = std::make_unique<DeepOutput>(*this, c.readout == "maxout", out_in, units, c.tgt_vocab, gen);
+    readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, out_in, units, c.tgt_vocab, gen);
   }
   std::string name() const override { return "RNNsearchDecoder"; }
 
@@ -92,20 +93,21 @@ class RnnSearchDecoder : public nn::Module {
 
   // s_i from s_{i-1}, E y_{i-1} and c_i, honouring the ablation.
   Tensor next_state(const Tensor& s_prev, const Tensor& emb, const Tensor& c) const {
-    if (ablation_ == "recurrence_only")
+    if (ablation_ == Ablation::recurrence_only)
       return rnn->forward(Tensor::zeros({s_prev.size(0), 1}, s_prev.dtype()), s_prev);
-    if (ablation_ == "no_prev_token") return rnn->forward(c, s_prev);
+    if (ablation_ == Ablation::no_prev_token) return rnn->forward(c, s_prev);
     return rnn->forward(concat({emb, c}, -1), s_prev);
   }
 
   // Output-layer features [s_i ; E y_{i-1} ; c_i] (or the ablated subset), any leading shape.
   Tensor features(const Tensor& s, const Tensor& emb, const Tensor& c) const {
-    if (ablation_ == "state_only_output") return s;
-    if (ablation_ == "no_prev_token") return concat({s, c}, -1);
+    if (ablation_ == Ablation::state_only_output) return s;
+    if (ablation_ == Ablation::no_prev_token) return concat({s, c}, -1);
     return concat({s, emb, c}, -1);
   }
 
-  const std::string ablation_, score_;
+  const Ablation ablation_;
+  const AttentionScore score_;
   std::shared_ptr<nn::Linear> init, key_proj;
   std::shared_ptr<nn::AdditiveAttention> attention;
   std::shared_ptr<nn::DotProductAttention> dot;
@@ -130,7 +132,7 @@ class RnnSearch : public Seq2Seq {
     state.memory_proj = decoder->project_memory(state.memory);                  // U_a h_j, once
     state.valid_len = src_valid_len;
     const Tensor backward_first = squeeze(narrow(h_n, 0, 1, 1), 0);             // ←h_1 (B, H)
-    const Tensor s0 = config_.ablation == "zero_init" ? Tensor::zeros(backward_first.shape(), backward_first.dtype())
+    const Tensor s0 = config_.ablation == Ablation::zero_init ? Tensor::zeros(backward_first.shape(), backward_first.dtype())
                                                       : tanh(decoder->init->forward(backward_first));
     state.hidden = unsqueeze(s0, 0);                                            // (1, B, H)
     return state;
@@ -183,8 +185,19 @@ class RnnSearch : public Seq2Seq {
 
 }  // namespace
 
-std::shared_ptr<Seq2Seq> make_rnnsearch_model(const ModelConfig& config, Generator& gen) {
-  return std::make_shared<RnnSearch>(config, gen);
+const ModelSpec& rnnsearch_model_spec() {
+  static const ModelSpec spec{
+      .name = "rnnsearch",
+      .description = "the paper's RNNsearch: bidirectional GRU encoder, additive attention, maxout output",
+      .make = [](const ModelConfig& c, Generator& gen) -> std::shared_ptr<Seq2Seq> { return std::make_shared<RnnSearch>(c, gen); },
+      .validate =
+          [](const ModelConfig& c) {
+            if (c.num_layers != 1)
+              throw std::invalid_argument("model config: rnnsearch has one recurrent layer, as in the paper (num_layers must be 1)");
+          },
+      .default_num_layers = 1,
+  };
+  return spec;
 }
 
 }  // namespace tg::models

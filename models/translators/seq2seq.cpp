@@ -1,4 +1,4 @@
-// The shared parts of every translator: configuration checks, the model registry, the default
+// The shared parts of every translator: configuration checks, building a model, the default
 // step-by-step teacher forcing, the decoder-state reordering used by beam search, and the loss.
 #include "models/translators/seq2seq.h"
 
@@ -10,6 +10,7 @@
 #include "autograd/ops_shape.h"
 #include "autograd/ops_softmax.h"
 #include "autograd/random.h"
+#include "models/translators/registry.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -18,23 +19,13 @@ namespace tg::models {
 
 void ModelConfig::validate() const {
   auto fail = [](const std::string& what) { throw std::invalid_argument("model config: " + what); };
-  const auto names = model_names();
-  if (std::find(names.begin(), names.end(), model) == names.end()) fail("unknown model '" + model + "' (d2l, rnnsearch, rnnencdec)");
   if (src_vocab < 4 || tgt_vocab < 4) fail("vocabulary sizes must be at least 4 (the reserved tokens)");
   if (embed_size < 1 || num_hiddens < 1) fail("embed_size and num_hiddens must be positive");
   if (num_layers < 1) fail("num_layers must be at least 1");
-  if (model != "d2l" && num_layers != 1) fail(model + " has one recurrent layer, as in the paper (num_layers must be 1)");
   if (!(dropout >= 0 && dropout < 1)) fail("dropout must be in [0, 1)");
   if (num_steps < 1) fail("num_steps must be positive");
-  if (readout != "maxout" && readout != "linear") fail("readout must be maxout or linear, got '" + readout + "'");
   if (maxout_units < 0) fail("maxout_units must be >= 0");
-  if (attention != "additive" && attention != "dot" && attention != "scaled_dot")
-    fail("attention must be additive, dot or scaled_dot, got '" + attention + "'");
-  if (model == "d2l" && attention != "additive") fail("the d2l model uses additive attention");
-  if (ablation != "none" && ablation != "zero_init" && ablation != "state_only_output" && ablation != "no_prev_token" &&
-      ablation != "recurrence_only")
-    fail("unknown ablation '" + ablation + "'");
-  if (ablation != "none" && model != "rnnsearch") fail("ablations apply to rnnsearch only");
+  if (model.spec().validate) model.spec().validate(*this);
 }
 
 DecoderState DecoderState::reorder(const Tensor& index) const {
@@ -69,13 +60,9 @@ void allow_compact_grads(Seq2Seq& model, bool on) {
   }
 }
 
-std::vector<std::string> model_names() { return {"d2l", "rnnsearch", "rnnencdec"}; }
-
 std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen) {
   config.validate();
-  if (config.model == "d2l") return make_d2l_model(config, gen);
-  if (config.model == "rnnsearch") return make_rnnsearch_model(config, gen);
-  return make_rnnencdec_model(config, gen);
+  return config.model.spec().make(config, gen);
 }
 
 Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len) {

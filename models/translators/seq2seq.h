@@ -1,22 +1,26 @@
 #pragma once
 // Encoder-decoder translators behind one interface, so that decoding, training, checkpoints and
-// the CLI work for every variant and a new variant is one small file:
-//   - "d2l":       d2l's Bahdanau-attention chapter model (Seq2SeqAttentionDecoder), PyTorch names.
-//   - "rnnsearch": the paper's RNNsearch: bidirectional encoder, s_0 = tanh(W_s ←h_1), additive
-//                  attention with the key projection U_a h_j computed once per sentence, GRU
-//                  decoder on [E y_{i-1}; c_i], maxout (or linear) deep output from (s_i, E y_{i-1}, c_i).
-//   - "rnnencdec": the paper's baseline without attention: a fixed context c from the encoder.
+// the CLI work for every variant, and a new variant is one file plus one line in the registry
+// (models/translators/registry.cpp; docs/extending.md, "Adding a translation model"):
+//   - d2l:       d2l's Bahdanau-attention chapter model (Seq2SeqAttentionDecoder), PyTorch names.
+//   - rnnsearch: the paper's RNNsearch: bidirectional encoder, s_0 = tanh(W_s ←h_1), additive
+//                attention with the key projection U_a h_j computed once per sentence, GRU
+//                decoder on [E y_{i-1}; c_i], maxout (or linear) deep output from (s_i, E y_{i-1}, c_i).
+//   - rnnencdec: the paper's baseline without attention: a fixed context c from the encoder.
 //
 //   auto model = make_model(config, gen);
 //   Tensor logits = model->forward(src, src_valid_len, dec_input);    // teacher forcing, (B, T, V)
 //   DecoderState state = model->begin(src, src_valid_len);            // decoding, step by step
 //   Tensor step_logits = model->step(y_prev, state);                  // (B, V); state.attention (B, S)
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "models/translators/options.h"
 #include "nn/module.h"
 
 namespace tg {
@@ -25,9 +29,31 @@ class Generator;
 
 namespace tg::models {
 
+struct ModelSpec;
+
+/// A registered model (models/translators/registry.h), named as on the command line and in
+/// config.json. Converts implicitly from its name; an unknown name throws std::invalid_argument
+/// listing the registered ones.
+class ModelKind {
+ public:
+  ModelKind();  // the first registered model, d2l
+  ModelKind(std::string_view name);  // NOLINT: implicit, parses
+  ModelKind(const char* name) : ModelKind(std::string_view(name)) {}  // NOLINT
+  ModelKind(const std::string& name) : ModelKind(std::string_view(name)) {}  // NOLINT
+  explicit ModelKind(const ModelSpec& spec) : spec_(&spec) {}
+
+  const ModelSpec& spec() const { return *spec_; }
+  std::string_view name() const;
+  friend bool operator==(const ModelKind& a, const ModelKind& b) { return a.spec_ == b.spec_; }
+
+ private:
+  const ModelSpec* spec_;
+};
+std::ostream& operator<<(std::ostream& os, const ModelKind& kind);
+
 /// Everything that defines a model's architecture; stored as config.json in checkpoints.
 struct ModelConfig {
-  std::string model = "d2l";        ///< d2l | rnnsearch | rnnencdec
+  ModelKind model;                  ///< d2l | rnnsearch | rnnencdec (the registry)
   std::int64_t src_vocab = 0;
   std::int64_t tgt_vocab = 0;
   std::int64_t embed_size = 32;
@@ -35,14 +61,12 @@ struct ModelConfig {
   std::int64_t num_layers = 2;      ///< d2l only (rnnsearch/rnnencdec are single-layer, as the paper)
   double dropout = 0.1;
   std::int64_t num_steps = 10;      ///< sequence length used for training and decoding
-  std::string readout = "maxout";   ///< rnnsearch/rnnencdec: maxout | linear
+  Readout readout = Readout::maxout;  ///< rnnsearch/rnnencdec output layer
   std::int64_t maxout_units = 0;    ///< maxout output size (0 = num_hiddens / 2, the paper's 500 for 1000)
-  std::string attention = "additive";  ///< additive | dot | scaled_dot (dot scores need num_hiddens-sized keys)
-  /// rnnsearch decoder-path ablations: none | zero_init (s_0 = 0) | state_only_output (output sees
-  /// only s_i) | no_prev_token (no y_{i-1} anywhere in the decoder) | recurrence_only (s_i = f(s_{i-1})).
-  std::string ablation = "none";
+  AttentionScore attention = AttentionScore::additive;  ///< rnnsearch (dot scores need num_hiddens-sized keys)
+  Ablation ablation = Ablation::none;  ///< rnnsearch decoder-path ablations
 
-  /// Throws std::invalid_argument naming the first bad field.
+  /// Throws std::invalid_argument naming the first bad field (the model's own rules included).
   void validate() const;
 };
 
@@ -96,7 +120,7 @@ class Seq2Seq : public nn::Module {
   ModelConfig config_;
 };
 
-/// Builds the model named by config.model, initialised from `gen`. Dropout masks come from a
+/// Builds config.model (validated first), initialised from `gen`. Dropout masks come from a
 /// generator the model owns, seeded from `gen`.
 std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen);
 
@@ -109,7 +133,7 @@ std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen);
 /// costs two Gram products for the norm. Worth it for large vocabularies; off by default.
 void allow_compact_grads(Seq2Seq& model, bool on = true);
 
-/// Names of the available models.
+/// Names of the registered models, in registry order.
 std::vector<std::string> model_names();
 
 /// Mean cross-entropy over the valid target tokens: logits (B, T, V), target i64 (B, T),

@@ -1,6 +1,5 @@
 #pragma once
-// Internal: the factories behind make_model(), one per model file, and the loss helper the
-// models share.
+// Internal: the loss helper the model files share.
 #include <memory>
 #include <stdexcept>
 
@@ -30,7 +29,4 @@ Tensor loss_at_valid_positions(const Tensor& features, const Tensor& target, con
   return cross_entropy(readout(picked), labels);
 }
 
-std::shared_ptr<Seq2Seq> make_d2l_model(const ModelConfig& config, Generator& gen);
-std::shared_ptr<Seq2Seq> make_rnnsearch_model(const ModelConfig& config, Generator& gen);
-std::shared_ptr<Seq2Seq> make_rnnencdec_model(const ModelConfig& config, Generator& gen);
 }  // namespace tg::models

@@ -274,7 +274,7 @@ std::shared_ptr<Seq2Seq> small_model(const std::string& model, const std::string
                                      std::int64_t num_steps, std::uint64_t seed) {
   ModelConfig c;
   c.model = model;
-  c.attention = attention;
+  c.attention = parse_option<AttentionScore>(attention, "attention");
   c.src_vocab = src_vocab;
   c.tgt_vocab = tgt_vocab;
   c.embed_size = embed;

@@ -229,7 +229,7 @@ TEST(Allocations, RnnSearchCompactGradsStepAllocatesNothing) {
   models::ModelConfig c;
   c.model = "rnnsearch";
   c.src_vocab = 60, c.tgt_vocab = 70, c.embed_size = 16, c.num_hiddens = 32, c.num_layers = 1;
-  c.dropout = 0.0, c.num_steps = 6, c.readout = "linear";
+  c.dropout = 0.0, c.num_steps = 6, c.readout = tg::models::Readout::linear;
   const auto counts = allocations_per_step(c, 8, 20, 20, true);
   std::printf("rnnsearch (small, compact gradients): operator new calls per step after warm-up: %s\n", str(counts).c_str());
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);

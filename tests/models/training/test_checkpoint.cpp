@@ -157,16 +157,16 @@ TEST(Checkpoint, ConfigJsonDefaultsAndErrors) {
   EXPECT_EQ(c.model, "rnnsearch");
   EXPECT_EQ(c.embed_size, ModelConfig().embed_size);
   EXPECT_EQ(c.dropout, 0.0);
-  EXPECT_EQ(c.readout, "maxout");
+  EXPECT_EQ(c.readout, Readout::maxout);
   // Round trip of every field.
   ModelConfig d;
   d.model = "rnnsearch";
   d.src_vocab = 9;
   d.tgt_vocab = 8;
   d.num_layers = 1;
-  d.readout = "linear";
-  d.attention = "dot";
-  d.ablation = "zero_init";
+  d.readout = Readout::linear;
+  d.attention = AttentionScore::dot;
+  d.ablation = Ablation::zero_init;
   d.maxout_units = 3;
   const ModelConfig e = config_from_json(config_to_json(d));
   EXPECT_EQ(config_to_json(e), config_to_json(d));
@@ -179,8 +179,11 @@ TEST(Checkpoint, ConfigJsonDefaultsAndErrors) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(R"({"model": "transformer"})").find("ck/config.json: model config: unknown model 'transformer'"),
-            std::string::npos);
+  EXPECT_EQ(message(R"({"model": "transformer"})"),
+            "ck/config.json: 'model': unknown model \"transformer\" (registered: d2l, rnnsearch, rnnencdec)");
+  EXPECT_EQ(message(R"({"readout": "softmax"})"),
+            "ck/config.json: 'readout': unknown value \"softmax\" (allowed: maxout, linear)");
+  EXPECT_EQ(message(R"({"ablation": 3})"), "ck/config.json: 'ablation' must be a string, got 3");
   EXPECT_NE(message(R"({"embed_size": "big"})").find("'embed_size' must be an integer"), std::string::npos);
   EXPECT_NE(message(R"({"num_hiden": 3})").find("unknown key 'num_hiden'"), std::string::npos);
   EXPECT_NE(message(R"({"model": "d2l",)").find("ck/config.json: invalid JSON"), std::string::npos);

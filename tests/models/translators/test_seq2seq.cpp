@@ -15,6 +15,7 @@
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
 #include "models/text/data.h"
+#include "models/translators/registry.h"
 #include "models/translators/seq2seq.h"
 #include "nn/nn.h"
 
@@ -81,23 +82,58 @@ TEST(Seq2Seq, RnnSearchParameterShapes) {
   EXPECT_EQ(model->parameter("decoder.rnn.weight_ih").shape(), (Shape{12, 3 + 8}));   // [E y ; c]
   EXPECT_EQ(model->parameter("decoder.maxout.weight").shape(), (Shape{4, 4 + 3 + 8}));  // 2 x 2 units
   EXPECT_EQ(model->parameter("decoder.dense.weight").shape(), (Shape{8, 2}));
-  c.readout = "linear";
+  c.readout = Readout::linear;
   auto linear = make_model(c, gen);
   EXPECT_EQ(linear->parameter("decoder.dense.weight").shape(), (Shape{8, 4 + 3 + 8}));
 }
 
 TEST(Seq2Seq, ConfigErrorsNameTheField) {
   ModelConfig c = tiny("rnnsearch");
-  c.readout = "softmax";
+  c.embed_size = 0;
   Generator gen(0);
   try {
     make_model(c, gen);
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("readout"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("embed_size"), std::string::npos) << e.what();
   }
-  c = tiny("nope");
-  EXPECT_THROW(make_model(c, gen), std::invalid_argument);
+  c = tiny("rnnsearch");
+  c.num_layers = 2;  // a model's own rule, from its registry entry
+  try {
+    make_model(c, gen);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rnnsearch has one recurrent layer"), std::string::npos) << e.what();
+  }
+  // Typed options are parsed at the boundary, with the allowed values in the message.
+  try {
+    (void)parse_option<Readout>("softmax", "--readout");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "--readout: unknown value \"softmax\" (allowed: maxout, linear)");
+  }
+  try {
+    (void)ModelKind("nope");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown model \"nope\" (registered: d2l, rnnsearch, rnnencdec)");
+  }
+}
+
+TEST(Seq2Seq, RegistryDrivesNamesAndFactories) {
+  ASSERT_EQ(model_names(), (std::vector<std::string>{"d2l", "rnnsearch", "rnnencdec"}));
+  for (const ModelSpec* spec : model_registry()) {
+    SCOPED_TRACE(std::string(spec->name));
+    EXPECT_FALSE(spec->description.empty());
+    EXPECT_EQ(ModelKind(spec->name).name(), spec->name);
+    ModelConfig c = tiny(std::string(spec->name));
+    c.num_layers = spec->default_num_layers;
+    Generator gen(1);
+    EXPECT_GT(make_model(c, gen)->num_parameters(), 0);
+  }
+  EXPECT_EQ(ModelKind(), ModelKind("d2l"));
+  for (const Ablation a : option_values<Ablation>()) EXPECT_EQ(parse_option<Ablation>(to_string(a), "x"), a);
+  EXPECT_EQ(option_names<AttentionScore>(), (std::vector<std::string>{"additive", "dot", "scaled_dot"}));
 }
 
 // The whole model, every parameter, through the loss: float64 central differences.
@@ -106,11 +142,11 @@ class ModelGradcheck : public ::testing::TestWithParam<std::tuple<std::string, s
 TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
   const auto& [model_name, readout, variant] = GetParam();
   ModelConfig c = tiny(model_name);
-  c.readout = readout;
+  c.readout = parse_option<Readout>(readout, "readout");
   const bool compact = variant == "compact";
-  if (variant == "dot" || variant == "scaled_dot") c.attention = variant;
+  if (variant == "dot" || variant == "scaled_dot") c.attention = parse_option<AttentionScore>(variant, "attention");
   else if (compact) c.src_vocab = 30, c.tgt_vocab = 40;  // large enough for compact forms to be smaller
-  else if (variant != "none") c.ablation = variant;
+  else if (variant != "none") c.ablation = parse_option<Ablation>(variant, "ablation");
   Generator gen(3);
   auto model = make_model(c, gen);
   model->to(DType::f64);
@@ -155,7 +191,7 @@ TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
 TEST(Seq2Seq, CompactGradsTrainLikeDenseGradients) {
   for (DType dt : {DType::f64, DType::f32}) {
     ModelConfig c = tiny("rnnsearch");
-    c.readout = "linear", c.src_vocab = 30, c.tgt_vocab = 40;
+    c.readout = Readout::linear, c.src_vocab = 30, c.tgt_vocab = 40;
     Batch b;
     const Tensor dec_in = teacher_forcing_input(b.tgt, 2);
     auto train = [&](bool compact) {
@@ -300,7 +336,7 @@ TEST(Seq2Seq, LossEqualsSequenceLossOfForward) {
     for (const std::string readout : {"maxout", "linear"}) {
       SCOPED_TRACE(name + " " + readout);
       ModelConfig c = tiny(name);
-      c.readout = readout;
+      c.readout = parse_option<Readout>(readout, "readout");
       Generator gen(9);
       auto model = make_model(c, gen);
       model->to(DType::f64);
