@@ -128,7 +128,7 @@ void Optimizer::check_lr(const char* who, double lr) {
 }
 
 Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> buffers, const char* who)
-    : params_(std::move(params)), buffer_names_(std::move(buffers)), lr_(lr) {
+    : params_(std::move(params)), buffer_names_(std::move(buffers)) {
   check_lr(who, lr);
   const std::string w = who;
   if (params_.empty()) throw std::invalid_argument(w + ": got an empty parameter list");
@@ -153,7 +153,7 @@ void Optimizer::zero_grad() {
 
 void Optimizer::set_lr(double lr) {
   check_lr(name().c_str(), lr);
-  lr_ = lr;
+  store_lr(lr);
 }
 
 Tensor& Optimizer::buffer(std::size_t i, std::size_t b) {
@@ -288,7 +288,7 @@ void SGD::step() {
     dispatch_floating("SGD", p.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const SgdScalars<T> s{static_cast<T>(options_.weight_decay()), static_cast<T>(options_.momentum()),
-                            static_cast<T>(1.0 - options_.dampening()), static_cast<T>(-lr_)};
+                            static_cast<T>(1.0 - options_.dampening()), static_cast<T>(-options_.lr())};
       T* pp = p.data<T>();
       T* pb = use_momentum ? buf.data<T>() : nullptr;
       with_flag(options_.weight_decay() != 0.0, [&](auto decay) {
@@ -343,7 +343,7 @@ void Adam::step() {
     const auto t = static_cast<double>(++st.step);
     const double bias_correction1 = 1.0 - std::pow(beta1, t);
     const double bias_correction2 = 1.0 - std::pow(beta2, t);
-    const double step_size = lr_ / bias_correction1;
+    const double step_size = options_.lr() / bias_correction1;
     dispatch_floating(decoupled ? "AdamW" : "Adam", p.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const AdamScalars<T> s{static_cast<T>(beta1),
@@ -351,7 +351,7 @@ void Adam::step() {
                              static_cast<T>(beta2),
                              static_cast<T>(1.0 - beta2),
                              static_cast<T>(wd),
-                             static_cast<T>(1.0 - lr_ * wd),
+                             static_cast<T>(1.0 - options_.lr() * wd),
                              static_cast<T>(std::sqrt(bias_correction2)),
                              static_cast<T>(options_.eps()),
                              static_cast<T>(-step_size)};

@@ -83,9 +83,9 @@ class Optimizer {
   /// Drops every parameter's gradient (zero_grad(set_to_none=True)).
   void zero_grad();
 
-  /// The current learning rate.
-  double lr() const { return lr_; }
-  /// Sets the learning rate (for schedules); must be >= 0.
+  /// The current learning rate: the one in the optimizer's options (its only home).
+  virtual double lr() const = 0;
+  /// Sets the learning rate in the options (for schedules); must be >= 0.
   void set_lr(double lr);
   /// Number of step() calls so far (restored by load_state_dict).
   std::int64_t step_count() const { return step_count_; }
@@ -110,7 +110,10 @@ class Optimizer {
  protected:
   /// `buffers`: names of the per-parameter state tensors the subclass keeps (same shape and dtype
   /// as the parameter, created by the subclass on the parameter's first update).
+  /// `lr` is checked here (before the parameters, as PyTorch) and kept by the subclass's options.
   Optimizer(NamedTensors params, double lr, std::vector<std::string> buffers, const char* who);
+  /// Stores a checked learning rate in the subclass's options.
+  virtual void store_lr(double lr) = 0;
 
   struct ParamState {
     std::vector<Tensor> buffers;  // undefined until the first update of this parameter
@@ -123,7 +126,6 @@ class Optimizer {
   NamedTensors params_;
   std::vector<ParamState> state_;
   std::vector<std::string> buffer_names_;
-  double lr_;
   std::int64_t step_count_ = 0;
 };
 
@@ -139,8 +141,10 @@ class SGD : public Optimizer {
   void step() override;
   std::string name() const override { return "SGD"; }
   const SGDOptions& options() const { return options_; }
+  double lr() const override { return options_.lr(); }
 
  private:
+  void store_lr(double lr) override { options_.lr(lr); }
   SGDOptions options_;
 };
 
@@ -156,8 +160,10 @@ class Adam : public Optimizer {
   void step() override;
   std::string name() const override { return options_.decoupled_weight_decay() ? "AdamW" : "Adam"; }
   const AdamOptions& options() const { return options_; }
+  double lr() const override { return options_.lr(); }
 
  private:
+  void store_lr(double lr) override { options_.lr(lr); }
   AdamOptions options_;
 };
 

@@ -103,14 +103,22 @@ void init_uniform(const std::vector<Tensor>& ws, std::int64_t hidden, Generator&
 
 // ---- cells ---------------------------------------------------------------------------------------
 
-GRUCell::GRUCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias)
+RNNCellBase::RNNCellBase(const char* who, int gates, std::int64_t input_size, std::int64_t hidden_size,
+                         Generator& gen, bool bias)
     : input_size_(input_size), hidden_size_(hidden_size) {
-  check_cell_sizes("GRUCell", input_size, hidden_size);
-  auto w = register_rnn_weights(*this, "", 3 * hidden_size, input_size, hidden_size, bias);
+  check_cell_sizes(who, input_size, hidden_size);
+  auto w = register_rnn_weights(*this, "", gates * hidden_size, input_size, hidden_size, bias);
   weight_ih = w[0], weight_hh = w[1];
   if (bias) bias_ih = w[2], bias_hh = w[3];
   init_uniform(w, hidden_size, gen);
 }
+
+std::string RNNCellBase::extra_repr() const {
+  return std::to_string(input_size_) + ", " + std::to_string(hidden_size_) + (bias_ih.defined() ? "" : ", bias=false");
+}
+
+GRUCell::GRUCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias)
+    : RNNCellBase("GRUCell", 3, input_size, hidden_size, gen, bias) {}
 
 Tensor GRUCell::forward(const Tensor& x, const Tensor& h) const {
   const CellArgs a = cell_args("GRUCell", x, {h}, input_size_, hidden_size_, weight_ih.dtype());
@@ -118,28 +126,14 @@ Tensor GRUCell::forward(const Tensor& x, const Tensor& h) const {
   return a.unbatched ? squeeze(h_new, 0) : h_new;
 }
 
-std::string GRUCell::extra_repr() const {
-  return std::to_string(input_size_) + ", " + std::to_string(hidden_size_) + (bias_ih.defined() ? "" : ", bias=false");
-}
-
 LSTMCell::LSTMCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias)
-    : input_size_(input_size), hidden_size_(hidden_size) {
-  check_cell_sizes("LSTMCell", input_size, hidden_size);
-  auto w = register_rnn_weights(*this, "", 4 * hidden_size, input_size, hidden_size, bias);
-  weight_ih = w[0], weight_hh = w[1];
-  if (bias) bias_ih = w[2], bias_hh = w[3];
-  init_uniform(w, hidden_size, gen);
-}
+    : RNNCellBase("LSTMCell", 4, input_size, hidden_size, gen, bias) {}
 
 LSTMState LSTMCell::forward(const Tensor& x, const LSTMState& state) const {
   const CellArgs a = cell_args("LSTMCell", x, {state.h, state.c}, input_size_, hidden_size_, weight_ih.dtype());
   LSTMState s = lstm_step(linear(a.x, weight_ih, bias_ih), a.states[0], a.states[1], weight_hh, bias_hh);
   if (a.unbatched) s = {squeeze(s.h, 0), squeeze(s.c, 0)};
   return s;
-}
-
-std::string LSTMCell::extra_repr() const {
-  return std::to_string(input_size_) + ", " + std::to_string(hidden_size_) + (bias_ih.defined() ? "" : ", bias=false");
 }
 
 // ---- options -------------------------------------------------------------------------------------

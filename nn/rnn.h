@@ -81,34 +81,39 @@ struct LSTMState {
   Tensor c;
 };
 
+/// What GRUCell and LSTMCell share (torch.nn.RNNCellBase): weight_ih (gates * H, in), weight_hh
+/// (gates * H, H), bias_ih and bias_hh (gates * H), registered and initialised U(-1/sqrt(H),
+/// 1/sqrt(H)) from `gen` in that order.
+class RNNCellBase : public Module {
+ public:
+  std::string extra_repr() const override;
+  std::int64_t input_size() const { return input_size_; }
+  std::int64_t hidden_size() const { return hidden_size_; }
+
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;  ///< biases undefined when bias = false
+
+ protected:
+  RNNCellBase(const char* who, int gates, std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias);
+
+  std::int64_t input_size_, hidden_size_;
+};
+
 /// torch.nn.GRUCell: parameters weight_ih (3H, in), weight_hh (3H, H), bias_ih (3H), bias_hh (3H),
 /// all U(-1/sqrt(H), 1/sqrt(H)) from `gen` in that order.
-class GRUCell : public Module {
+class GRUCell : public RNNCellBase {
  public:
   GRUCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias = true);
   /// x (B, in) or (in), h (B, H) or (H) or undefined (= zeros) -> h' of h's shape.
   Tensor forward(const Tensor& x, const Tensor& h = Tensor()) const;
-  std::string extra_repr() const override;
-
-  Tensor weight_ih, weight_hh, bias_ih, bias_hh;  ///< biases undefined when bias = false
-
- private:
-  std::int64_t input_size_, hidden_size_;
 };
 
 /// torch.nn.LSTMCell: weight_ih (4H, in), weight_hh (4H, H), bias_ih (4H), bias_hh (4H), gate
 /// order i, f, g, o; all U(-1/sqrt(H), 1/sqrt(H)) from `gen` in that order.
-class LSTMCell : public Module {
+class LSTMCell : public RNNCellBase {
  public:
   LSTMCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias = true);
   /// x (B, in) or (in), state (B, H) each or undefined (= zeros) -> {h', c'}.
   LSTMState forward(const Tensor& x, const LSTMState& state = {}) const;
-  std::string extra_repr() const override;
-
-  Tensor weight_ih, weight_hh, bias_ih, bias_hh;  ///< biases undefined when bias = false
-
- private:
-  std::int64_t input_size_, hidden_size_;
 };
 
 /// What GRU and LSTM share: options, the parameters weight_ih_l{k}[_reverse], weight_hh_l{k}[...],

@@ -529,3 +529,18 @@ TEST(Optim, ClipGradNormOfCompactGradients) {
   ASSERT_NE(wc.compact_grad(), nullptr);  // still compact after clipping
   EXPECT_LT(tg::testing::max_abs_diff(wc.grad(), wd.grad()), 1e-15);
 }
+
+TEST(Optim, LearningRateHasOneHome) {
+  tg::Tensor p = tg::Tensor::zeros({2}).requires_grad_();
+  tg::nn::Adam adam({{"p", p}}, tg::nn::AdamOptions(0.1));
+  tg::nn::SGD sgd({{"p", p}}, tg::nn::SGDOptions(0.2));
+  adam.set_lr(0.05);
+  sgd.set_lr(0.5);
+  EXPECT_EQ(adam.options().lr(), 0.05);
+  EXPECT_EQ(adam.lr(), 0.05);
+  EXPECT_EQ(sgd.options().lr(), 0.5);
+  tg::nn::Optimizer& base = sgd;
+  EXPECT_EQ(base.lr(), 0.5);
+  EXPECT_THROW(base.set_lr(-1.0), std::invalid_argument);
+  EXPECT_EQ(sgd.options().lr(), 0.5);  // a refused value changes nothing
+}
