@@ -108,30 +108,35 @@ Tensor additive_attention_scores(const Tensor& query, const Tensor& keys, const 
                 [query = query.detach(), keys = keys.detach(), w = w.detach()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     const std::int64_t B = keys.size(0), Q = query.size(1), K = keys.size(1), H = keys.size(2);
-    Tensor* dq = ctx.needs_grad(0) ? &ctx.grad_buffer(0) : nullptr;
-    Tensor* dk = ctx.needs_grad(1) ? &ctx.grad_buffer(1) : nullptr;
+    Tensor dq = ctx.needs_grad(0) ? Tensor::zeros(query.shape(), query.dtype()) : Tensor();
     // dw: one partial row per batch entry, summed in batch order so that the result does not
     // depend on how the entries were split between threads.
     Tensor dw_parts = ctx.needs_grad(2) ? Tensor::zeros({B, H}, keys.dtype()) : Tensor();
-    kernels::dispatch_floating(kOp, keys.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T *pg = g.data<T>(), *pq = query.data<T>(), *pk = keys.data<T>(), *pw = w.data<T>();
-      T* pdq = dq ? dq->data<T>() : nullptr;
-      T* pdk = dk ? dk->data<T>() : nullptr;
-      T* pdw = dw_parts.defined() ? dw_parts.data<T>() : nullptr;
-      kernels::parallel_for(B, batch_grain(Q * K * H), [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t b = begin; b < end; ++b)
-          for (std::int64_t q = 0; q < Q; ++q) {
-            const std::int64_t row = b * Q + q;
-            for (std::int64_t k = 0; k < K; ++k) {
-              const T c = pg[row * K + k];
-              if (c == T(0)) continue;  // masked positions: nothing flows back
-              score_backward(c, pq + row * H, pk + (b * K + k) * H, pw, pdk ? pdk + (b * K + k) * H : nullptr,
-                             pdq ? pdq + row * H : nullptr, pdw ? pdw + b * H : nullptr, H);
+    // One pass computes all three; the keys (read at every decoder step) take theirs in place.
+    auto run = [&](Tensor* dk) {
+      kernels::dispatch_floating(kOp, keys.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T *pg = g.data<T>(), *pq = query.data<T>(), *pk = keys.data<T>(), *pw = w.data<T>();
+        T* pdq = dq.defined() ? dq.data<T>() : nullptr;
+        T* pdk = dk ? dk->data<T>() : nullptr;
+        T* pdw = dw_parts.defined() ? dw_parts.data<T>() : nullptr;
+        kernels::parallel_for(B, batch_grain(Q * K * H), [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t b = begin; b < end; ++b)
+            for (std::int64_t q = 0; q < Q; ++q) {
+              const std::int64_t row = b * Q + q;
+              for (std::int64_t k = 0; k < K; ++k) {
+                const T c = pg[row * K + k];
+                if (c == T(0)) continue;  // masked positions: nothing flows back
+                score_backward(c, pq + row * H, pk + (b * K + k) * H, pw, pdk ? pdk + (b * K + k) * H : nullptr,
+                               pdq ? pdq + row * H : nullptr, pdw ? pdw + b * H : nullptr, H);
+              }
             }
-          }
+        });
       });
-    });
+    };
+    if (ctx.needs_grad(1)) ctx.accumulate(1, [&](Tensor& dk) { run(&dk); });
+    else run(nullptr);
+    if (dq.defined()) ctx.accumulate(0, std::move(dq));
     if (dw_parts.defined()) ctx.accumulate(2, sum(dw_parts, {0}));
   });
 }

@@ -82,6 +82,18 @@ Tensor scatter_add_rows(const Tensor& g, const RowsView& v, const Tensor& index,
   return gx;
 }
 
+/// An embedding table's gradient as a term: dense, or just the rows looked up (K, D) for a table
+/// that allows compact gradients, when that is smaller. The dense form is built whole and then
+/// added, so a repeated id sums in the same order on both paths.
+struct TableGrad {
+  const Tensor& g;  // (K, D)
+  const RowsView& v;
+  const Tensor& ids;
+  const Shape& table;
+  Tensor make() const { return scatter_add_rows(g, v, ids, table); }
+  std::shared_ptr<CompactGrad> compact() const { return sparse_rows_grad(g, ids, table); }
+};
+
 // ---- where ---------------------------------------------------------------------------------------
 
 /// Strides of `s` inside the broadcast shape `out` (0 along broadcast or missing dimensions).
@@ -174,9 +186,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   Tensor y = gather_rows(weight, v, idx, K, out);
   return record("embedding", y, {weight}, [v, ids = ids.detach(), in = weight.shape()](BackwardContext& ctx) {
     const Tensor g = kernels::view_as(ctx.grad_output(), Shape{ids.numel(), in[1]});
-    if (ctx.accepts_compact(0))
-      if (auto rows = sparse_rows_grad(g, ids, in)) return ctx.accumulate_compact(0, std::move(rows));
-    ctx.accumulate(0, scatter_add_rows(g, v, ids, in));
+    ctx.accumulate(0, TableGrad{g, v, ids, in});
   });
 }
 

@@ -41,13 +41,24 @@ Tensor run(const Product& p, const Tensor& A, const Tensor& B, const Shape& out_
   return C;
 }
 
-/// Input i's gradient += op(A) op(B): into its existing buffer when there is one (beta = 1, no
-/// temporary), otherwise as a new tensor.
-void accumulate_product(BackwardContext& ctx, int i, const Product& p, const Tensor& A, const Tensor& B,
-                        const Shape& shape) {
-  if (Tensor* buf = ctx.accumulation_buffer(i)) return product_into(p, A, B, *buf, 1.0);
-  ctx.accumulate(i, run(p, A, B, shape));
-}
+/// A gradient op(A) op(B), as a term for BackwardContext::accumulate: added with beta = 1 into a
+/// gradient the input already has (no temporary), or run with beta = 0 into a new tensor.
+struct ProductGrad {
+  Product p;
+  const Tensor &A, &B;
+  const Shape& shape;
+  void add_into(Tensor& buffer) const { product_into(p, A, B, buffer, 1.0); }
+  Tensor make() const { return run(p, A, B, shape); }
+};
+
+/// A linear layer's weight gradient Gᵀ X (p.ta, batch 1: G (K rows, M = out), X (K, N = in)), which a
+/// leaf that allows it keeps as the pair when that is smaller than the dense (out, in) matrix.
+struct WeightGrad : ProductGrad {
+  std::shared_ptr<CompactGrad> compact() const {
+    if (p.K * (p.M + p.N) >= p.M * p.N) return nullptr;
+    return low_rank_grad(kernels::view_as(A, Shape{p.K, p.M}), kernels::view_as(B, Shape{p.K, p.N}));
+  }
+};
 
 }  // namespace
 
@@ -65,8 +76,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Tensor y = run({false, false, 1, rows, N, K, K, N, 0, 0}, a, b, out_shape);
     return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), rows, M, N, K](BackwardContext& ctx) {
       const Tensor& g = ctx.grad_output();
-      if (ctx.needs_grad(0)) accumulate_product(ctx, 0, {false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape());  // G Bᵀ
-      if (ctx.needs_grad(1)) accumulate_product(ctx, 1, {true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape());  // Aᵀ G
+      if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape()});  // G Bᵀ
+      if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape()});  // Aᵀ G
       (void)M;
     });
   }
@@ -76,8 +87,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor y = run({false, false, B, M, N, K, K, N, M * K, K * N}, a, b, out_shape);
   return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), B, M, N, K](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) accumulate_product(ctx, 0, {false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape());
-    if (ctx.needs_grad(1)) accumulate_product(ctx, 1, {true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape());
+    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape()});
+    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape()});
   });
 }
 
@@ -104,11 +115,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
   auto backward = [x = x.detach(), w = weight.detach(), rows, in, out](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) accumulate_product(ctx, 0, {false, false, 1, rows, in, out, out, in, 0, 0}, g, w, x.shape());  // G W
-    if (ctx.accepts_compact(1) && rows * (in + out) < in * out)  // dW = Gᵀ x kept as the pair
-      ctx.accumulate_compact(1, low_rank_grad(kernels::view_as(g, Shape{rows, out}), kernels::view_as(x, Shape{rows, in})));
-    else if (ctx.needs_grad(1))  // dW = Gᵀ x
-      accumulate_product(ctx, 1, {true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape());
+    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, false, 1, rows, in, out, out, in, 0, 0}, g, w, x.shape()});  // G W
+    if (ctx.needs_grad(1)) ctx.accumulate(1, WeightGrad{{{true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape()}});  // Gᵀ x
     if (ctx.needs_grad(2)) ctx.accumulate(2, kernels::sum(kernels::view_as(g, Shape{rows, out}), {0}, false));
   };
   if (bias.defined()) return record("linear", y, {x, weight, bias}, std::move(backward));

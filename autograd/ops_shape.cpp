@@ -257,10 +257,18 @@ void add_slice_into(Tensor& dst, const Tensor& g, int axis, std::int64_t start, 
   });
 }
 
-/// The backward of slice: into the input's existing gradient when there is one.
+/// The backward of slice: added where the slice came from, in place when the input has a gradient.
+struct SliceGrad {
+  const Tensor& g;
+  const Shape& in;
+  int axis;
+  std::int64_t start, step;
+  void add_into(Tensor& buffer) const { add_slice_into(buffer, g, axis, start, step); }
+  Tensor make() const { return scatter_slice(g, in, axis, start, step); }
+};
+
 void accumulate_slice(BackwardContext& ctx, const Shape& in, int axis, std::int64_t start, std::int64_t step) {
-  if (Tensor* buf = ctx.accumulation_buffer(0)) return add_slice_into(*buf, ctx.grad_output(), axis, start, step);
-  ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, axis, start, step));
+  ctx.accumulate(0, SliceGrad{ctx.grad_output(), in, axis, start, step});
 }
 
 std::string shapes_str(TensorList xs) {

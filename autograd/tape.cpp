@@ -104,43 +104,42 @@ void BackwardContext::accumulate(int i, Tensor grad) {
   accumulate_into(node.name, i, in, std::move(grad));
 }
 
-Tensor& BackwardContext::grad_buffer(int i) {
+void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
   Node& node = *static_cast<Node*>(node_);
-  if (!needs_grad(i))
-    throw std::logic_error(std::string("internal error in backward of '") + node.name + "': grad_buffer(" +
-                           std::to_string(i) + ") of an input that needs no gradient");
+  if (i < 0 || static_cast<std::uint32_t>(i) >= node.num_inputs)
+    throw std::logic_error(std::string("internal error in backward of '") + node.name + "': input " +
+                           std::to_string(i) + " does not exist");
   NodeInput& in = t_tape.inputs_of(node)[i];
+  if (!in.meta) return;
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
-  if (!meta.grad.defined()) meta.grad = Tensor::zeros(in.shape, in.dtype);
-  else if (!meta.is_leaf && !owns_buffer(meta.grad)) meta.grad = meta.grad.clone();
-  return meta.grad;
-}
-
-Tensor* BackwardContext::accumulation_buffer(int i) {
-  if (!needs_grad(i)) return nullptr;
-  Node& node = *static_cast<Node*>(node_);
-  AutogradMeta& meta = *t_tape.inputs_of(node)[i].meta;
-  if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
-  if (!meta.grad.defined() || meta.compact) return nullptr;
-  return meta.is_leaf || owns_buffer(meta.grad) ? &meta.grad : nullptr;
-}
-
-bool BackwardContext::accepts_compact(int i) const {
-  if (!needs_grad(i)) return false;
-  const AutogradMeta& meta = *t_tape.inputs_of(*static_cast<const Node*>(node_))[i].meta;
-  return meta.is_leaf && meta.allow_compact && !meta.grad.defined() && !meta.compact;
-}
-
-void BackwardContext::accumulate_compact(int i, std::shared_ptr<CompactGrad> grad) {
-  if (!needs_grad(i)) return;
-  NodeInput& in = t_tape.inputs_of(*static_cast<Node*>(node_))[i];
-  if (!(grad->shape() == in.shape) || grad->dtype() != in.dtype)
-    throw std::logic_error(std::string("internal error in backward of '") + static_cast<Node*>(node_)->name +
-                           "': compact gradient for input " + std::to_string(i) + " has shape " + grad->shape().str() +
-                           ", expected " + in.shape.str());
-  if (accepts_compact(i)) in.meta->compact = std::move(grad);
-  else accumulate(i, grad->dense());
+  if (term.compact && meta.is_leaf && meta.allow_compact && !meta.grad.defined() && !meta.compact) {
+    if (std::shared_ptr<CompactGrad> compact = term.compact(term.term)) {
+      if (!(compact->shape() == in.shape) || compact->dtype() != in.dtype)
+        throw std::logic_error(std::string("internal error in backward of '") + node.name +
+                               "': compact gradient for input " + std::to_string(i) + " has shape " +
+                               compact->shape().str() + ", expected " + in.shape.str());
+      meta.compact = std::move(compact);
+      return;
+    }
+  }
+  if (meta.compact) {  // a second gradient for this leaf: continue densely
+    meta.grad = meta.compact->dense();
+    meta.compact.reset();
+  }
+  // In place when the buffer is this input's alone (a leaf's, or an intermediate's nothing shares).
+  if (term.add_into && meta.grad.defined() && (meta.is_leaf || owns_buffer(meta.grad))) {
+    term.add_into(term.term, meta.grad);
+    return;
+  }
+  Tensor grad;
+  if (term.make) {
+    grad = term.make(term.term);
+  } else {
+    grad = Tensor::zeros(in.shape, in.dtype);
+    term.add_into(term.term, grad);
+  }
+  accumulate_into(node.name, i, in, std::move(grad));
 }
 
 void* BackwardFn::heap_allocate(std::size_t bytes) { return memory::allocate(bytes); }

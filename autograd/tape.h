@@ -10,12 +10,16 @@
 //
 // The closure captures only what the backward needs. Rules: never modify grad_output() or a
 // captured tensor in place; accumulate() adds, so an op whose input appears twice just calls it
-// twice. Recording allocates nothing from the system in steady state: the closure is stored inline
-// in the node (BackwardFn, up to 192 bytes of captures), the inputs in an array the tape reuses,
-// and tensors and autograd records come from the caching allocator (autograd/memory.h).
+// twice. A gradient the op can add in place more cheaply than it can build (a product, a slice)
+// goes to the same accumulate as a term (below). Recording allocates nothing from the system in
+// steady state: the closure is stored inline in the node (BackwardFn, up to 192 bytes of
+// captures), the inputs in an array the tape reuses, and tensors and autograd records come from
+// the caching allocator (autograd/memory.h).
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -136,35 +140,68 @@ template <class F> void BackwardFn::emplace(F&& f) {
   }
 }
 
-/// What an op's backward closure sees: the gradient of its output, and a sink for the
-/// gradients of its inputs (by position in the input list given to record()).
+namespace detail {
+/// A gradient term seen through function pointers (BackwardContext::accumulate builds one on the
+/// stack: no allocation). Null members are what the term does not offer.
+struct GradTermRef {
+  const void* term;
+  void (*add_into)(const void* term, Tensor& buffer);
+  Tensor (*make)(const void* term);
+  std::shared_ptr<CompactGrad> (*compact)(const void* term);
+};
+}  // namespace detail
+
+/// What an op's backward closure sees: the gradient of its output, and one way to deliver the
+/// gradients of its inputs (by position in the input list given to record()): accumulate.
 class BackwardContext {
  public:
   const Tensor& grad_output() const { return grad_output_; }
   /// False when input `i` does not require grad: the closure may skip computing it.
   bool needs_grad(int i) const;
+
   /// Adds `grad` (shape and dtype of input i) to input i's gradient.
   void accumulate(int i, Tensor grad);
-  /// Input i's gradient buffer (zeros if none yet), to add into in place: a fused kernel whose
-  /// input is read at every time step accumulates there instead of allocating a gradient per
-  /// step. Only for inputs with needs_grad(i); never keep the reference past the closure.
-  Tensor& grad_buffer(int i);
-  /// Input i's gradient when it already exists and may be added into in place (a leaf's, or an
-  /// intermediate's that nothing else shares), else null: a product then accumulates there with
-  /// beta = 1 instead of allocating a temporary (a recurrent weight read at every time step).
-  Tensor* accumulation_buffer(int i);
-  /// Whether input i takes a compact gradient (autograd/compact_grad.h): a leaf that allows one
-  /// and has no gradient yet. An op that can build one checks this first.
-  bool accepts_compact(int i) const;
-  /// Sets input i's gradient to `grad` (when accepts_compact(i)), or adds grad->dense() to it.
-  void accumulate_compact(int i, std::shared_ptr<CompactGrad> grad);
+
+  /// The same for a gradient given as a term instead of a tensor, so that the tape can choose the
+  /// cheapest way to add it. A term is a callable `void(Tensor& buffer)`, or an object with
+  ///   void add_into(Tensor& buffer) const   adds the gradient into `buffer` (input i's shape, dtype)
+  /// and/or
+  ///   Tensor make() const                   the gradient as a new tensor
+  /// and optionally
+  ///   std::shared_ptr<CompactGrad> compact() const   a smaller exact form, or null
+  /// The tape calls add_into on the gradient input i already has when it may be changed in place
+  /// (a product added with beta = 1, a slice added where it belongs: no temporary per time step);
+  /// make() when there is none yet (or zeros, then add_into); compact() first when input i is a leaf
+  /// that allows compact gradients and has none yet (autograd/compact_grad.h). Every path gives the
+  /// same values; which one runs is the tape's business, not the op's.
+  template <class Term>
+    requires(!std::is_convertible_v<const Term&, Tensor>)
+  void accumulate(int i, const Term& term);
 
  private:
   friend class Engine;
   BackwardContext(void* node, Tensor grad_output) : node_(node), grad_output_(std::move(grad_output)) {}
+  void accumulate_term(int i, const detail::GradTermRef& term);
   void* node_;
   Tensor grad_output_;
 };
+
+template <class Term>
+  requires(!std::is_convertible_v<const Term&, Tensor>)
+void BackwardContext::accumulate(int i, const Term& term) {
+  constexpr bool callable = std::is_invocable_v<const Term&, Tensor&>;
+  constexpr bool adds = requires(const Term& t, Tensor& b) { t.add_into(b); };
+  constexpr bool makes = requires(const Term& t) { { t.make() } -> std::convertible_to<Tensor>; };
+  constexpr bool compacts = requires(const Term& t) { { t.compact() } -> std::convertible_to<std::shared_ptr<CompactGrad>>; };
+  static_assert(callable || adds || makes, "a gradient term is a callable void(Tensor&) or has add_into() and/or make()");
+  detail::GradTermRef ref{&term, nullptr, nullptr, nullptr};
+  if constexpr (callable) ref.add_into = [](const void* t, Tensor& b) { (*static_cast<const Term*>(t))(b); };
+  else if constexpr (adds) ref.add_into = [](const void* t, Tensor& b) { static_cast<const Term*>(t)->add_into(b); };
+  if constexpr (makes) ref.make = [](const void* t) -> Tensor { return static_cast<const Term*>(t)->make(); };
+  if constexpr (compacts)
+    ref.compact = [](const void* t) -> std::shared_ptr<CompactGrad> { return static_cast<const Term*>(t)->compact(); };
+  accumulate_term(i, ref);
+}
 
 /// Whether ops are recorded on this thread (false inside NoGradGuard and during backward).
 struct GradMode {

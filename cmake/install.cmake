@@ -2,6 +2,7 @@
 #
 #   cmake --install build --prefix P
 #     P/include/tapegrad/{autograd,nn,models}/*.h   public headers ("autograd/tapegrad.h", "nn/nn.h")
+#     P/include/tapegrad/autograd/kernels/*.h       the kernels an out-of-tree op calls
 #     P/lib/libtapegrad.a
 #     P/lib/cmake/tapegrad/tapegrad{Config,ConfigVersion,Targets,Targets-<config>}.cmake
 #
@@ -63,13 +64,17 @@ install(TARGETS tapegrad EXPORT tapegradTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Public headers keep their folder names. autograd/kernels/ is internal (no public header includes
-# it: tests/install/run_install_test.cmake checks that every installed include resolves).
+# Public headers keep their folder names. Of autograd/kernels/, the kernels an op written outside
+# the repository calls are installed; fast_math.h and parallel_for.h include xsimd and TBB directly
+# and stay internal (tg::parallel_for in autograd/parallel.h is the public loop).
 foreach(_tg_dir autograd nn models)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_tg_dir}/ DESTINATION ${TG_INSTALL_INCLUDEDIR}/${_tg_dir}
           FILES_MATCHING PATTERN "*.h"
           PATTERN "kernels" EXCLUDE)
 endforeach()
+set(TG_OP_KERNEL_HEADERS dispatch.h elementwise.h gemm.h reduce.h view.h)
+list(TRANSFORM TG_OP_KERNEL_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/autograd/kernels/)
+install(FILES ${TG_OP_KERNEL_HEADERS} DESTINATION ${TG_INSTALL_INCLUDEDIR}/autograd/kernels)
 
 install(EXPORT tapegradTargets NAMESPACE tapegrad:: FILE tapegradTargets.cmake
         DESTINATION ${TG_INSTALL_CMAKEDIR})

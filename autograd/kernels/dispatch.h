@@ -1,5 +1,5 @@
 #pragma once
-// Internal: run-time dtype to compile-time element type. f(T{}) is called with a value of the
+// Run-time dtype to compile-time element type, for ops (installed). f(T{}) is called with a value of the
 // element type, so kernels are written once as templates and instantiated for float and double.
 #include <cstdint>
 #include <stdexcept>

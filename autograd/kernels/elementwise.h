@@ -1,6 +1,6 @@
 #pragma once
-// Internal: elementwise kernels (xsimd over contiguous runs, TBB for large tensors). These do no
-// autograd; ops in autograd/ops_*.cpp call them for both forward and backward.
+// Elementwise kernels (xsimd over contiguous runs, TBB for large tensors). These do no autograd;
+// ops call them for both forward and backward. Installed for ops written outside the repository.
 #include "autograd/tensor.h"
 
 namespace tg::kernels {

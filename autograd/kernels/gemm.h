@@ -1,6 +1,7 @@
 #pragma once
 // The one matrix-product routine of tapegrad. Every matmul, linear and recurrent projection goes
-// through here, so tuning this file speeds up every model.
+// through here, so tuning this file speeds up every model. Installed for ops written outside the
+// repository (docs/extending.md, "Ops outside the repository").
 #include <cstdint>
 
 namespace tg::kernels {

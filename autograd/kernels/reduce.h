@@ -1,5 +1,5 @@
 #pragma once
-// Internal: reductions over (outer, R, inner) views. The summation order inside a row is fixed and
+// Reductions over (outer, R, inner) views, for ops (installed). The summation order inside a row is fixed and
 // parallel work is split only across independent outputs (or fixed-size blocks combined in
 // order), so results are bitwise identical for any thread count.
 #include <algorithm>

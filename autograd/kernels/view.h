@@ -1,5 +1,6 @@
 #pragma once
-// Internal: a handle to the same elements under another shape, outside autograd.
+// A handle to the same elements under another shape, outside autograd: for an op's backward,
+// which must not record (installed).
 #include <memory>
 #include <stdexcept>
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <memory>
 
+#include "autograd/compact_grad.h"
 #include "autograd/dtype.h"
 #include "autograd/gradcheck.h"
 #include "autograd/memory.h"
@@ -237,4 +238,104 @@ TEST(Tape, BackwardFnMovesAndResets) {
   g = nullptr;
   EXPECT_EQ(counter.use_count(), 1);
   (void)calls;
+}
+
+// ---- gradient terms: one accumulate, the tape picks how ----------------------------------------
+
+namespace {
+/// buffer += t, both f64 (the tests' tensors).
+void add_f64(Tensor& buffer, const Tensor& t) {
+  const double* src = t.data<double>();
+  double* dst = buffer.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) dst[i] += src[i];
+}
+
+struct TermCalls {
+  int make = 0, add_into = 0, compact = 0;
+};
+
+/// y = 3x, delivering its gradient 3g as a term that counts which path the tape took.
+Tensor triple(const Tensor& x, TermCalls& calls, bool offer_compact = false) {
+  return record("triple", x * 3.0, {x}, [&calls, offer_compact](BackwardContext& ctx) {
+    struct Term {
+      const Tensor& g;
+      TermCalls& calls;
+      bool offer_compact;
+      Tensor make() const {
+        ++calls.make;
+        return g * 3.0;
+      }
+      void add_into(Tensor& buffer) const {
+        ++calls.add_into;
+        add_f64(buffer, g * 3.0);
+      }
+      std::shared_ptr<CompactGrad> compact() const {
+        ++calls.compact;
+        if (!offer_compact) return nullptr;
+        // 3g = Gᵀ X with G = 3 I (n, n) and X = g (n, m): the low-rank form, exact.
+        const std::int64_t n = g.size(0);
+        std::vector<double> diag(static_cast<std::size_t>(n * n), 0.0);
+        for (std::int64_t i = 0; i < n; ++i) diag[static_cast<std::size_t>(i * n + i)] = 3.0;
+        return low_rank_grad(Tensor::from_vector(diag, {n, n}), g);
+      }
+    };
+    ctx.accumulate(0, Term{ctx.grad_output(), calls, offer_compact});
+  });
+}
+}  // namespace
+
+TEST(Tape, GradientTermIsMadeFirstThenAddedInPlace) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  TermCalls calls;
+  sum(triple(x, calls) + triple(x, calls) * 2.0).backward();  // 3 + 6 per element
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{9, 9}));
+  EXPECT_EQ(calls.make, 1);      // the first gradient of x: a new tensor
+  EXPECT_EQ(calls.add_into, 1);  // the second: added into the first, no temporary
+  EXPECT_EQ(calls.compact, 0);   // x does not allow compact gradients: never asked
+}
+
+TEST(Tape, GradientTermAddsIntoALeafsExistingGradientAcrossBackwardCalls) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  TermCalls calls;
+  sum(triple(x, calls)).backward();
+  const double* before = x.grad().data<double>();
+  sum(triple(x, calls)).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{6, 6}));
+  EXPECT_EQ(x.grad().data<double>(), before);  // the same buffer, added into
+  EXPECT_EQ(calls.make, 1);
+  EXPECT_EQ(calls.add_into, 1);
+}
+
+TEST(Tape, GradientTermOffersItsCompactFormOnlyToALeafThatAllowsIt) {
+  Generator gen(3);
+  const Tensor init = Tensor::normal({2, 3}, 0, 1, gen, DType::f64);
+  Tensor w = init.clone().requires_grad_();
+  w.allow_compact_grad();
+  TermCalls calls;
+  sum(triple(w, calls, /*offer_compact=*/true) * init).backward();  // d/dw = 3 init
+  ASSERT_NE(w.compact_grad(), nullptr);
+  EXPECT_STREQ(w.compact_grad()->kind(), "low_rank");
+  EXPECT_EQ(calls.compact, 1);
+  EXPECT_EQ(calls.make + calls.add_into, 0);
+  // A second gradient for the same leaf continues densely (the compact one converted, then added).
+  sum(triple(w, calls, true) * init).backward();
+  EXPECT_EQ(w.compact_grad(), nullptr);
+  EXPECT_EQ(calls.compact, 1);
+  EXPECT_EQ(calls.add_into, 1);
+  const auto got = w.grad().to_vector<double>(), expect = (init * 6.0).to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expect[i], 1e-12);
+}
+
+TEST(Tape, CallableGradientTermGetsZerosWhenThereIsNoGradientYet) {
+  Tensor x = vec({1, 2, 3}).requires_grad_();
+  std::vector<double> seen;
+  Tensor y = record("plus_one_grad", x * 1.0, {x}, [&seen](BackwardContext& ctx) {
+    ctx.accumulate(0, [&](Tensor& buffer) {
+      seen = buffer.to_vector<double>();
+      add_f64(buffer, ctx.grad_output());
+    });
+  });
+  sum(y).backward();
+  EXPECT_EQ(seen, (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1, 1}));
 }

@@ -1,6 +1,7 @@
 # ctest -R install.find_package: installs the current build to a fresh prefix, checks the installed
 # headers are self-contained, then configures, builds and runs tests/install/consumer (the library,
-# and the xtensor interop header through tapegrad::xtensor) against the installed package only.
+# the xtensor interop header through tapegrad::xtensor, and an op written against the installed
+# kernel headers) against the installed package only.
 #
 #   cmake -DSRC=<consumer source> -DBIN=<tapegrad build dir> -DWORK=<scratch dir>
 #         [-DGENERATOR=Ninja] [-DCXX=<compiler>] -P run_install_test.cmake
@@ -31,9 +32,16 @@ foreach(f include/tapegrad/autograd/tapegrad.h include/tapegrad/nn/nn.h lib/libt
     message(FATAL_ERROR "not installed: ${prefix}/${f}")
   endif()
 endforeach()
-if(EXISTS ${prefix}/include/tapegrad/autograd/kernels)
-  message(FATAL_ERROR "internal headers autograd/kernels/ were installed")
-endif()
+foreach(f dispatch.h elementwise.h gemm.h reduce.h view.h)
+  if(NOT EXISTS ${prefix}/include/tapegrad/autograd/kernels/${f})
+    message(FATAL_ERROR "op kernel header not installed: autograd/kernels/${f}")
+  endif()
+endforeach()
+foreach(f fast_math.h parallel_for.h)
+  if(EXISTS ${prefix}/include/tapegrad/autograd/kernels/${f})
+    message(FATAL_ERROR "internal header installed: autograd/kernels/${f}")
+  endif()
+endforeach()
 
 # 2. Every #include "..." of an installed header resolves inside the installed include tree (so no
 #    public header depends on an internal one or on a header-only dependency).
@@ -87,4 +95,9 @@ run_step("running the xtensor interop consumer" ${WORK}/build/xtensor_interop)
 if(NOT step_output MATCHES "xtensor interop ok")
   message(FATAL_ERROR "the xtensor interop consumer printed:\n${step_output}")
 endif()
+run_step("running the out-of-tree op consumer" ${WORK}/build/custom_op)
+if(NOT step_output MATCHES "custom op ok")
+  message(FATAL_ERROR "the out-of-tree op consumer printed:\n${step_output}")
+endif()
+message(STATUS "${step_output}")
 file(REMOVE_RECURSE ${WORK})
