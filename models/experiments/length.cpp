@@ -46,7 +46,7 @@ std::pair<ExperimentTable, std::string> length_study(const TranslationData& data
     for (const auto& m : models) t.columns.push_back(m + " " + metric);
   std::vector<Series> series;
   for (const auto& m : models)
-    for (const char* metric : {"BLEU-4", "GeoMean"}) series.push_back({m + " " + metric, {}, {}});
+    for (const char* metric : {"BLEU-4", "GeoMean"}) series.push_back({.label = m + " " + metric, .x = {}, .y = {}});
   auto add_row = [&](const std::string& label, const std::vector<std::size_t>& idx, double x) {
     std::vector<Scores> sc;
     for (const auto& r : runs) sc.push_back(score_subset(r, data.heldout_pairs, idx));
