@@ -65,7 +65,7 @@ CellArgs cell_args(const char* who, const Tensor& x, PooledVector<Tensor> states
     throw std::invalid_argument(std::string(who) + ": input is " + std::string(dtype_name(x.dtype())) +
                                 " but the parameters are " + std::string(dtype_name(dtype)));
   const bool unbatched = x.dim() == 1;
-  CellArgs a{unbatched ? unsqueeze(x, 0) : x, {}, unbatched};
+  CellArgs a{.x = unbatched ? unsqueeze(x, 0) : x, .states = {}, .unbatched = unbatched};
   const Shape want = unbatched ? Shape{hidden_size} : Shape{x.size(0), hidden_size};
   for (auto& s : states) {
     if (!s.defined()) {

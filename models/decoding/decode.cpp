@@ -219,7 +219,9 @@ Translation beam_one(Seq2Seq& model, const Tensor& src, const Tensor& valid_len,
     std::vector<Candidate> cands;
     for (std::size_t b = 0; b < alive.size(); ++b)
       for (std::size_t v = 0; v < lp[b].size(); ++v)
-        cands.push_back({alive[b].log_prob + lp[b][v], static_cast<std::int64_t>(b), static_cast<std::int64_t>(v)});
+        cands.push_back({.log_prob = alive[b].log_prob + lp[b][v],
+                         .beam = static_cast<std::int64_t>(b),
+                         .token = static_cast<std::int64_t>(v)});
     // Best first; ties by beam then token, so the order never depends on the sort's internals.
     auto better = [](const Candidate& a, const Candidate& b) {
       if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;

@@ -172,8 +172,11 @@ Seq2SeqBatch Seq2SeqDataset::batch(const std::vector<std::int64_t>& rows) const 
     src_len.push_back(src_valid_len_[r]);
     tgt_len.push_back(tgt_valid_len_[r]);
   }
-  return {to_tensor(src, {b, num_steps_}), to_tensor(src_len, {b}), to_tensor(tgt, {b, num_steps_}),
-          to_tensor(tgt_len, {b}), rows};
+  return {.src = to_tensor(src, {b, num_steps_}),
+          .src_valid_len = to_tensor(src_len, {b}),
+          .tgt = to_tensor(tgt, {b, num_steps_}),
+          .tgt_valid_len = to_tensor(tgt_len, {b}),
+          .rows = rows};
 }
 
 Seq2SeqBatch trim_padding(Seq2SeqBatch b) {

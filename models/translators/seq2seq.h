@@ -104,8 +104,8 @@ class Seq2Seq : public nn::Module {
                          Tensor* attention = nullptr);
   /// The training loss of teacher forcing: sequence_loss(forward(src, src_valid_len, dec_input),
   /// tgt, tgt_valid_len). The built-in models compute the readout only at the valid target
-  /// positions (the vocabulary GEMM is most of a step's work; pads are ~35-45% of positions when
-  /// lengths are uniform), with the same value and gradients (tested).
+  /// positions (the vocabulary GEMM is most of a step's work, and pads are a large share of the
+  /// positions: docs/performance.md), with the same value and gradients (tested).
   virtual Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
                       const Tensor& tgt_valid_len);
   /// Whether step() produces attention weights.
@@ -113,7 +113,7 @@ class Seq2Seq : public nn::Module {
   /// True when source positions past src_valid_len and target positions past tgt_valid_len
   /// cannot change the loss (the encoder is masked by valid lengths, the decoder is causal and
   /// the loss masked), so train() may cut a batch to its longest valid row: same loss, less work
-  /// (4x fewer decoder steps on `primes`, whose targets are short). d2l's encoder reads its pads.
+  /// (most on tasks with short targets such as `primes`). d2l's encoder reads its pads.
   virtual bool padding_is_inert() const { return true; }
 
  protected:
@@ -128,8 +128,7 @@ std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen);
 /// module "decoder.dense" in every built-in model) in compact form (autograd/compact_grad.h): the
 /// rows a batch used, and the projection's input and output gradients instead of its out x in
 /// product. Clipping and the optimizers read them without ever building the dense gradients, so
-/// training follows the same trajectory with less memory (at the paper's sizes with a linear
-/// readout: 556 MiB of dense gradients become ~175 MiB, peak RSS 2496 instead of 2824 MiB); it
+/// training follows the same trajectory with less memory (figures in docs/performance.md); it
 /// costs two Gram products for the norm. Worth it for large vocabularies; off by default.
 void allow_compact_grads(Seq2Seq& model, bool on = true);
 

@@ -96,7 +96,8 @@ std::vector<Case> shape_cases() {
       {65, 97, 31}, {37, 53, 385}, {19, 8, 800}, {150, 40, 10}, {4, 9, 3},    {23, 24, 25},
   };
   for (auto& d : dims)
-    for (int t = 0; t < 4; ++t) cases.push_back({bool(t & 1), bool(t & 2), d[0], d[1], d[2], 1.0, 0.0});
+    for (int t = 0; t < 4; ++t) cases.push_back(
+          {.ta = bool(t & 1), .tb = bool(t & 2), .M = d[0], .N = d[1], .K = d[2], .alpha = 1.0, .beta = 0.0});
   return cases;
 }
 
@@ -116,7 +117,8 @@ TEST(GemmTest, AlphaBetaAndLeadingDimensions) {
     const bool ta = t & 1, tb = t & 2;
     for (double beta : {0.0, 1.0, -0.5}) {
       for (double alpha : {1.0, 0.75, -2.0}) {
-        Case c{ta, tb, 29, 45, 37, alpha, beta, 3, 5, 7};
+        Case c{.ta = ta, .tb = tb, .M = 29, .N = 45, .K = 37, .alpha = alpha, .beta = beta,
+               .pad_a = 3, .pad_b = 5, .pad_c = 7};
         check_case<double>(c, seed, 1e-13);
         check_case<float>(c, seed++, 2e-6);
       }

@@ -57,8 +57,9 @@ struct Inputs {
 
 // Pre-activations in [-3, 3]: past the linear region of sigmoid and tanh.
 Inputs random_inputs(std::int64_t B, std::int64_t H, DType dt, Generator& gen) {
-  return {Tensor::uniform({B, 3 * H}, -3, 3, gen, dt).requires_grad_(),
-          Tensor::uniform({B, 3 * H}, -3, 3, gen, dt).requires_grad_(), Tensor::uniform({B, H}, -1, 1, gen, dt).requires_grad_()};
+  return {.gi = Tensor::uniform({B, 3 * H}, -3, 3, gen, dt).requires_grad_(),
+          .gh = Tensor::uniform({B, 3 * H}, -3, 3, gen, dt).requires_grad_(),
+          .h = Tensor::uniform({B, H}, -1, 1, gen, dt).requires_grad_()};
 }
 
 using Cell = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);

@@ -9,9 +9,9 @@ namespace tg::models::testing {
 
 /// "je suis chez moi ." <- "i'm home ." with known weights (rows sum to 1).
 inline AttentionMap sample_attention() {
-  return {{"je", "suis", "chez", "moi", ".", "<eos>"},
-          {"i'm", "home", ".", "<eos>"},
-          {{0.7f, 0.2f, 0.05f, 0.05f, 0.0f, 0.0f},
+  return {.source = {"je", "suis", "chez", "moi", ".", "<eos>"},
+          .output = {"i'm", "home", ".", "<eos>"},
+          .weights = {{0.7f, 0.2f, 0.05f, 0.05f, 0.0f, 0.0f},
            {0.0f, 0.1f, 0.5f, 0.4f, 0.0f, 0.0f},
            {0.0f, 0.0f, 0.0f, 0.1f, 0.9f, 0.0f},
            {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f}}};

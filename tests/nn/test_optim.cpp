@@ -144,7 +144,7 @@ TEST(Optim, AdamMatchesReference) {
     auto got = run(pr, [&](tg::nn::NamedTensors ps) {
       return std::make_unique<tg::nn::Adam>(std::move(ps), AdamOptions(0.1).betas(0.8, 0.95).eps(1e-2).weight_decay(wd));
     });
-    const AdamRef ref{0.1, 0.8, 0.95, 1e-2, wd, false, {}, {}};
+    const AdamRef ref{.lr = 0.1, .b1 = 0.8, .b2 = 0.95, .eps = 1e-2, .wd = wd, .decoupled = false, .m = {}, .v = {}};
     expect_close(got, run_reference(pr, ref, ref), pr.p0);
   }
 }
@@ -154,7 +154,7 @@ TEST(Optim, AdamWMatchesReference) {
   auto got = run(pr, [&](tg::nn::NamedTensors ps) {
     return std::make_unique<tg::nn::AdamW>(std::move(ps), AdamOptions(0.05).eps(1e-3).weight_decay(0.5));
   });
-  const AdamRef ref{0.05, 0.9, 0.999, 1e-3, 0.5, true, {}, {}};
+  const AdamRef ref{.lr = 0.05, .b1 = 0.9, .b2 = 0.999, .eps = 1e-3, .wd = 0.5, .decoupled = true, .m = {}, .v = {}};
   expect_close(got, run_reference(pr, ref, ref), pr.p0);
   // Adam with decoupled_weight_decay(true) is the same optimizer.
   auto same = run(pr, [&](tg::nn::NamedTensors ps) {
@@ -170,9 +170,11 @@ TEST(Optim, SgdMatchesReference) {
     double lr, momentum, dampening, wd;
     bool nesterov;
   };
-  for (const Case c : {Case{0.3, 0.0, 0.0, 0.0, false}, Case{0.3, 0.0, 0.0, 0.2, false},
-                       Case{0.2, 0.9, 0.0, 0.0, false}, Case{0.2, 0.9, 0.3, 0.05, false},
-                       Case{0.2, 0.8, 0.0, 0.1, true}}) {
+  for (const Case c : {Case{.lr = 0.3, .momentum = 0.0, .dampening = 0.0, .wd = 0.0, .nesterov = false},
+                       Case{.lr = 0.3, .momentum = 0.0, .dampening = 0.0, .wd = 0.2, .nesterov = false},
+                       Case{.lr = 0.2, .momentum = 0.9, .dampening = 0.0, .wd = 0.0, .nesterov = false},
+                       Case{.lr = 0.2, .momentum = 0.9, .dampening = 0.3, .wd = 0.05, .nesterov = false},
+                       Case{.lr = 0.2, .momentum = 0.8, .dampening = 0.0, .wd = 0.1, .nesterov = true}}) {
     SCOPED_TRACE("momentum=" + std::to_string(c.momentum) + " dampening=" + std::to_string(c.dampening) +
                  " wd=" + std::to_string(c.wd) + " nesterov=" + std::to_string(c.nesterov));
     auto got = run(pr, [&](tg::nn::NamedTensors ps) {
@@ -180,7 +182,8 @@ TEST(Optim, SgdMatchesReference) {
           std::move(ps),
           SGDOptions(c.lr).momentum(c.momentum).dampening(c.dampening).weight_decay(c.wd).nesterov(c.nesterov));
     });
-    const SgdRef ref{c.lr, c.momentum, c.dampening, c.wd, c.nesterov, {}};
+    const SgdRef ref{.lr = c.lr, .momentum = c.momentum, .dampening = c.dampening, .wd = c.wd,
+                     .nesterov = c.nesterov, .buf = {}};
     expect_close(got, run_reference(pr, ref, ref), pr.p0);
   }
 }

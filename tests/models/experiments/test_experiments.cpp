@@ -336,7 +336,7 @@ CliRun cli(const std::string& args, const fs::path& dir) {
   fs::create_directories(dir);
   const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
   const int rc = std::system((kBinary + " " + args + " >" + out.string() + " 2>" + err.string()).c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(out), read_file(err)};
+  return {.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, .out = read_file(out), .err = read_file(err)};
 }
 }  // namespace
 

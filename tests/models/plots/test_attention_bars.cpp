@@ -49,7 +49,7 @@ TEST(AttentionBars, BarHeightsMatchTheWeights) {
 }
 
 TEST(AttentionBars, WeightsOutsideTheRangeAreClampedButRecorded) {
-  AttentionMap map{{"a", "b"}, {"x"}, {{1.5f, -0.25f}}};
+  AttentionMap map{.source = {"a", "b"}, .output = {"x"}, .weights = {{1.5f, -0.25f}}};
   const std::string svg = attention_bars_svg(map);
   EXPECT_NE(svg.find("height=\"64.0000\" fill=\"#fde725\" data-step=\"0\" data-col=\"0\""), std::string::npos) << svg;
   EXPECT_NE(svg.find("data-weight=\"1.5\""), std::string::npos);

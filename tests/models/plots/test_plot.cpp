@@ -73,7 +73,7 @@ TEST(Plot, AnyFiniteValuesPlotWithBoundedTicks) {
   };
   for (const auto& [x, y] : cases)
     for (bool log_y : {false, true}) {
-      Series s{"s", x, y};
+      Series s{.label = "s", .x = x, .y = y};
       PlotOptions o;
       o.log_y = log_y;
       std::string svg;
@@ -92,10 +92,10 @@ TEST(Plot, AnyFiniteValuesPlotWithBoundedTicks) {
 
 TEST(Plot, NonFiniteValuesAreSkippedAndCounted) {
   const double nan = std::nan(""), inf = INFINITY;
-  Series s{"s", {1, 2, 3, nan, 5, 6}, {1.0, nan, inf, 4.0, -inf, 0.5}};
+  Series s{.label = "s", .x = {1, 2, 3, nan, 5, 6}, .y = {1.0, nan, inf, 4.0, -inf, 0.5}};
   EXPECT_EQ(count_unplottable({s}, false), 4u);
   EXPECT_EQ(count_unplottable({s, s}, false), 8u);
-  Series with_zero{"z", {1, 2, 3}, {1.0, 0.0, -2.0}};
+  Series with_zero{.label = "z", .x = {1, 2, 3}, .y = {1.0, 0.0, -2.0}};
   EXPECT_EQ(count_unplottable({with_zero}, false), 0u);
   EXPECT_EQ(count_unplottable({with_zero}, true), 2u);
   const std::string svg = line_plot_svg({s});

@@ -309,8 +309,11 @@ TEST(Seq2Seq, TrimmedBatchGivesTheSameLossAndGradients) {
     auto model = make_model(tiny(name), gen);
     model->to(DType::f64);
     ASSERT_TRUE(model->padding_is_inert());
-    Seq2SeqBatch full{ids({4, 5, 3, 1, 6, 3, 1, 1}, {2, 4}), ids({3, 2}, {2}), ids({5, 3, 1, 1, 6, 7, 3, 1}, {2, 4}),
-                      ids({2, 3}, {2}), {0, 1}};
+    Seq2SeqBatch full{.src = ids({4, 5, 3, 1, 6, 3, 1, 1}, {2, 4}),
+                      .src_valid_len = ids({3, 2}, {2}),
+                      .tgt = ids({5, 3, 1, 1, 6, 7, 3, 1}, {2, 4}),
+                      .tgt_valid_len = ids({2, 3}, {2}),
+                      .rows = {0, 1}};
     const Seq2SeqBatch cut = trim_padding(full);
     ASSERT_EQ(cut.src.shape(), (Shape{2, 3}));
     ASSERT_EQ(cut.tgt.shape(), (Shape{2, 3}));
