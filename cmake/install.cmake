@@ -70,7 +70,8 @@ install(TARGETS tapegrad EXPORT tapegradTargets
 foreach(_tg_dir autograd nn models)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_tg_dir}/ DESTINATION ${TG_INSTALL_INCLUDEDIR}/${_tg_dir}
           FILES_MATCHING PATTERN "*.h"
-          PATTERN "kernels" EXCLUDE)
+          PATTERN "kernels" EXCLUDE
+          REGEX "/models/experiments/support\\.h$" EXCLUDE)  # shared by the experiments' sources only
 endforeach()
 set(TG_OP_KERNEL_HEADERS dispatch.h elementwise.h gemm.h reduce.h view.h)
 list(TRANSFORM TG_OP_KERNEL_HEADERS PREPEND ${PROJECT_SOURCE_DIR}/autograd/kernels/)
