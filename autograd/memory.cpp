@@ -5,9 +5,9 @@
 //
 // In front of the pool, each thread parks up to thread_blocks() freed blocks of each class up to
 // 64 KiB, under a lock of its own that stays in that core's cache: an op's ~5 blocks then touch
-// no shared cache line. With the pool's lock alone, two threads that each decode half a batch
-// spent 25% of their time in allocate/deallocate (the lock and the free lists bouncing between
-// the cores); a single thread pays 15-25 ns per allocate/deallocate pair either way. Blocks move
+// no shared cache line: with the pool's lock alone, two threads decoding halves of a batch spend
+// much of their time with the lock and free lists bouncing between the cores (figures in
+// docs/performance.md, "Figures behind design choices in the code"). Blocks move
 // freely between threads (a tensor made on the main thread may die in a TBB task): a freed block
 // is parked by the thread that frees it, or goes to the pool. Thread caches are registered, so
 // cache_stats() counts their blocks as cached and empty_cache() returns them; a thread's cache
@@ -42,8 +42,8 @@ constexpr std::size_t kSmallStep = 64;   // small classes: multiples of 64 B ...
 constexpr std::size_t kSmallMax = 1024;  // ... up to 1 KiB
 constexpr int kSmallClasses = static_cast<int>(kSmallMax / kSmallStep);
 // Large classes: 4 per power of two from 1 KiB (at most 25% rounding), 16 per power of two from
-// 1 MiB (at most 6.25%: on workload C the coarser classes held 200 MiB more than the tensors asked
-// for, and blocks that big are cheap to take from the system anyway).
+// 1 MiB (at most 6.25%: coarser classes hold large models' memory hostage, and blocks that big are
+// cheap to take from the system anyway).
 constexpr int kLargeLog2Min = 10, kFineLog2Min = 20;
 constexpr int kCoarseSubLog2 = 2, kFineSubLog2 = 4;
 constexpr int sub_log2(int k) { return k < kFineLog2Min ? kCoarseSubLog2 : kFineSubLog2; }
@@ -55,12 +55,9 @@ constexpr int first_class(int k) {
 }
 constexpr int kClasses = first_class(64);
 // Default limit on in-use + cached bytes: the peak in use plus a headroom of 25% of it, at most
-// 32 MiB; at least 64 MiB in all. Measured on bench_seq2seq B (rnnsearch 256/256, vocab 8000): no
-// limit keeps 1.5x the peak in use reserved (RSS 426 MiB against glibc's 399), 1.25x gave RSS
-// 358 MiB for a few system allocations per step, 1.0x thrashes (4157 system allocations against
-// 1915 and a slower step). The 32 MiB cap is for large models (C: 1.25x would let 600 MiB of
-// cached blocks stay resident); on B it costs no measurable speed (headroom 32, 80 and 200 MiB:
-// same tokens/s within the machine's noise).
+// 32 MiB; at least 64 MiB in all. No limit keeps too much reserved, no headroom thrashes, and the
+// cap keeps a large model's cache from staying resident (measurements: docs/performance.md,
+// "Figures behind design choices in the code").
 constexpr std::int64_t kMinDefaultLimit = std::int64_t{64} << 20;
 constexpr std::int64_t kMaxHeadroom = std::int64_t{32} << 20;
 
@@ -119,7 +116,7 @@ struct FreeBlock {
 constexpr int kThreadClasses = size_class(std::size_t{64} << 10).index + 1;  // classes up to 64 KiB
 // Blocks a thread may park per class: 256 KiB worth, at least 8 and at most 64 (so at most
 // 6.3 MiB per thread over all classes). A decoding step of a batch of 64 frees more than 8 handles
-// and small buffers of a class at once; 8 per class left half the 2-thread gain on the table.
+// and small buffers of a class at once, so a fixed 8 per class is too few.
 constexpr int thread_blocks(int index) {
   return static_cast<int>(std::clamp<std::size_t>((std::size_t{256} << 10) / class_bytes(index), 8, 64));
 }
@@ -251,8 +248,7 @@ ThreadCache* thread_cache() {
 
 // Blocks of 1 MiB and more are mapped from the kernel directly, and unmapped when they go back:
 // glibc keeps freed chunks below its mmap threshold (which grows to 32 MiB once large chunks have
-// been freed) resident in its arenas, and on workload C that held ~110 MiB of RSS beyond every
-// block this allocator knew of. Smaller blocks come from ::operator new, which a replaced global
+// been freed) resident in its arenas, as RSS beyond every block this allocator knows of. Smaller blocks come from ::operator new, which a replaced global
 // operator new (tests/models/training/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
 constexpr std::size_t kMapMin = std::size_t{1} << 20;
 

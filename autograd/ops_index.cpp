@@ -229,7 +229,7 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   if (!training || p == 0.0) return x;
   // The mask holds 0 or 1/(1-p) in x's dtype: forward and backward are one multiply each. The
   // forward is written in the same pass as the mask. One draw from `gen` seeds a splitmix64
-  // stream for this call (mt19937_64 per element cost 4% of a workload-A step); each 64-bit
+  // stream for this call (cheaper than mt19937_64 per element); each 64-bit
   // output decides two elements: a 32-bit half u drops when u < p 2^32.
   Tensor mask = Tensor::empty(x.shape(), x.dtype());
   Tensor y = Tensor::empty(x.shape(), x.dtype());

@@ -97,7 +97,7 @@ void Tensor::fill_(double value) {
     using T = decltype(tag);
     T* p = data<T>();
     // On both threads when large: zero-filled buffers (gradient accumulators, embedding tables'
-    // dense gradients; megabytes per step on B) were a serial 7% of a 2-thread step.
+    // dense gradients) are megabytes per step.
     kernels::parallel_for(numel(), kernels::kGrainCheap, [&](std::int64_t begin, std::int64_t end) {
       std::fill(p + begin, p + end, static_cast<T>(value));
     });

@@ -431,8 +431,7 @@ KernelFn<T> kernel_for(int rows, int cols, bool packed_a) {
 }
 
 /// One-pass products (K <= kc) with at most this many rows read A in place instead of packing
-/// it: packing a small A block costs about as much as it saves (workload A's (64, 32) x (32, 96)
-/// went from 84 to 96 GFLOP/s, (64, 32) x (32, 32) from 75 to 97). Taller ones keep packing, since
+/// it: packing a small A block costs about as much as it saves. Taller ones keep packing, since
 /// a strided A read again for every B strip would fall out of L1/L2.
 constexpr int64_t kDirectAMaxRows = 640;
 
