@@ -11,6 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 
 #include "autograd/random.h"
 #include "nn/optim.h"
@@ -36,9 +40,12 @@ constexpr const char* kSrcVocab = "src_vocab.txt";
 constexpr const char* kTgtVocab = "tgt_vocab.txt";
 constexpr const char* kOptimizer = "optimizer.npz";
 constexpr const char* kTraining = "training.json";
+constexpr const char* kManifest = "manifest.json";
+constexpr std::int64_t kManifestVersion = 1;
 
 const std::set<std::string>& checkpoint_files() {
-  static const std::set<std::string> files{kConfig, kWeights, kSrcVocab, kTgtVocab, kOptimizer, kTraining};
+  static const std::set<std::string> files{kConfig,    kWeights,  kSrcVocab, kTgtVocab,
+                                           kOptimizer, kTraining, kManifest};
   return files;
 }
 
@@ -78,6 +85,33 @@ void fsync_path(const fs::path& path, bool directory) {
   const std::string err = rc != 0 ? errno_text() : "";
   ::close(fd);
   if (rc != 0) throw std::runtime_error(path.string() + ": fsync failed (" + err + ")");
+}
+
+/// Lower-case hex SHA-256 of a file's bytes (OpenSSL libcrypto).
+std::string sha256_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open (" + errno_text() + ")");
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error(path.string() + ": cannot start a SHA-256 digest");
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<std::size_t>(in.gcount());
+    if (n > 0 && EVP_DigestUpdate(ctx.get(), buf.data(), n) != 1)
+      throw std::runtime_error(path.string() + ": SHA-256 digest failed");
+  }
+  if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw std::runtime_error(path.string() + ": SHA-256 digest failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
 }
 
 /// Removes a directory that holds only checkpoint files (never anything else).
@@ -201,6 +235,63 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   return s;
 }
 
+std::string manifest_to_json(const std::map<std::string, std::string>& digests) {
+  json j;
+  j["format_version"] = kManifestVersion;
+  j["sha256"] = digests;
+  return j.dump(2) + "\n";
+}
+
+/// manifest.json's digests, or nullopt if the checkpoint has none (older format).
+std::optional<std::map<std::string, std::string>> read_manifest(const fs::path& dir) {
+  const fs::path path = dir / kManifest;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  const std::string source = path.string();
+  const json j = parse_object(read_text(path), source);
+  check_known_keys(j, {"format_version", "sha256"}, source);
+  if (!j.contains("format_version") || !j.contains("sha256")) bad(source, "needs 'format_version' and 'sha256'");
+  const std::int64_t version = get_int(j, "format_version", source);
+  if (version != kManifestVersion)
+    bad(source, "format_version " + std::to_string(version) + " is not the one this build reads (" +
+                    std::to_string(kManifestVersion) + ")");
+  if (!j["sha256"].is_object()) bad(source, "'sha256' must be an object of file name to hex digest");
+  std::map<std::string, std::string> digests;
+  for (const auto& [file, digest] : j["sha256"].items()) {
+    if (file == kManifest || checkpoint_files().count(file) == 0) bad(source, "lists an unknown file '" + file + "'");
+    if (!digest.is_string()) bad(source, "sha256 '" + file + "' must be a string");
+    digests[file] = digest.get<std::string>();
+  }
+  return digests;
+}
+
+[[noreturn]] void manifest_mismatch(const fs::path& dir, const std::string& what) {
+  throw std::runtime_error("checkpoint " + dir.string() + ": " + what);
+}
+
+/// Checks `file` (one name, or every checkpoint file when empty) against manifest.json. Without a
+/// manifest (older format) nothing is checked; `note` then says so on stderr, in one line.
+void verify_manifest(const fs::path& dir, const std::string& file, bool note) {
+  const auto digests = read_manifest(dir);
+  if (!digests) {
+    if (note) std::fprintf(stderr, "checkpoint %s: no manifest.json (older format), files not verified\n", dir.c_str());
+    return;
+  }
+  std::error_code ec;
+  for (const auto& name : checkpoint_files()) {
+    if (name == kManifest || (!file.empty() && name != file)) continue;
+    const bool present = fs::exists(dir / name, ec);
+    const auto it = digests->find(name);
+    if (it == digests->end()) {
+      if (present) manifest_mismatch(dir, name + " is not listed in manifest.json");
+      continue;
+    }
+    if (!present) manifest_mismatch(dir, name + " is listed in manifest.json but missing");
+    if (sha256_file(dir / name) != it->second)
+      manifest_mismatch(dir, name + " does not match its SHA-256 in manifest.json");
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -318,6 +409,14 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
       write_text(tmp / kTraining, training_to_json(*training));
       done(kTraining);
     }
+    // Last, so a manifest exists only beside complete files: the digests of everything above.
+    std::map<std::string, std::string> digests;
+    for (const auto& entry : fs::directory_iterator(tmp)) {
+      const std::string name = entry.path().filename().string();
+      if (checkpoint_files().count(name)) digests[name] = sha256_file(entry.path());
+    }
+    write_text(tmp / kManifest, manifest_to_json(digests));
+    done(kManifest);
     fsync_path(tmp, true);
 
     if (!fs::exists(dir)) {
@@ -351,6 +450,7 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
   if (!fs::is_directory(dir, ec))
     throw std::runtime_error(dir_arg + ": not a checkpoint directory (" +
                              (fs::exists(dir, ec) ? "not a directory" : "no such directory") + ")");
+  verify_manifest(dir, "", true);
   Checkpoint ck;
   ck.dir = dir_arg;
   const fs::path config_path = dir / kConfig;
@@ -382,12 +482,14 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
 std::optional<TrainingState> load_training_state(const std::string& dir) {
   const fs::path path = fs::path(dir) / kTraining;
   if (!fs::exists(path)) return std::nullopt;
+  verify_manifest(dir, kTraining, false);
   return training_from_json(read_text(path), path.string());
 }
 
 void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer) {
   const fs::path path = fs::path(dir) / kOptimizer;
   if (!fs::exists(path)) throw std::runtime_error(path.string() + ": missing (the checkpoint has no optimizer state)");
+  verify_manifest(dir, kOptimizer, false);
   optimizer.load_state_dict(nn::load_npz(path.string()), path.string());
 }
 

@@ -8,6 +8,8 @@
 //   DIR/tgt_vocab.txt
 //   DIR/optimizer.npz   optional: Optimizer::state_dict (Adam moments and step counts)
 //   DIR/training.json   optional: TrainingState (progress, training options, free-form notes)
+//   DIR/manifest.json   written last: {"format_version": 1, "sha256": {file: hex digest, ...}} for
+//                       every other file above that the checkpoint holds
 //
 //   tg::models::save_checkpoint("ckpt", *model, src_vocab, tgt_vocab);
 //   tg::models::Checkpoint ck = tg::models::load_checkpoint("ckpt");  // ck.model, ck.src_vocab, ...
@@ -25,7 +27,12 @@
 // refused, so a mistyped path never deletes a user's files. A process killed while writing can
 // leave a `DIR.tmp-XXXXXX` behind; it is never read and may be deleted.
 //
-// Loading checks everything before building anything: config.json is parsed (unknown keys, wrong
+// Loading checks everything before building anything. First manifest.json: every file it lists must
+// exist and match its SHA-256, and no checkpoint file may be unlisted; a mismatch throws
+// "checkpoint DIR: FILE does not match its SHA-256 in manifest.json". A checkpoint without a
+// manifest (written before it existed) still loads, with a one-line note on stderr that its files
+// are unverified. load_training_state and load_optimizer_state check their own file the same way.
+// Then config.json is parsed (unknown keys, wrong
 // types and invalid values are refused), both vocabularies are read, weights.npz is read fully
 // (its zip CRCs are verified) and its names and shapes are checked against the model. Any problem
 // throws std::runtime_error whose message starts with the offending file's path; nothing is
