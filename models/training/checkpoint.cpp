@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -125,6 +126,43 @@ void remove_checkpoint_dir(const fs::path& dir) {
       if (name.rfind(file + ".tmp-", 0) == 0) fs::remove(entry.path(), ec);
   }
   fs::remove(dir, ec);  // fails (harmlessly) if anything unexpected is left
+}
+
+/// A checkpoint file, or a partial one that Module::save / Optimizer::save left ("<file>.tmp-XXXXXX").
+bool checkpoint_file_or_partial(const std::string& name) {
+  if (checkpoint_files().count(name)) return true;
+  for (const auto& file : checkpoint_files())
+    if (name.rfind(file + ".tmp-", 0) == 0) return true;
+  return false;
+}
+
+/// True if `name` is "<base>.tmp-XXXXXX" with six characters of mkdtemp's alphabet.
+bool is_temporary_of(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp-";
+  if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) return false;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(name[i]))) return false;
+  return true;
+}
+
+/// Removes the `dir.tmp-XXXXXX` directories that killed saves of `dir` left, when they hold only
+/// checkpoint files (a directory with anything else in it is left whole). Best effort: errors are
+/// ignored, the save itself has already succeeded.
+void remove_stale_temporaries(const fs::path& dir, const fs::path& parent) {
+  std::error_code ec;
+  const std::string base = dir.filename().string();
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    if (!is_temporary_of(entry.path().filename().string(), base)) continue;
+    if (entry.is_symlink(ec) || !entry.is_directory(ec)) continue;
+    bool only_ours = true;
+    for (const auto& inner : fs::directory_iterator(entry.path(), ec))
+      if (!inner.is_regular_file(ec) || inner.is_symlink(ec) ||
+          !checkpoint_file_or_partial(inner.path().filename().string()))
+        only_ours = false;
+    if (only_ours && !ec) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) remove_checkpoint_dir(path);
 }
 
 /// True if `dir` is empty or holds only checkpoint files.
@@ -442,6 +480,7 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     if (fs::exists(tmp)) remove_checkpoint_dir(tmp);
     throw;
   }
+  remove_stale_temporaries(dir, parent);
 }
 
 Checkpoint load_checkpoint(const std::string& dir_arg) {

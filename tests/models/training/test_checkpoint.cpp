@@ -425,3 +425,52 @@ TEST(Checkpoint, WithoutManifestLoadsWithAOneLineNote) {
   EXPECT_EQ(err, "checkpoint " + ck.string() + ": no manifest.json (older format), files not verified\n");
   fs::remove_all(root);
 }
+
+TEST(Checkpoint, SuccessfulSaveRemovesStaleTemporaryDirectoriesOfTheSameOutputOnly) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(8);
+  auto model = make_model(f.config(), gen);
+  const fs::path ck = root / "ck";
+  // What killed saves of ck leave: a temporary directory with some files and a half-written one.
+  auto stale = [&](const std::string& name) {
+    fs::create_directories(root / name);
+    write_file(root / name / "config.json", "{}");
+    write_file(root / name / "weights.npz.tmp-Qx81zP", "partial");
+    return root / name;
+  };
+  stale("ck.tmp-AbC123");
+  stale("ck.tmp-zz9Z0a");
+  // Not ours to remove: another output's, wrong suffixes, a regular file, a directory with a user file.
+  stale("ck2.tmp-AbC123");
+  stale("xck.tmp-AbC123");
+  stale("ck.tmp-AbC12");
+  stale("ck.tmp-AbC1234");
+  stale("ck.tmp-AbC_23");
+  write_file(root / "ck.tmp-FILE12", "a file");
+  stale("ck.tmp-Mine00");
+  write_file(root / "ck.tmp-Mine00" / "notes.txt", "precious");
+
+  // A failed save removes nothing of them.
+  tg::models::detail::set_checkpoint_write_hook([](const std::string& file) {
+    if (file == "weights.npz") throw std::runtime_error("injected");
+  });
+  EXPECT_THROW(save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab), std::runtime_error);
+  tg::models::detail::set_checkpoint_write_hook({});
+  EXPECT_TRUE(fs::exists(root / "ck.tmp-AbC123"));
+
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  std::vector<std::string> names = leftovers(root);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"ck.tmp-AbC12", "ck.tmp-AbC1234", "ck.tmp-AbC_23", "ck.tmp-FILE12",
+                                             "ck.tmp-Mine00", "ck2.tmp-AbC123", "xck.tmp-AbC123"}));
+  EXPECT_EQ(read_file(root / "ck.tmp-Mine00" / "notes.txt"), "precious");
+  EXPECT_TRUE(fs::exists(root / "ck.tmp-Mine00" / "config.json"));  // left whole, not emptied
+  EXPECT_EQ(read_file(root / "ck.tmp-FILE12"), "a file");
+  EXPECT_EQ(logits_of(*load_checkpoint(ck.string()).model), logits_of(*model));
+  // Also when the save replaces an existing checkpoint.
+  stale("ck.tmp-Again1");
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  EXPECT_FALSE(fs::exists(root / "ck.tmp-Again1"));
+  fs::remove_all(root);
+}
