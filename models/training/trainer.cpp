@@ -4,13 +4,16 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -91,21 +94,63 @@ class ProgressBar {
   Clock::time_point last_{};
 };
 
-/// The CSV log: header on a fresh file, rows appended and flushed one by one.
+constexpr const char* kCsvHeader = "step,epoch,loss,tokens,grad_norm,lr,elapsed_s";
+
+/// Cuts an existing CSV log back to the rows of steps <= `last_step` (the checkpoint a resumed run
+/// starts from), so the steps it redoes are not logged twice. An unterminated last line (a write cut
+/// short by a kill) is dropped. The shortened file replaces the old one by a rename. Returns false
+/// if the file does not exist or is empty. A line that is not a row of this log (step number first)
+/// throws, leaving the file untouched.
+bool truncate_csv_log(const std::string& path, std::int64_t last_step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  if (text.empty()) return false;
+  std::string kept;
+  std::size_t begin = 0;
+  for (std::int64_t line_no = 1; begin < text.size(); ++line_no) {
+    const std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;  // unterminated: a row cut short
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    if (line_no == 1 && line.rfind("step,", 0) == 0) {
+      kept += line + "\n";
+      continue;
+    }
+    std::int64_t step = 0;
+    const auto [ptr, ec] = std::from_chars(line.data(), line.data() + line.size(), step);
+    if (ec != std::errc() || ptr == line.data() + line.size() || *ptr != ',')
+      throw std::runtime_error(path + ":" + std::to_string(line_no) +
+                               ": not a row of a training log (step number first); not truncating it for the resume");
+    if (step <= last_step) kept += line + "\n";
+  }
+  if (kept.size() == text.size()) return true;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.close();
+    if (!out) throw std::runtime_error(tmp + ": cannot write the shortened CSV log");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot replace the CSV log with its shortened copy");
+  }
+  return !kept.empty();
+}
+
+/// The CSV log: header on a fresh file, rows appended and flushed one by one. A resumed run
+/// (`resume_step` >= 0) keeps the existing rows up to that step and appends after them.
 class CsvLog {
  public:
-  CsvLog(const std::string& path, bool append) : path_(path) {
+  CsvLog(const std::string& path, std::int64_t resume_step) : path_(path) {
     if (path.empty()) return;
-    bool fresh = true;
-    if (append) {
-      if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-        fresh = std::fgetc(f) == EOF;
-        std::fclose(f);
-      }
-    }
+    const bool fresh = resume_step < 0 || !truncate_csv_log(path, resume_step);
     file_ = std::fopen(path.c_str(), fresh ? "wb" : "ab");
     if (!file_) throw std::runtime_error(path + ": cannot open the CSV log for writing");
-    if (fresh) std::fputs("step,epoch,loss,tokens,grad_norm,lr,elapsed_s\n", file_);
+    if (fresh) std::fprintf(file_, "%s\n", kCsvHeader);
   }
   ~CsvLog() {
     if (file_) std::fclose(file_);
@@ -198,7 +243,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
 
   TrainResult result;
   result.steps.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, total_steps - st.step)));
-  CsvLog csv(options.log_csv(), resuming);
+  CsvLog csv(options.log_csv(), resuming ? st.step : -1);
   ProgressBar bar(options.progress());
   const auto generators = dropout_generators(model);
   const auto params = model.parameters();

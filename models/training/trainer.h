@@ -51,7 +51,8 @@ class TrainOptions {
   /// Seeded shuffle each epoch (default) or file order.
   TrainOptions& shuffle(bool v) { shuffle_ = v; return *this; }
   /// CSV with one row per optimizer step: step,epoch,loss,tokens,grad_norm,lr,elapsed_s ("" = none).
-  /// A resumed run appends to an existing file; otherwise the file is rewritten.
+  /// A resumed run keeps an existing file's rows up to the checkpoint's step (rows past it, from a
+  /// run killed after that checkpoint, are removed) and appends; otherwise the file is rewritten.
   TrainOptions& log_csv(std::string v) { log_csv_ = std::move(v); return *this; }
   /// Checkpoint directory written at each epoch end and at the end ("" = no checkpoints).
   TrainOptions& out_dir(std::string v) { out_dir_ = std::move(v); return *this; }

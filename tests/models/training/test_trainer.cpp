@@ -245,3 +245,57 @@ TEST(Trainer, OptionsAreValidated) {
   EXPECT_THROW(TrainOptions().epochs(0).validate(), std::invalid_argument);
   EXPECT_NO_THROW(TrainOptions().epochs(0).steps(5).validate());
 }
+
+namespace {
+
+/// The CSV's rows without their elapsed_s column (header included).
+std::vector<std::string> csv_without_time(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line.substr(0, line.rfind(',')));
+  return rows;
+}
+
+void write_file_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+}  // namespace
+
+TEST(Trainer, ResumeDropsLogRowsPastTheCheckpointStep) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false);
+  const fs::path csv = root / "log.csv";
+
+  Generator gen_a(1);
+  auto straight = make_model(tiny_config(data), gen_a);
+  train(*straight, data, TrainOptions(options).steps(10).log_csv((root / "straight.csv").string()));
+
+  Generator gen_b(1);
+  auto first = make_model(tiny_config(data), gen_b);
+  train(*first, data, TrainOptions(options).steps(6).out_dir((root / "ck").string()).log_csv(csv.string()));
+  // A run resumed from the checkpoint logs steps 7..9 and is killed before its next checkpoint.
+  {
+    Checkpoint ck = load_checkpoint((root / "ck").string());
+    train(*ck.model, data, TrainOptions(options).steps(9).resume_from(ck.dir).log_csv(csv.string()));
+  }
+  // ...and half a row, as a kill in the middle of a write leaves.
+  { std::ofstream(csv, std::ios::app) << "10,3,2.5"; }
+  ASSERT_EQ(csv_without_time(csv).size(), 1u + 9u + 1u);
+
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_EQ(ck.training->step, 6);
+  train(*ck.model, data, TrainOptions(options).steps(10).resume_from(ck.dir).log_csv(csv.string()));
+  const auto rows = csv_without_time(csv);
+  std::vector<long long> steps;
+  for (std::size_t i = 1; i < rows.size(); ++i) steps.push_back(std::stoll(rows[i]));
+  EXPECT_EQ(steps, (std::vector<long long>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(rows, csv_without_time(root / "straight.csv"));
+
+  // A file that is not a training log is refused, not truncated.
+  write_file_text(root / "other.csv", "step,epoch\nnot a row\n");
+  EXPECT_THROW(train(*ck.model, data, TrainOptions(options).steps(10).resume_from(ck.dir).log_csv(
+                                          (root / "other.csv").string())),
+               std::runtime_error);
+  EXPECT_EQ(csv_without_time(root / "other.csv"), (std::vector<std::string>{"step", "not a row"}));
+  fs::remove_all(root);
+}
