@@ -7,6 +7,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -237,6 +238,7 @@ std::string training_to_json(const TrainingState& s) {
   j["epoch"] = s.epoch;
   j["batch_in_epoch"] = s.batch_in_epoch;
   j["elapsed_s"] = s.elapsed_s;
+  if (std::isfinite(s.last_loss)) j["last_loss"] = s.last_loss;  // JSON has no NaN: absent = none yet
   j["seed"] = s.seed;
   j["batch_size"] = s.batch_size;
   j["lr"] = s.lr;
@@ -248,14 +250,15 @@ std::string training_to_json(const TrainingState& s) {
 
 TrainingState training_from_json(const std::string& text, const std::string& source) {
   const json j = parse_object(text, source);
-  check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "seed", "batch_size", "lr", "clip", "shuffle",
-                       "notes"},
+  check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "last_loss", "seed", "batch_size", "lr",
+                       "clip", "shuffle", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
   if (j.contains("epoch")) s.epoch = get_int(j, "epoch", source);
   if (j.contains("batch_in_epoch")) s.batch_in_epoch = get_int(j, "batch_in_epoch", source);
   if (j.contains("elapsed_s")) s.elapsed_s = get_double(j, "elapsed_s", source);
+  if (j.contains("last_loss")) s.last_loss = get_double(j, "last_loss", source);
   if (j.contains("seed")) s.seed = get_u64(j, "seed", source);
   if (j.contains("batch_size")) s.batch_size = get_int(j, "batch_size", source);
   if (j.contains("lr")) s.lr = get_double(j, "lr", source);

@@ -42,6 +42,7 @@
 // half-loaded.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,6 +63,8 @@ struct TrainingState {
   std::int64_t epoch = 0;           ///< epochs completed
   std::int64_t batch_in_epoch = 0;  ///< batches of the next epoch (epoch + 1) already done
   double elapsed_s = 0.0;           ///< training time so far, over every run
+  /// Loss of the last step done (NaN before the first step, or if training.json predates it).
+  double last_loss = std::numeric_limits<double>::quiet_NaN();
   // The options the run used (TrainOptions); resuming with the same ones repeats a straight run.
   std::uint64_t seed = 0;
   std::int64_t batch_size = 0;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -207,8 +208,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   nn::Adam optimizer(model.named_parameters(), nn::AdamOptions(options.lr()));
   optimizer.zero_grad();  // gradients left from before train() must not add to the first step's
   const bool resuming = !options.resume_from().empty();
+  std::optional<TrainingState> saved;
   if (resuming) {
-    const auto saved = load_training_state(options.resume_from());
+    saved = load_training_state(options.resume_from());
     const bool has_optimizer = std::filesystem::exists(std::filesystem::path(options.resume_from()) / "optimizer.npz");
     if (saved) {
       if (!has_optimizer)
@@ -217,6 +219,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       st.epoch = saved->epoch;
       st.batch_in_epoch = saved->batch_in_epoch;
       st.elapsed_s = saved->elapsed_s;
+      st.last_loss = saved->last_loss;
       if (st.batch_in_epoch > 0 && (saved->batch_size != options.batch_size() ||
                                     saved->shuffle != options.shuffle() || saved->seed != options.seed()))
         throw std::invalid_argument("train: " + options.resume_from() +
@@ -255,8 +258,12 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
 
   auto checkpoint = [&] {
     st.elapsed_s = elapsed_before + seconds();
-    if (!options.out_dir().empty()) save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+    if (options.out_dir().empty()) return;
+    save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+    result.saved = true;
   };
+  result.total_steps = total_steps;
+  const bool nothing_to_do = finished();  // a resume from a checkpoint already at the target
 
   model.train();
   bool saved_at_end = false;
@@ -287,6 +294,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       r.grad_norm = grad_norm;
       r.lr = optimizer.lr();
       r.elapsed_s = elapsed_before + seconds();
+      st.last_loss = r.loss;
+      ++result.steps_run;
       result.tokens += r.tokens;
       result.steps.push_back(r);
       csv.write(r);
@@ -309,9 +318,19 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       }
     }
   }
-  if (!saved_at_end) checkpoint();
+  if (nothing_to_do && saved) {
+    // Keep the checkpoint's own record (its options and time); rewrite it only to copy it elsewhere.
+    st = *saved;
+    std::error_code ec;
+    if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
+      save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+      result.saved = true;
+    }
+  } else {
+    if (!saved_at_end) checkpoint();
+    st.elapsed_s = elapsed_before + seconds();
+  }
   bar.finish();
-  st.elapsed_s = elapsed_before + seconds();
   result.state = st;
   result.seconds = seconds();
   return result;

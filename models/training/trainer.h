@@ -118,13 +118,18 @@ struct StepRecord {
 /// What train() did.
 struct TrainResult {
   std::vector<StepRecord> steps;  ///< the steps of this run (a resumed run: only the new ones)
-  TrainingState state;            ///< position at the end (as stored in the last checkpoint)
+  std::int64_t steps_run = 0;     ///< optimizer steps this run did (0: a resume with nothing left to do)
+  std::int64_t total_steps = 0;   ///< the step the options aim at: steps(), or epochs() × batches per epoch
+  TrainingState state;            ///< position at the end (as stored in the last checkpoint), last_loss included
+  bool saved = false;             ///< this run wrote a checkpoint to out_dir
   double seconds = 0.0;           ///< wall time of this run
   std::int64_t tokens = 0;        ///< target tokens processed by this run
 };
 
 /// Trains `model` on `data` (see the file comment). `src_vocab`/`tgt_vocab` are only needed for
-/// checkpoints (out_dir). Throws std::runtime_error if the loss becomes NaN or infinite (the
+/// checkpoints (out_dir). A resume whose checkpoint is already at the target does no step: the
+/// result carries the checkpoint's state (last_loss included) and the checkpoint is not rewritten
+/// when out_dir is the resumed directory (another out_dir gets a copy of it). Throws std::runtime_error if the loss becomes NaN or infinite (the
 /// last good checkpoint stays).
 TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_vocab, const Vocab& tgt_vocab,
                   const TrainOptions& options);

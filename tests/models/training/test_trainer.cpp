@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -258,6 +259,11 @@ std::vector<std::string> csv_without_time(const fs::path& p) {
 
 void write_file_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
+std::string read_file_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 }  // namespace
 
 TEST(Trainer, ResumeDropsLogRowsPastTheCheckpointStep) {
@@ -297,5 +303,37 @@ TEST(Trainer, ResumeDropsLogRowsPastTheCheckpointStep) {
                                           (root / "other.csv").string())),
                std::runtime_error);
   EXPECT_EQ(csv_without_time(root / "other.csv"), (std::vector<std::string>{"step", "not a row"}));
+  fs::remove_all(root);
+}
+
+TEST(Trainer, ResumeWithNothingLeftKeepsTheCheckpointAndItsLastLoss) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false);
+  Generator gen(1);
+  auto model = make_model(tiny_config(data), gen);
+  const auto first = train(*model, data, TrainOptions(options).epochs(2).out_dir((root / "ck").string()));
+  ASSERT_EQ(first.state.step, 8);
+  EXPECT_EQ(first.total_steps, 8);
+  EXPECT_EQ(first.state.last_loss, first.steps.back().loss);
+  const std::string saved = read_file_text(root / "ck" / "training.json");
+
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_TRUE(ck.training);
+  EXPECT_EQ(ck.training->last_loss, first.steps.back().loss);  // stored exactly (%.17g)
+  for (const auto& more : {TrainOptions(options).epochs(2), TrainOptions(options).steps(8)}) {
+    const auto again = train(*ck.model, data, TrainOptions(more).resume_from(ck.dir).out_dir(ck.dir));
+    EXPECT_TRUE(again.steps.empty());
+    EXPECT_EQ(again.steps_run, 0);
+    EXPECT_EQ(again.total_steps, 8);
+    EXPECT_EQ(again.state.step, 8);
+    EXPECT_EQ(again.state.last_loss, first.steps.back().loss);
+    EXPECT_EQ(read_file_text(root / "ck" / "training.json"), saved);  // not rewritten
+  }
+  // A checkpoint written before last_loss was stored: NaN, not an error.
+  write_file_text(root / "old.json", "{\"step\": 3}");
+  fs::create_directories(root / "old");
+  fs::copy_file(root / "old.json", root / "old" / "training.json");
+  EXPECT_TRUE(std::isnan(load_training_state((root / "old").string())->last_loss));
   fs::remove_all(root);
 }
