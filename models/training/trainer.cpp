@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -183,6 +184,7 @@ void TrainOptions::validate() const {
   if (!(clip_ >= 0) || !std::isfinite(clip_)) fail("clip must be >= 0 (0 = no clipping)");
   if (threads_ < 0) fail("threads must be >= 0");
   if (checkpoint_every_ < 0) fail("checkpoint_every must be >= 0 (0 = only at the end)");
+  if (history_ < 0) fail("history must be >= 0 (0 = keep no step records)");
 }
 
 std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
@@ -245,7 +247,11 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   auto finished = [&] { return by_steps ? st.step >= options.steps() : st.epoch >= options.epochs(); };
 
   TrainResult result;
-  result.steps.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, total_steps - st.step)));
+  // A ring of the last history() records: `next` is where the following one goes once it is full.
+  const auto history = static_cast<std::size_t>(
+      std::min<std::int64_t>(options.history(), std::max<std::int64_t>(0, total_steps - st.step)));
+  result.steps.reserve(history);
+  std::size_t next = 0;
   CsvLog csv(options.log_csv(), resuming ? st.step : -1);
   ProgressBar bar(options.progress());
   const auto generators = dropout_generators(model);
@@ -297,7 +303,12 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       st.last_loss = r.loss;
       ++result.steps_run;
       result.tokens += r.tokens;
-      result.steps.push_back(r);
+      if (result.steps.size() < history) {
+        result.steps.push_back(r);
+      } else if (history > 0) {
+        result.steps[next] = r;
+        next = (next + 1) % history;
+      }
       csv.write(r);
       if (!std::isfinite(r.loss))
         throw std::runtime_error("train: the loss became " + std::to_string(r.loss) + " at step " +
@@ -331,6 +342,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     st.elapsed_s = elapsed_before + seconds();
   }
   bar.finish();
+  std::rotate(result.steps.begin(), result.steps.begin() + static_cast<std::ptrdiff_t>(next), result.steps.end());
   result.state = st;
   result.seconds = seconds();
   return result;

@@ -67,6 +67,9 @@ class TrainOptions {
   /// Resume from this checkpoint's optimizer state and training.json position (the model's
   /// weights must already be loaded from it, e.g. by load_checkpoint). "" = a fresh start.
   TrainOptions& resume_from(std::string v) { resume_from_ = std::move(v); return *this; }
+  /// TrainResult::steps keeps the records of this many most recent steps (default 4096; 0 = none),
+  /// so a long run's memory does not grow with its length. The CSV log has every step.
+  TrainOptions& history(std::int64_t v) { history_ = v; return *this; }
   /// Stored in the checkpoint's TrainingState::notes.
   TrainOptions& notes(std::map<std::string, std::string> v) { notes_ = std::move(v); return *this; }
 
@@ -83,6 +86,7 @@ class TrainOptions {
   int threads() const { return threads_; }
   bool progress() const { return progress_; }
   const std::string& resume_from() const { return resume_from_; }
+  std::int64_t history() const { return history_; }
   const std::map<std::string, std::string>& notes() const { return notes_; }
   /// Throws std::invalid_argument naming the first bad option.
   void validate() const;
@@ -101,6 +105,7 @@ class TrainOptions {
   int threads_ = 0;
   bool progress_ = true;
   std::string resume_from_;
+  std::int64_t history_ = 4096;
   std::map<std::string, std::string> notes_;
 };
 
@@ -117,7 +122,8 @@ struct StepRecord {
 
 /// What train() did.
 struct TrainResult {
-  std::vector<StepRecord> steps;  ///< the steps of this run (a resumed run: only the new ones)
+  /// The last TrainOptions::history() steps of this run, oldest first (a resumed run: only new ones).
+  std::vector<StepRecord> steps;
   std::int64_t steps_run = 0;     ///< optimizer steps this run did (0: a resume with nothing left to do)
   std::int64_t total_steps = 0;   ///< the step the options aim at: steps(), or epochs() × batches per epoch
   TrainingState state;            ///< position at the end (as stored in the last checkpoint), last_loss included

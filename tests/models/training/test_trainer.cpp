@@ -337,3 +337,30 @@ TEST(Trainer, ResumeWithNothingLeftKeepsTheCheckpointAndItsLastLoss) {
   EXPECT_TRUE(std::isnan(load_training_state((root / "old").string())->last_loss));
   fs::remove_all(root);
 }
+
+TEST(Trainer, StepHistoryIsBoundedToTheMostRecentSteps) {
+  const TranslationData data = reverse_data(24, 6);
+  const auto options = TrainOptions().batch_size(8).lr(0.01).seed(4).progress(false).steps(40);
+  auto run = [&](std::int64_t history) {
+    Generator gen(2);
+    auto model = make_model(tiny_config(data, "rnnencdec", 4), gen);
+    return train(*model, data, TrainOptions(options).history(history));
+  };
+  EXPECT_EQ(TrainOptions().history(), 4096);  // the default: 4096 records of 56 bytes
+  const TrainResult full = run(100);
+  ASSERT_EQ(full.steps.size(), 40u);
+  const TrainResult last5 = run(5);
+  EXPECT_EQ(last5.steps_run, 40);
+  ASSERT_EQ(last5.steps.size(), 5u);
+  EXPECT_LE(last5.steps.capacity(), 5u);  // never held more
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(last5.steps[i].step, static_cast<std::int64_t>(36 + i));
+    EXPECT_EQ(last5.steps[i].loss, full.steps[35 + i].loss);
+  }
+  EXPECT_EQ(last5.state.last_loss, full.steps.back().loss);
+  EXPECT_EQ(last5.tokens, full.tokens);
+  const TrainResult none = run(0);
+  EXPECT_TRUE(none.steps.empty());
+  EXPECT_EQ(none.steps_run, 40);
+  EXPECT_THROW(TrainOptions().history(-1).validate(), std::invalid_argument);
+}
