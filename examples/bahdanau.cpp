@@ -302,11 +302,19 @@ int run_train(TrainArgs& a) {
                static_cast<long long>(data.src_vocab.size()), static_cast<long long>(data.tgt_vocab.size()),
                num_threads());
   const TrainResult r = train(*model, data, opts);
-  const double last_loss = r.steps.empty() ? NAN : r.steps.back().loss;
-  std::fprintf(stderr, "bahdanau: trained to step %lld (%lld complete epochs) in %.1f s, %.0f tokens/s, last loss %.4f%s%s\n",
-               static_cast<long long>(r.state.step), static_cast<long long>(r.state.epoch), r.seconds,
-               r.seconds > 0 ? r.tokens / r.seconds : 0.0, last_loss, a.out.empty() ? "" : ", saved to ",
-               a.out.c_str());
+  if (r.steps_run == 0) {
+    std::fprintf(stderr, "bahdanau: nothing to do: checkpoint already at step %lld of %lld\n",
+                 static_cast<long long>(r.state.step), static_cast<long long>(r.total_steps));
+    std::fprintf(stderr, "bahdanau: at step %lld (%lld complete epochs), last loss %.4f%s%s\n",
+                 static_cast<long long>(r.state.step), static_cast<long long>(r.state.epoch), r.state.last_loss,
+                 r.saved ? ", copied to " : "", r.saved ? a.out.c_str() : "");
+  } else {
+    std::fprintf(stderr,
+                 "bahdanau: trained to step %lld (%lld complete epochs) in %.1f s, %.0f tokens/s, last loss %.4f%s%s\n",
+                 static_cast<long long>(r.state.step), static_cast<long long>(r.state.epoch), r.seconds,
+                 r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.state.last_loss, r.saved ? ", saved to " : "",
+                 r.saved ? a.out.c_str() : "");
+  }
   if (data.heldout.size() > 0) {
     const EvalReport rep = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
     std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f, exact match %.4f\n",

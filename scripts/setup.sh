@@ -19,6 +19,7 @@ MAIN_PACKAGES=(
   cmake ninja-build g++                           # toolchain
   libxtensor-dev xtl-dev libxsimd-dev libtbb-dev  # tensors, SIMD, threads
   libzip-dev                                      # .npz checkpoints
+  libssl-dev                                      # SHA-256 of checkpoint files (manifest.json)
   libcli11-dev nlohmann-json3-dev                 # command line, config files
 )
 TEST_PACKAGES=(

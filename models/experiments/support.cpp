@@ -100,7 +100,7 @@ Run train_and_eval(const ModelConfig& config, const TranslationData& data, const
   r.eval = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
   if (verbose)
     std::fprintf(stderr, "experiment: %s: %lld steps in %.1f s (%.0f tokens/s), last loss %.4f, held-out exact %.3f\n",
-                 what.c_str(), static_cast<long long>(r.train.steps.size()), r.train_seconds,
+                 what.c_str(), static_cast<long long>(r.train.steps_run), r.train_seconds,
                  r.train_seconds > 0 ? r.train.tokens / r.train_seconds : 0.0,
                  r.train.steps.empty() ? NAN : r.train.steps.back().loss, r.eval.exact_match);
   return r;

@@ -5,12 +5,17 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 
 #include "autograd/random.h"
 #include "nn/optim.h"
@@ -36,9 +42,12 @@ constexpr const char* kSrcVocab = "src_vocab.txt";
 constexpr const char* kTgtVocab = "tgt_vocab.txt";
 constexpr const char* kOptimizer = "optimizer.npz";
 constexpr const char* kTraining = "training.json";
+constexpr const char* kManifest = "manifest.json";
+constexpr std::int64_t kManifestVersion = 1;
 
 const std::set<std::string>& checkpoint_files() {
-  static const std::set<std::string> files{kConfig, kWeights, kSrcVocab, kTgtVocab, kOptimizer, kTraining};
+  static const std::set<std::string> files{kConfig,    kWeights,  kSrcVocab, kTgtVocab,
+                                           kOptimizer, kTraining, kManifest};
   return files;
 }
 
@@ -80,6 +89,33 @@ void fsync_path(const fs::path& path, bool directory) {
   if (rc != 0) throw std::runtime_error(path.string() + ": fsync failed (" + err + ")");
 }
 
+/// Lower-case hex SHA-256 of a file's bytes (OpenSSL libcrypto).
+std::string sha256_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open (" + errno_text() + ")");
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error(path.string() + ": cannot start a SHA-256 digest");
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<std::size_t>(in.gcount());
+    if (n > 0 && EVP_DigestUpdate(ctx.get(), buf.data(), n) != 1)
+      throw std::runtime_error(path.string() + ": SHA-256 digest failed");
+  }
+  if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw std::runtime_error(path.string() + ": SHA-256 digest failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
 /// Removes a directory that holds only checkpoint files (never anything else).
 void remove_checkpoint_dir(const fs::path& dir) {
   std::error_code ec;
@@ -91,6 +127,43 @@ void remove_checkpoint_dir(const fs::path& dir) {
       if (name.rfind(file + ".tmp-", 0) == 0) fs::remove(entry.path(), ec);
   }
   fs::remove(dir, ec);  // fails (harmlessly) if anything unexpected is left
+}
+
+/// A checkpoint file, or a partial one that Module::save / Optimizer::save left ("<file>.tmp-XXXXXX").
+bool checkpoint_file_or_partial(const std::string& name) {
+  if (checkpoint_files().count(name)) return true;
+  for (const auto& file : checkpoint_files())
+    if (name.rfind(file + ".tmp-", 0) == 0) return true;
+  return false;
+}
+
+/// True if `name` is "<base>.tmp-XXXXXX" with six characters of mkdtemp's alphabet.
+bool is_temporary_of(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp-";
+  if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) return false;
+  for (std::size_t i = prefix.size(); i < name.size(); ++i)
+    if (!std::isalnum(static_cast<unsigned char>(name[i]))) return false;
+  return true;
+}
+
+/// Removes the `dir.tmp-XXXXXX` directories that killed saves of `dir` left, when they hold only
+/// checkpoint files (a directory with anything else in it is left whole). Best effort: errors are
+/// ignored, the save itself has already succeeded.
+void remove_stale_temporaries(const fs::path& dir, const fs::path& parent) {
+  std::error_code ec;
+  const std::string base = dir.filename().string();
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    if (!is_temporary_of(entry.path().filename().string(), base)) continue;
+    if (entry.is_symlink(ec) || !entry.is_directory(ec)) continue;
+    bool only_ours = true;
+    for (const auto& inner : fs::directory_iterator(entry.path(), ec))
+      if (!inner.is_regular_file(ec) || inner.is_symlink(ec) ||
+          !checkpoint_file_or_partial(inner.path().filename().string()))
+        only_ours = false;
+    if (only_ours && !ec) stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) remove_checkpoint_dir(path);
 }
 
 /// True if `dir` is empty or holds only checkpoint files.
@@ -165,6 +238,7 @@ std::string training_to_json(const TrainingState& s) {
   j["epoch"] = s.epoch;
   j["batch_in_epoch"] = s.batch_in_epoch;
   j["elapsed_s"] = s.elapsed_s;
+  if (std::isfinite(s.last_loss)) j["last_loss"] = s.last_loss;  // JSON has no NaN: absent = none yet
   j["seed"] = s.seed;
   j["batch_size"] = s.batch_size;
   j["lr"] = s.lr;
@@ -176,14 +250,15 @@ std::string training_to_json(const TrainingState& s) {
 
 TrainingState training_from_json(const std::string& text, const std::string& source) {
   const json j = parse_object(text, source);
-  check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "seed", "batch_size", "lr", "clip", "shuffle",
-                       "notes"},
+  check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "last_loss", "seed", "batch_size", "lr",
+                       "clip", "shuffle", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
   if (j.contains("epoch")) s.epoch = get_int(j, "epoch", source);
   if (j.contains("batch_in_epoch")) s.batch_in_epoch = get_int(j, "batch_in_epoch", source);
   if (j.contains("elapsed_s")) s.elapsed_s = get_double(j, "elapsed_s", source);
+  if (j.contains("last_loss")) s.last_loss = get_double(j, "last_loss", source);
   if (j.contains("seed")) s.seed = get_u64(j, "seed", source);
   if (j.contains("batch_size")) s.batch_size = get_int(j, "batch_size", source);
   if (j.contains("lr")) s.lr = get_double(j, "lr", source);
@@ -199,6 +274,63 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (s.step < 0 || s.epoch < 0 || s.batch_in_epoch < 0 || s.batch_size < 0)
     bad(source, "step, epoch, batch_in_epoch and batch_size must be >= 0");
   return s;
+}
+
+std::string manifest_to_json(const std::map<std::string, std::string>& digests) {
+  json j;
+  j["format_version"] = kManifestVersion;
+  j["sha256"] = digests;
+  return j.dump(2) + "\n";
+}
+
+/// manifest.json's digests, or nullopt if the checkpoint has none (older format).
+std::optional<std::map<std::string, std::string>> read_manifest(const fs::path& dir) {
+  const fs::path path = dir / kManifest;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  const std::string source = path.string();
+  const json j = parse_object(read_text(path), source);
+  check_known_keys(j, {"format_version", "sha256"}, source);
+  if (!j.contains("format_version") || !j.contains("sha256")) bad(source, "needs 'format_version' and 'sha256'");
+  const std::int64_t version = get_int(j, "format_version", source);
+  if (version != kManifestVersion)
+    bad(source, "format_version " + std::to_string(version) + " is not the one this build reads (" +
+                    std::to_string(kManifestVersion) + ")");
+  if (!j["sha256"].is_object()) bad(source, "'sha256' must be an object of file name to hex digest");
+  std::map<std::string, std::string> digests;
+  for (const auto& [file, digest] : j["sha256"].items()) {
+    if (file == kManifest || checkpoint_files().count(file) == 0) bad(source, "lists an unknown file '" + file + "'");
+    if (!digest.is_string()) bad(source, "sha256 '" + file + "' must be a string");
+    digests[file] = digest.get<std::string>();
+  }
+  return digests;
+}
+
+[[noreturn]] void manifest_mismatch(const fs::path& dir, const std::string& what) {
+  throw std::runtime_error("checkpoint " + dir.string() + ": " + what);
+}
+
+/// Checks `file` (one name, or every checkpoint file when empty) against manifest.json. Without a
+/// manifest (older format) nothing is checked; `note` then says so on stderr, in one line.
+void verify_manifest(const fs::path& dir, const std::string& file, bool note) {
+  const auto digests = read_manifest(dir);
+  if (!digests) {
+    if (note) std::fprintf(stderr, "checkpoint %s: no manifest.json (older format), files not verified\n", dir.c_str());
+    return;
+  }
+  std::error_code ec;
+  for (const auto& name : checkpoint_files()) {
+    if (name == kManifest || (!file.empty() && name != file)) continue;
+    const bool present = fs::exists(dir / name, ec);
+    const auto it = digests->find(name);
+    if (it == digests->end()) {
+      if (present) manifest_mismatch(dir, name + " is not listed in manifest.json");
+      continue;
+    }
+    if (!present) manifest_mismatch(dir, name + " is listed in manifest.json but missing");
+    if (sha256_file(dir / name) != it->second)
+      manifest_mismatch(dir, name + " does not match its SHA-256 in manifest.json");
+  }
 }
 
 }  // namespace
@@ -318,6 +450,14 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
       write_text(tmp / kTraining, training_to_json(*training));
       done(kTraining);
     }
+    // Last, so a manifest exists only beside complete files: the digests of everything above.
+    std::map<std::string, std::string> digests;
+    for (const auto& entry : fs::directory_iterator(tmp)) {
+      const std::string name = entry.path().filename().string();
+      if (checkpoint_files().count(name)) digests[name] = sha256_file(entry.path());
+    }
+    write_text(tmp / kManifest, manifest_to_json(digests));
+    done(kManifest);
     fsync_path(tmp, true);
 
     if (!fs::exists(dir)) {
@@ -343,6 +483,7 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     if (fs::exists(tmp)) remove_checkpoint_dir(tmp);
     throw;
   }
+  remove_stale_temporaries(dir, parent);
 }
 
 Checkpoint load_checkpoint(const std::string& dir_arg) {
@@ -351,6 +492,7 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
   if (!fs::is_directory(dir, ec))
     throw std::runtime_error(dir_arg + ": not a checkpoint directory (" +
                              (fs::exists(dir, ec) ? "not a directory" : "no such directory") + ")");
+  verify_manifest(dir, "", true);
   Checkpoint ck;
   ck.dir = dir_arg;
   const fs::path config_path = dir / kConfig;
@@ -382,12 +524,14 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
 std::optional<TrainingState> load_training_state(const std::string& dir) {
   const fs::path path = fs::path(dir) / kTraining;
   if (!fs::exists(path)) return std::nullopt;
+  verify_manifest(dir, kTraining, false);
   return training_from_json(read_text(path), path.string());
 }
 
 void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer) {
   const fs::path path = fs::path(dir) / kOptimizer;
   if (!fs::exists(path)) throw std::runtime_error(path.string() + ": missing (the checkpoint has no optimizer state)");
+  verify_manifest(dir, kOptimizer, false);
   optimizer.load_state_dict(nn::load_npz(path.string()), path.string());
 }
 

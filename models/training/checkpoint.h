@@ -8,6 +8,8 @@
 //   DIR/tgt_vocab.txt
 //   DIR/optimizer.npz   optional: Optimizer::state_dict (Adam moments and step counts)
 //   DIR/training.json   optional: TrainingState (progress, training options, free-form notes)
+//   DIR/manifest.json   written last: {"format_version": 1, "sha256": {file: hex digest, ...}} for
+//                       every other file above that the checkpoint holds
 //
 //   tg::models::save_checkpoint("ckpt", *model, src_vocab, tgt_vocab);
 //   tg::models::Checkpoint ck = tg::models::load_checkpoint("ckpt");  // ck.model, ck.src_vocab, ...
@@ -23,15 +25,24 @@
 // write fails the temporary directory is removed and DIR is untouched. An existing DIR is replaced
 // only if it looks like a checkpoint (it holds only the files above) or is empty: anything else is
 // refused, so a mistyped path never deletes a user's files. A process killed while writing can
-// leave a `DIR.tmp-XXXXXX` behind; it is never read and may be deleted.
+// leave a `DIR.tmp-XXXXXX` behind; it is never read, and the next successful save of DIR removes
+// every such directory (exactly `DIR.tmp-` + six letters or digits) that holds only checkpoint
+// files. Two processes saving the same DIR at once are not supported (one may remove the other's
+// temporary directory).
 //
-// Loading checks everything before building anything: config.json is parsed (unknown keys, wrong
+// Loading checks everything before building anything. First manifest.json: every file it lists must
+// exist and match its SHA-256, and no checkpoint file may be unlisted; a mismatch throws
+// "checkpoint DIR: FILE does not match its SHA-256 in manifest.json". A checkpoint without a
+// manifest (written before it existed) still loads, with a one-line note on stderr that its files
+// are unverified. load_training_state and load_optimizer_state check their own file the same way.
+// Then config.json is parsed (unknown keys, wrong
 // types and invalid values are refused), both vocabularies are read, weights.npz is read fully
 // (its zip CRCs are verified) and its names and shapes are checked against the model. Any problem
 // throws std::runtime_error whose message starts with the offending file's path; nothing is
 // half-loaded.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +63,8 @@ struct TrainingState {
   std::int64_t epoch = 0;           ///< epochs completed
   std::int64_t batch_in_epoch = 0;  ///< batches of the next epoch (epoch + 1) already done
   double elapsed_s = 0.0;           ///< training time so far, over every run
+  /// Loss of the last step done (NaN before the first step, or if training.json predates it).
+  double last_loss = std::numeric_limits<double>::quiet_NaN();
   // The options the run used (TrainOptions); resuming with the same ones repeats a straight run.
   std::uint64_t seed = 0;
   std::int64_t batch_size = 0;

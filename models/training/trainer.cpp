@@ -4,13 +4,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -91,21 +96,63 @@ class ProgressBar {
   Clock::time_point last_{};
 };
 
-/// The CSV log: header on a fresh file, rows appended and flushed one by one.
+constexpr const char* kCsvHeader = "step,epoch,loss,tokens,grad_norm,lr,elapsed_s";
+
+/// Cuts an existing CSV log back to the rows of steps <= `last_step` (the checkpoint a resumed run
+/// starts from), so the steps it redoes are not logged twice. An unterminated last line (a write cut
+/// short by a kill) is dropped. The shortened file replaces the old one by a rename. Returns false
+/// if the file does not exist or is empty. A line that is not a row of this log (step number first)
+/// throws, leaving the file untouched.
+bool truncate_csv_log(const std::string& path, std::int64_t last_step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  if (text.empty()) return false;
+  std::string kept;
+  std::size_t begin = 0;
+  for (std::int64_t line_no = 1; begin < text.size(); ++line_no) {
+    const std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;  // unterminated: a row cut short
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    if (line_no == 1 && line.rfind("step,", 0) == 0) {
+      kept += line + "\n";
+      continue;
+    }
+    std::int64_t step = 0;
+    const auto [ptr, ec] = std::from_chars(line.data(), line.data() + line.size(), step);
+    if (ec != std::errc() || ptr == line.data() + line.size() || *ptr != ',')
+      throw std::runtime_error(path + ":" + std::to_string(line_no) +
+                               ": not a row of a training log (step number first); not truncating it for the resume");
+    if (step <= last_step) kept += line + "\n";
+  }
+  if (kept.size() == text.size()) return true;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.close();
+    if (!out) throw std::runtime_error(tmp + ": cannot write the shortened CSV log");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot replace the CSV log with its shortened copy");
+  }
+  return !kept.empty();
+}
+
+/// The CSV log: header on a fresh file, rows appended and flushed one by one. A resumed run
+/// (`resume_step` >= 0) keeps the existing rows up to that step and appends after them.
 class CsvLog {
  public:
-  CsvLog(const std::string& path, bool append) : path_(path) {
+  CsvLog(const std::string& path, std::int64_t resume_step) : path_(path) {
     if (path.empty()) return;
-    bool fresh = true;
-    if (append) {
-      if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-        fresh = std::fgetc(f) == EOF;
-        std::fclose(f);
-      }
-    }
+    const bool fresh = resume_step < 0 || !truncate_csv_log(path, resume_step);
     file_ = std::fopen(path.c_str(), fresh ? "wb" : "ab");
     if (!file_) throw std::runtime_error(path + ": cannot open the CSV log for writing");
-    if (fresh) std::fputs("step,epoch,loss,tokens,grad_norm,lr,elapsed_s\n", file_);
+    if (fresh) std::fprintf(file_, "%s\n", kCsvHeader);
   }
   ~CsvLog() {
     if (file_) std::fclose(file_);
@@ -137,6 +184,7 @@ void TrainOptions::validate() const {
   if (!(clip_ >= 0) || !std::isfinite(clip_)) fail("clip must be >= 0 (0 = no clipping)");
   if (threads_ < 0) fail("threads must be >= 0");
   if (checkpoint_every_ < 0) fail("checkpoint_every must be >= 0 (0 = only at the end)");
+  if (history_ < 0) fail("history must be >= 0 (0 = keep no step records)");
 }
 
 std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
@@ -162,8 +210,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   nn::Adam optimizer(model.named_parameters(), nn::AdamOptions(options.lr()));
   optimizer.zero_grad();  // gradients left from before train() must not add to the first step's
   const bool resuming = !options.resume_from().empty();
+  std::optional<TrainingState> saved;
   if (resuming) {
-    const auto saved = load_training_state(options.resume_from());
+    saved = load_training_state(options.resume_from());
     const bool has_optimizer = std::filesystem::exists(std::filesystem::path(options.resume_from()) / "optimizer.npz");
     if (saved) {
       if (!has_optimizer)
@@ -172,6 +221,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       st.epoch = saved->epoch;
       st.batch_in_epoch = saved->batch_in_epoch;
       st.elapsed_s = saved->elapsed_s;
+      st.last_loss = saved->last_loss;
       if (st.batch_in_epoch > 0 && (saved->batch_size != options.batch_size() ||
                                     saved->shuffle != options.shuffle() || saved->seed != options.seed()))
         throw std::invalid_argument("train: " + options.resume_from() +
@@ -197,8 +247,12 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   auto finished = [&] { return by_steps ? st.step >= options.steps() : st.epoch >= options.epochs(); };
 
   TrainResult result;
-  result.steps.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, total_steps - st.step)));
-  CsvLog csv(options.log_csv(), resuming);
+  // A ring of the last history() records: `next` is where the following one goes once it is full.
+  const auto history = static_cast<std::size_t>(
+      std::min<std::int64_t>(options.history(), std::max<std::int64_t>(0, total_steps - st.step)));
+  result.steps.reserve(history);
+  std::size_t next = 0;
+  CsvLog csv(options.log_csv(), resuming ? st.step : -1);
   ProgressBar bar(options.progress());
   const auto generators = dropout_generators(model);
   const auto params = model.parameters();
@@ -210,8 +264,12 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
 
   auto checkpoint = [&] {
     st.elapsed_s = elapsed_before + seconds();
-    if (!options.out_dir().empty()) save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+    if (options.out_dir().empty()) return;
+    save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+    result.saved = true;
   };
+  result.total_steps = total_steps;
+  const bool nothing_to_do = finished();  // a resume from a checkpoint already at the target
 
   model.train();
   bool saved_at_end = false;
@@ -242,8 +300,15 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       r.grad_norm = grad_norm;
       r.lr = optimizer.lr();
       r.elapsed_s = elapsed_before + seconds();
+      st.last_loss = r.loss;
+      ++result.steps_run;
       result.tokens += r.tokens;
-      result.steps.push_back(r);
+      if (result.steps.size() < history) {
+        result.steps.push_back(r);
+      } else if (history > 0) {
+        result.steps[next] = r;
+        next = (next + 1) % history;
+      }
       csv.write(r);
       if (!std::isfinite(r.loss))
         throw std::runtime_error("train: the loss became " + std::to_string(r.loss) + " at step " +
@@ -264,9 +329,20 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       }
     }
   }
-  if (!saved_at_end) checkpoint();
+  if (nothing_to_do && saved) {
+    // Keep the checkpoint's own record (its options and time); rewrite it only to copy it elsewhere.
+    st = *saved;
+    std::error_code ec;
+    if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
+      save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+      result.saved = true;
+    }
+  } else {
+    if (!saved_at_end) checkpoint();
+    st.elapsed_s = elapsed_before + seconds();
+  }
   bar.finish();
-  st.elapsed_s = elapsed_before + seconds();
+  std::rotate(result.steps.begin(), result.steps.begin() + static_cast<std::ptrdiff_t>(next), result.steps.end());
   result.state = st;
   result.seconds = seconds();
   return result;

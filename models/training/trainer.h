@@ -51,7 +51,8 @@ class TrainOptions {
   /// Seeded shuffle each epoch (default) or file order.
   TrainOptions& shuffle(bool v) { shuffle_ = v; return *this; }
   /// CSV with one row per optimizer step: step,epoch,loss,tokens,grad_norm,lr,elapsed_s ("" = none).
-  /// A resumed run appends to an existing file; otherwise the file is rewritten.
+  /// A resumed run keeps an existing file's rows up to the checkpoint's step (rows past it, from a
+  /// run killed after that checkpoint, are removed) and appends; otherwise the file is rewritten.
   TrainOptions& log_csv(std::string v) { log_csv_ = std::move(v); return *this; }
   /// Checkpoint directory written at each epoch end and at the end ("" = no checkpoints).
   TrainOptions& out_dir(std::string v) { out_dir_ = std::move(v); return *this; }
@@ -66,6 +67,9 @@ class TrainOptions {
   /// Resume from this checkpoint's optimizer state and training.json position (the model's
   /// weights must already be loaded from it, e.g. by load_checkpoint). "" = a fresh start.
   TrainOptions& resume_from(std::string v) { resume_from_ = std::move(v); return *this; }
+  /// TrainResult::steps keeps the records of this many most recent steps (default 4096; 0 = none),
+  /// so a long run's memory does not grow with its length. The CSV log has every step.
+  TrainOptions& history(std::int64_t v) { history_ = v; return *this; }
   /// Stored in the checkpoint's TrainingState::notes.
   TrainOptions& notes(std::map<std::string, std::string> v) { notes_ = std::move(v); return *this; }
 
@@ -82,6 +86,7 @@ class TrainOptions {
   int threads() const { return threads_; }
   bool progress() const { return progress_; }
   const std::string& resume_from() const { return resume_from_; }
+  std::int64_t history() const { return history_; }
   const std::map<std::string, std::string>& notes() const { return notes_; }
   /// Throws std::invalid_argument naming the first bad option.
   void validate() const;
@@ -100,6 +105,7 @@ class TrainOptions {
   int threads_ = 0;
   bool progress_ = true;
   std::string resume_from_;
+  std::int64_t history_ = 4096;
   std::map<std::string, std::string> notes_;
 };
 
@@ -116,14 +122,20 @@ struct StepRecord {
 
 /// What train() did.
 struct TrainResult {
-  std::vector<StepRecord> steps;  ///< the steps of this run (a resumed run: only the new ones)
-  TrainingState state;            ///< position at the end (as stored in the last checkpoint)
+  /// The last TrainOptions::history() steps of this run, oldest first (a resumed run: only new ones).
+  std::vector<StepRecord> steps;
+  std::int64_t steps_run = 0;     ///< optimizer steps this run did (0: a resume with nothing left to do)
+  std::int64_t total_steps = 0;   ///< the step the options aim at: steps(), or epochs() × batches per epoch
+  TrainingState state;            ///< position at the end (as stored in the last checkpoint), last_loss included
+  bool saved = false;             ///< this run wrote a checkpoint to out_dir
   double seconds = 0.0;           ///< wall time of this run
   std::int64_t tokens = 0;        ///< target tokens processed by this run
 };
 
 /// Trains `model` on `data` (see the file comment). `src_vocab`/`tgt_vocab` are only needed for
-/// checkpoints (out_dir). Throws std::runtime_error if the loss becomes NaN or infinite (the
+/// checkpoints (out_dir). A resume whose checkpoint is already at the target does no step: the
+/// result carries the checkpoint's state (last_loss included) and the checkpoint is not rewritten
+/// when out_dir is the resumed directory (another out_dir gets a copy of it). Throws std::runtime_error if the loss becomes NaN or infinite (the
 /// last good checkpoint stays).
 TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_vocab, const Vocab& tgt_vocab,
                   const TrainOptions& options);

@@ -165,6 +165,23 @@ TEST_F(Cli, EvalBleuAndResume) {
   EXPECT_NE(r.err.find("--embed-size"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, ResumeWithNothingToDoSaysSoAndReportsTheCheckpointsLastLoss) {
+  const fs::path ck = dir() / "ck_done";
+  fs::copy(checkpoint(), ck);
+  // The suite's checkpoint was trained to step 30; its log's last row has the last loss.
+  const std::vector<std::string> log = lines(read_file(dir() / "log.csv"));
+  ASSERT_EQ(log.size(), 31u);
+  const std::string& row = log.back();
+  const std::size_t a = row.find(','), b = row.find(',', a + 1), c = row.find(',', b + 1);
+  char expect[64];
+  std::snprintf(expect, sizeof expect, "last loss %.4f", std::stod(row.substr(b + 1, c - b - 1)));
+  const CliRun r = run("train --init-from " + ck.string() + " --steps 30 --quiet");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("bahdanau: nothing to do: checkpoint already at step 30 of 30\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(expect), std::string::npos) << expect << "\n" << r.err;
+  EXPECT_EQ(r.err.find("nan"), std::string::npos) << r.err;
+}
+
 // --compact-grads changes where gradients live, not what is learned: without clipping (whose norm
 // a low-rank gradient sums differently) every logged loss is the same.
 TEST_F(Cli, CompactGradsFlagTrainsTheSameModel) {

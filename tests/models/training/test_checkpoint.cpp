@@ -198,6 +198,8 @@ TEST(Checkpoint, CorruptFilesAreRefusedNamingTheFile) {
   auto model = make_model(f.config(), gen);
   const fs::path ck = root / "ck";
   save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  // Without manifest.json (an older checkpoint) each file's own checks are what catch corruption.
+  fs::remove(ck / "manifest.json");
   const std::string weights = read_file(ck / "weights.npz");
   const std::string config = read_file(ck / "config.json");
   const std::string vocab = read_file(ck / "src_vocab.txt");
@@ -244,7 +246,7 @@ TEST(Checkpoint, ReplacesAtomicallyAndKeepsTheOldOneWhenWritingFails) {
   const auto old_logits = logits_of(*old_model);
 
   // A failure after each file in turn: the old checkpoint stays whole, nothing is left behind.
-  for (const std::string failing : {"config.json", "weights.npz", "src_vocab.txt", "tgt_vocab.txt"}) {
+  for (const std::string failing : {"config.json", "weights.npz", "src_vocab.txt", "tgt_vocab.txt", "manifest.json"}) {
     tg::models::detail::set_checkpoint_write_hook([&](const std::string& file) {
       if (file == failing) throw std::runtime_error("injected failure after " + file);
     });
@@ -269,7 +271,8 @@ TEST(Checkpoint, ReplacesAtomicallyAndKeepsTheOldOneWhenWritingFails) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(ck)) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files, (std::vector<std::string>{"config.json", "src_vocab.txt", "tgt_vocab.txt", "weights.npz"}));
+  EXPECT_EQ(files, (std::vector<std::string>{"config.json", "manifest.json", "src_vocab.txt", "tgt_vocab.txt",
+                                             "weights.npz"}));
 
   // A parent that is a regular file: refused, nothing created.
   write_file(root / "afile", "x");
@@ -311,5 +314,163 @@ TEST(Checkpoint, RefusesToReplaceADirectoryThatIsNotACheckpoint) {
   // Vocabularies that do not match the model are refused before anything is written.
   EXPECT_THROW(save_checkpoint((root / "bad").string(), *model, f.tgt_vocab, f.tgt_vocab), std::runtime_error);
   EXPECT_FALSE(fs::exists(root / "bad"));
+  fs::remove_all(root);
+}
+
+namespace {
+
+/// The first line of load_checkpoint's error ("" if it loads).
+std::string first_line_of_load_error(const fs::path& dir) {
+  const std::string e = load_error(dir);
+  return e.substr(0, e.find('\n'));
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) text.replace(pos, from.size(), to);
+  return text;
+}
+
+}  // namespace
+
+TEST(Checkpoint, ManifestRefusesAChangedFileNamingIt) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(3), other_gen(4);
+  auto model = make_model(f.config(), gen);
+  auto other = make_model(f.config(), other_gen);
+  nn::Adam opt(model->named_parameters(), nn::AdamOptions(0.01));
+  TrainingState st;
+  st.step = 17;
+  const fs::path ck = root / "ck";
+  auto fresh = [&] {
+    fs::remove_all(ck);
+    save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab, &opt, &st);
+    ASSERT_EQ(load_error(ck), "");
+  };
+  auto expect_named = [&](const std::string& file) {
+    EXPECT_EQ(first_line_of_load_error(ck),
+              "checkpoint " + ck.string() + ": " + file + " does not match its SHA-256 in manifest.json");
+  };
+  // Each change below still parses and loads without a manifest: only the digest catches it.
+  fresh();
+  write_file(ck / "config.json", replaced(read_file(ck / "config.json"), "\"dropout\": 0.1", "\"dropout\": 0.5"));
+  expect_named("config.json");
+  fresh();
+  std::string vocab = read_file(ck / "src_vocab.txt");
+  vocab = replaced(vocab, "calm\n", "CALM\n");
+  write_file(ck / "src_vocab.txt", vocab);
+  expect_named("src_vocab.txt");
+  fresh();
+  write_file(ck / "tgt_vocab.txt", read_file(ck / "tgt_vocab.txt") + "extra\n");
+  expect_named("tgt_vocab.txt");
+  fresh();
+  write_file(ck / "training.json", replaced(read_file(ck / "training.json"), "\"step\": 17", "\"step\": 18"));
+  expect_named("training.json");
+  try {
+    load_training_state(ck.string());
+    ADD_FAILURE() << "load_training_state accepted a changed training.json";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("training.json does not match its SHA-256"), std::string::npos) << e.what();
+  }
+  fresh();
+  other->save((ck / "weights.npz").string());  // a valid archive (CRCs fine) with other weights
+  expect_named("weights.npz");
+  fresh();
+  {
+    nn::Adam opt2(model->named_parameters(), nn::AdamOptions(0.01));
+    for (auto& p : model->parameters()) p.set_grad(Tensor::full(p.shape(), 0.5));
+    opt2.step();
+    opt2.save((ck / "optimizer.npz").string());
+  }
+  expect_named("optimizer.npz");
+  nn::Adam opt3(model->named_parameters(), nn::AdamOptions(0.01));
+  EXPECT_THROW(load_optimizer_state(ck.string(), opt3), std::runtime_error);
+  // A listed file removed; a checkpoint file the manifest does not list.
+  fresh();
+  fs::remove(ck / "optimizer.npz");
+  EXPECT_EQ(first_line_of_load_error(ck),
+            "checkpoint " + ck.string() + ": optimizer.npz is listed in manifest.json but missing");
+  fs::remove_all(ck);
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  write_file(ck / "training.json", "{}\n");
+  EXPECT_EQ(first_line_of_load_error(ck), "checkpoint " + ck.string() + ": training.json is not listed in manifest.json");
+  // A newer format is refused rather than half-checked.
+  fs::remove_all(ck);
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  write_file(ck / "manifest.json", replaced(read_file(ck / "manifest.json"), "\"format_version\": 1",
+                                           "\"format_version\": 2"));
+  EXPECT_NE(first_line_of_load_error(ck).find("manifest.json: format_version 2"), std::string::npos)
+      << load_error(ck);
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, WithoutManifestLoadsWithAOneLineNote) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(6);
+  auto model = make_model(f.config(), gen);
+  const fs::path ck = root / "ck";
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  ASSERT_TRUE(fs::exists(ck / "manifest.json"));
+  ::testing::internal::CaptureStderr();
+  load_checkpoint(ck.string());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  fs::remove(ck / "manifest.json");
+  ::testing::internal::CaptureStderr();
+  const Checkpoint loaded = load_checkpoint(ck.string());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(logits_of(*loaded.model), logits_of(*model));
+  EXPECT_EQ(err, "checkpoint " + ck.string() + ": no manifest.json (older format), files not verified\n");
+  fs::remove_all(root);
+}
+
+TEST(Checkpoint, SuccessfulSaveRemovesStaleTemporaryDirectoriesOfTheSameOutputOnly) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(8);
+  auto model = make_model(f.config(), gen);
+  const fs::path ck = root / "ck";
+  // What killed saves of ck leave: a temporary directory with some files and a half-written one.
+  auto stale = [&](const std::string& name) {
+    fs::create_directories(root / name);
+    write_file(root / name / "config.json", "{}");
+    write_file(root / name / "weights.npz.tmp-Qx81zP", "partial");
+    return root / name;
+  };
+  stale("ck.tmp-AbC123");
+  stale("ck.tmp-zz9Z0a");
+  // Not ours to remove: another output's, wrong suffixes, a regular file, a directory with a user file.
+  stale("ck2.tmp-AbC123");
+  stale("xck.tmp-AbC123");
+  stale("ck.tmp-AbC12");
+  stale("ck.tmp-AbC1234");
+  stale("ck.tmp-AbC_23");
+  write_file(root / "ck.tmp-FILE12", "a file");
+  stale("ck.tmp-Mine00");
+  write_file(root / "ck.tmp-Mine00" / "notes.txt", "precious");
+
+  // A failed save removes nothing of them.
+  tg::models::detail::set_checkpoint_write_hook([](const std::string& file) {
+    if (file == "weights.npz") throw std::runtime_error("injected");
+  });
+  EXPECT_THROW(save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab), std::runtime_error);
+  tg::models::detail::set_checkpoint_write_hook({});
+  EXPECT_TRUE(fs::exists(root / "ck.tmp-AbC123"));
+
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  std::vector<std::string> names = leftovers(root);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"ck.tmp-AbC12", "ck.tmp-AbC1234", "ck.tmp-AbC_23", "ck.tmp-FILE12",
+                                             "ck.tmp-Mine00", "ck2.tmp-AbC123", "xck.tmp-AbC123"}));
+  EXPECT_EQ(read_file(root / "ck.tmp-Mine00" / "notes.txt"), "precious");
+  EXPECT_TRUE(fs::exists(root / "ck.tmp-Mine00" / "config.json"));  // left whole, not emptied
+  EXPECT_EQ(read_file(root / "ck.tmp-FILE12"), "a file");
+  EXPECT_EQ(logits_of(*load_checkpoint(ck.string()).model), logits_of(*model));
+  // Also when the save replaces an existing checkpoint.
+  stale("ck.tmp-Again1");
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  EXPECT_FALSE(fs::exists(root / "ck.tmp-Again1"));
   fs::remove_all(root);
 }

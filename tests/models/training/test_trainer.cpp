@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -244,4 +245,122 @@ TEST(Trainer, OptionsAreValidated) {
   EXPECT_THROW(TrainOptions().clip(-1).validate(), std::invalid_argument);
   EXPECT_THROW(TrainOptions().epochs(0).validate(), std::invalid_argument);
   EXPECT_NO_THROW(TrainOptions().epochs(0).steps(5).validate());
+}
+
+namespace {
+
+/// The CSV's rows without their elapsed_s column (header included).
+std::vector<std::string> csv_without_time(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line.substr(0, line.rfind(',')));
+  return rows;
+}
+
+void write_file_text(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
+
+std::string read_file_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST(Trainer, ResumeDropsLogRowsPastTheCheckpointStep) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false);
+  const fs::path csv = root / "log.csv";
+
+  Generator gen_a(1);
+  auto straight = make_model(tiny_config(data), gen_a);
+  train(*straight, data, TrainOptions(options).steps(10).log_csv((root / "straight.csv").string()));
+
+  Generator gen_b(1);
+  auto first = make_model(tiny_config(data), gen_b);
+  train(*first, data, TrainOptions(options).steps(6).out_dir((root / "ck").string()).log_csv(csv.string()));
+  // A run resumed from the checkpoint logs steps 7..9 and is killed before its next checkpoint.
+  {
+    Checkpoint ck = load_checkpoint((root / "ck").string());
+    train(*ck.model, data, TrainOptions(options).steps(9).resume_from(ck.dir).log_csv(csv.string()));
+  }
+  // ...and half a row, as a kill in the middle of a write leaves.
+  { std::ofstream(csv, std::ios::app) << "10,3,2.5"; }
+  ASSERT_EQ(csv_without_time(csv).size(), 1u + 9u + 1u);
+
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_EQ(ck.training->step, 6);
+  train(*ck.model, data, TrainOptions(options).steps(10).resume_from(ck.dir).log_csv(csv.string()));
+  const auto rows = csv_without_time(csv);
+  std::vector<long long> steps;
+  for (std::size_t i = 1; i < rows.size(); ++i) steps.push_back(std::stoll(rows[i]));
+  EXPECT_EQ(steps, (std::vector<long long>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(rows, csv_without_time(root / "straight.csv"));
+
+  // A file that is not a training log is refused, not truncated.
+  write_file_text(root / "other.csv", "step,epoch\nnot a row\n");
+  EXPECT_THROW(train(*ck.model, data, TrainOptions(options).steps(10).resume_from(ck.dir).log_csv(
+                                          (root / "other.csv").string())),
+               std::runtime_error);
+  EXPECT_EQ(csv_without_time(root / "other.csv"), (std::vector<std::string>{"step", "not a row"}));
+  fs::remove_all(root);
+}
+
+TEST(Trainer, ResumeWithNothingLeftKeepsTheCheckpointAndItsLastLoss) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false);
+  Generator gen(1);
+  auto model = make_model(tiny_config(data), gen);
+  const auto first = train(*model, data, TrainOptions(options).epochs(2).out_dir((root / "ck").string()));
+  ASSERT_EQ(first.state.step, 8);
+  EXPECT_EQ(first.total_steps, 8);
+  EXPECT_EQ(first.state.last_loss, first.steps.back().loss);
+  const std::string saved = read_file_text(root / "ck" / "training.json");
+
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_TRUE(ck.training);
+  EXPECT_EQ(ck.training->last_loss, first.steps.back().loss);  // stored exactly (%.17g)
+  for (const auto& more : {TrainOptions(options).epochs(2), TrainOptions(options).steps(8)}) {
+    const auto again = train(*ck.model, data, TrainOptions(more).resume_from(ck.dir).out_dir(ck.dir));
+    EXPECT_TRUE(again.steps.empty());
+    EXPECT_EQ(again.steps_run, 0);
+    EXPECT_EQ(again.total_steps, 8);
+    EXPECT_EQ(again.state.step, 8);
+    EXPECT_EQ(again.state.last_loss, first.steps.back().loss);
+    EXPECT_EQ(read_file_text(root / "ck" / "training.json"), saved);  // not rewritten
+  }
+  // A checkpoint written before last_loss was stored: NaN, not an error.
+  write_file_text(root / "old.json", "{\"step\": 3}");
+  fs::create_directories(root / "old");
+  fs::copy_file(root / "old.json", root / "old" / "training.json");
+  EXPECT_TRUE(std::isnan(load_training_state((root / "old").string())->last_loss));
+  fs::remove_all(root);
+}
+
+TEST(Trainer, StepHistoryIsBoundedToTheMostRecentSteps) {
+  const TranslationData data = reverse_data(24, 6);
+  const auto options = TrainOptions().batch_size(8).lr(0.01).seed(4).progress(false).steps(40);
+  auto run = [&](std::int64_t history) {
+    Generator gen(2);
+    auto model = make_model(tiny_config(data, "rnnencdec", 4), gen);
+    return train(*model, data, TrainOptions(options).history(history));
+  };
+  EXPECT_EQ(TrainOptions().history(), 4096);  // the default: 4096 records of 56 bytes
+  const TrainResult full = run(100);
+  ASSERT_EQ(full.steps.size(), 40u);
+  const TrainResult last5 = run(5);
+  EXPECT_EQ(last5.steps_run, 40);
+  ASSERT_EQ(last5.steps.size(), 5u);
+  EXPECT_LE(last5.steps.capacity(), 5u);  // never held more
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(last5.steps[i].step, static_cast<std::int64_t>(36 + i));
+    EXPECT_EQ(last5.steps[i].loss, full.steps[35 + i].loss);
+  }
+  EXPECT_EQ(last5.state.last_loss, full.steps.back().loss);
+  EXPECT_EQ(last5.tokens, full.tokens);
+  const TrainResult none = run(0);
+  EXPECT_TRUE(none.steps.empty());
+  EXPECT_EQ(none.steps_run, 40);
+  EXPECT_THROW(TrainOptions().history(-1).validate(), std::invalid_argument);
 }
