@@ -1,5 +1,6 @@
 #include "autograd/tape.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -51,6 +52,19 @@ struct Tape {
 thread_local Tape t_tape;
 thread_local bool t_grad_enabled = true;
 
+/// tg::grad's targets while its pass runs: their gradients go to `grads` instead of grad(), and
+/// no other leaf's grad() changes.
+struct GradCapture {
+  const std::vector<AutogradMeta*>& targets;
+  std::vector<Tensor>& grads;
+  int index_of(const AutogradMeta* meta) const {
+    for (std::size_t k = 0; k < targets.size(); ++k)
+      if (targets[k] == meta) return static_cast<int>(k);
+    return -1;
+  }
+};
+thread_local GradCapture* t_capture = nullptr;
+
 [[noreturn]] void throw_freed(const char* op) {
   throw std::runtime_error(std::string("backward: '") + op +
                            "' needs the gradient of a tensor whose graph was already freed (backward "
@@ -61,6 +75,27 @@ thread_local bool t_grad_enabled = true;
 /// Whether nothing else holds `t` or its storage, so adding into it in place is invisible.
 bool owns_buffer(const Tensor& t) { return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1; }
 
+/// `grad` through the tensor's hooks, in order; a hook's defined result replaces it.
+Tensor run_hooks(const AutogradMeta& meta, Tensor grad) {
+  for (std::size_t k = 0; k < meta.hooks.size(); ++k) {  // by index: a hook may register another
+    GradHook hook = meta.hooks[k].second;
+    Tensor replaced = hook(grad);
+    if (!replaced.defined()) continue;
+    if (!(replaced.shape() == grad.shape()) || replaced.dtype() != grad.dtype())
+      throw std::invalid_argument("register_hook: a hook returned a gradient of shape " + replaced.shape().str() + " " +
+                                  std::string(dtype_name(replaced.dtype())) + " for a tensor of shape " + grad.shape().str() +
+                                  " " + std::string(dtype_name(grad.dtype())));
+    grad = std::move(replaced);
+  }
+  return grad;
+}
+
+/// Adds `grad` to `slot` (a result of tg::grad, which the caller owns).
+void add_to_slot(Tensor& slot, Tensor grad) {
+  if (!slot.defined()) slot = owns_buffer(grad) ? std::move(grad) : grad.clone();
+  else kernels::add_inplace(slot, grad);
+}
+
 void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
   if (!(grad.shape() == in.shape) || grad.dtype() != in.dtype)
     throw std::logic_error(std::string("internal error in backward of '") + op + "': gradient for input " +
@@ -69,6 +104,13 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
                            std::string(dtype_name(in.dtype)));
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(op);
+  if (meta.is_leaf) {
+    if (!meta.hooks.empty()) grad = run_hooks(meta, std::move(grad));
+    if (t_capture) {
+      if (const int k = t_capture->index_of(&meta); k >= 0) add_to_slot(t_capture->grads[k], std::move(grad));
+      return;
+    }
+  }
   if (meta.compact) {  // a second gradient for this leaf: continue densely
     meta.grad = meta.compact->dense();
     meta.compact.reset();
@@ -113,7 +155,8 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
   if (!in.meta) return;
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
-  if (term.compact && meta.is_leaf && meta.allow_compact && !meta.grad.defined() && !meta.compact) {
+  const bool plain_leaf = meta.is_leaf && meta.hooks.empty() && !t_capture;  // else: a dense tensor, below
+  if (term.compact && plain_leaf && meta.allow_compact && !meta.grad.defined() && !meta.compact) {
     if (std::shared_ptr<CompactGrad> compact = term.compact(term.term)) {
       if (!(compact->shape() == in.shape) || compact->dtype() != in.dtype)
         throw std::logic_error(std::string("internal error in backward of '") + node.name +
@@ -128,7 +171,7 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
     meta.compact.reset();
   }
   // In place when the buffer is this input's alone (a leaf's, or an intermediate's nothing shares).
-  if (term.add_into && meta.grad.defined() && (meta.is_leaf || owns_buffer(meta.grad))) {
+  if (term.add_into && meta.grad.defined() && (plain_leaf || (!meta.is_leaf && owns_buffer(meta.grad)))) {
     term.add_into(term.term, meta.grad);
     return;
   }
@@ -196,36 +239,56 @@ class Engine {
   }
 
  public:
-  static void run(const Tensor& root, const Tensor& seed) {
-    if (!root.requires_grad())
-      throw std::runtime_error("backward: the tensor does not require grad (no input of the ops that made "
-                               "it requires grad, or it was made under NoGradGuard)");
-    if (!is_floating(root.dtype())) throw std::runtime_error("backward: only floating tensors have gradients");
-    AutogradMeta& root_meta = *root.impl()->meta;
-    if (root_meta.is_leaf) {
-      NodeInput leaf{root.impl()->meta, root.shape(), root.dtype()};
-      accumulate_into("backward", 0, leaf, seed);
-      return;
-    }
+  /// Backward from roots[k] seeded with seeds[k]. With `capture`, the targets' gradients go there.
+  static void run(const Tensor* roots, const Tensor* seeds, std::size_t n, bool retain_graph, GradCapture* capture) {
+    struct CaptureScope {
+      explicit CaptureScope(GradCapture* c) { t_capture = c; }
+      ~CaptureScope() { t_capture = nullptr; }
+    } scope(capture);
     Tape& tape = t_tape;
-    if (!tape.holds(root_meta))
-      throw std::runtime_error("backward: the graph of this tensor was already freed (backward already ran "
-                               "through it, or tape::reset() was called)");
+    std::int64_t start = -1;
+    for (std::size_t k = 0; k < n; ++k) {
+      const Tensor& root = roots[k];
+      if (!root.requires_grad())
+        throw std::runtime_error("backward: the tensor does not require grad (no input of the ops that made "
+                                 "it requires grad, or it was made under NoGradGuard)");
+      if (!is_floating(root.dtype())) throw std::runtime_error("backward: only floating tensors have gradients");
+      if (!(seeds[k].shape() == root.shape()) || seeds[k].dtype() != root.dtype())
+        throw std::invalid_argument("backward: gradient " + seeds[k].shape().str() + " " + std::string(dtype_name(seeds[k].dtype())) +
+                                    " does not match the tensor " + root.shape().str() + " " + std::string(dtype_name(root.dtype())));
+      const AutogradMeta& meta = *root.impl()->meta;
+      if (!meta.is_leaf && !tape.holds(meta))
+        throw std::runtime_error("backward: the graph of this tensor was already freed (backward already ran "
+                                 "through it, or tape::reset() was called); pass retain_graph = true to the "
+                                 "first backward to walk it again");
+      if (!meta.is_leaf) start = std::max(start, meta.node);
+    }
     NoGradGuard no_grad;  // backward closures compute with ops; none of that is recorded
-    root_meta.grad = seed;
-    for (std::int64_t i = root_meta.node; i >= 0; --i) {
+    for (std::size_t k = 0; k < n; ++k) {
+      NodeInput in{roots[k].impl()->meta, roots[k].shape(), roots[k].dtype()};
+      if (in.meta->is_leaf) accumulate_into("backward", 0, in, seeds[k]);
+      else if (in.meta->grad.defined()) in.meta->grad = kernels::add(in.meta->grad, seeds[k]);  // a root twice
+      else in.meta->grad = seeds[k];
+    }
+    for (std::int64_t i = start; i >= 0; --i) {
       Node& node = tape.nodes[i];
-      if (!node.alive || !node.output->grad.defined()) continue;  // not on a path from the root
-      Tensor grad_output = std::move(node.output->grad);
-      node.output->grad = Tensor();
+      if (!node.alive || !node.output->grad.defined()) continue;  // not on a path from a root
+      AutogradMeta& out = *node.output;
+      Tensor grad_output = std::move(out.grad);
+      out.grad = Tensor();
+      if (!out.hooks.empty()) grad_output = run_hooks(out, std::move(grad_output));
+      if (out.retain_grad) out.retained_grad = grad_output;
+      if (capture)
+        if (const int k = capture->index_of(&out); k >= 0) add_to_slot(capture->grads[k], grad_output);
       if (!node.backward)
         throw std::logic_error(std::string("internal error: node '") + node.name + "' has no backward closure");
       {
-        BackwardContext ctx(&node, std::move(grad_output));
+        BackwardContext ctx(&node, std::move(grad_output), retain_graph);
         node.backward(ctx);
       }
-      release(tape, node);
+      if (!retain_graph) release(tape, node);
     }
+    if (retain_graph) return;
     // Dead branches: nodes off the root's path whose output no tensor and no live node refers to
     // any more (e.g. a value computed and dropped, or time steps an RNN skipped). Nothing can
     // backward through them, so they go now; reverse order lets a released consumer free its
@@ -239,7 +302,44 @@ class Engine {
 };
 
 namespace detail {
-void run_backward(const Tensor& root, const Tensor& seed) { Engine::run(root, seed); }
+void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph) {
+  Engine::run(&root, &seed, 1, retain_graph, nullptr);
+}
 }  // namespace detail
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  if (outputs.empty()) throw std::invalid_argument("grad: no outputs");
+  if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
+    throw std::invalid_argument("grad: " + std::to_string(grad_outputs.size()) + " grad_outputs for " +
+                                std::to_string(outputs.size()) + " outputs");
+  std::vector<Tensor> seeds(outputs.size());
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    if (!outputs[k].defined()) throw std::invalid_argument("grad: output " + std::to_string(k) + " is undefined");
+    if (k < grad_outputs.size() && grad_outputs[k].defined()) {
+      seeds[k] = grad_outputs[k];
+    } else {
+      if (outputs[k].numel() != 1)
+        throw std::invalid_argument("grad: output " + std::to_string(k) + " has shape " + outputs[k].shape().str() +
+                                    "; a gradient is created implicitly only for one-element outputs (pass grad_outputs)");
+      seeds[k] = Tensor::ones(outputs[k].shape(), outputs[k].dtype());
+    }
+  }
+  std::vector<AutogradMeta*> targets(inputs.size());
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].defined() || !inputs[k].requires_grad())
+      throw std::invalid_argument("grad: input " + std::to_string(k) + " does not require grad");
+    targets[k] = inputs[k].impl()->meta.get();
+  }
+  std::vector<Tensor> grads(inputs.size());
+  GradCapture capture{targets, grads};
+  Engine::run(outputs.data(), seeds.data(), outputs.size(), retain_graph, &capture);
+  for (std::size_t k = 0; k < grads.size(); ++k)
+    if (!grads[k].defined() && !allow_unused)
+      throw std::invalid_argument("grad: input " + std::to_string(k) + " (shape " + inputs[k].shape().str() +
+                                  ") was not used to compute the outputs; pass allow_unused = true to get an "
+                                  "undefined gradient for it");
+  return grads;
+}
 
 }  // namespace tg

@@ -31,6 +31,9 @@ namespace tg {
 
 struct AutogradMeta {
   Tensor grad;                  // leaves: accumulated gradient; op outputs: pending during backward
+  Tensor retained_grad;         // op outputs with retain_grad: the last backward's gradient
+  std::vector<std::pair<std::uint64_t, GradHook>> hooks;  // register_hook, in order (id, hook)
+  bool retain_grad = false;
   std::shared_ptr<CompactGrad> compact;  // leaves: the gradient in compact form (then grad is undefined)
   bool requires_grad = false;
   bool allow_compact = false;   // leaves: backward may keep the gradient in compact form
@@ -158,6 +161,9 @@ class BackwardContext {
   const Tensor& grad_output() const { return grad_output_; }
   /// False when input `i` does not require grad: the closure may skip computing it.
   bool needs_grad(int i) const;
+  /// True when this backward keeps the graph (retain_graph): the closure will run again, so it
+  /// must not consume or overwrite what it captured.
+  bool retain_graph() const { return retain_graph_; }
 
   /// Adds `grad` (shape and dtype of input i) to input i's gradient.
   void accumulate(int i, Tensor grad);
@@ -180,10 +186,12 @@ class BackwardContext {
 
  private:
   friend class Engine;
-  BackwardContext(void* node, Tensor grad_output) : node_(node), grad_output_(std::move(grad_output)) {}
+  BackwardContext(void* node, Tensor grad_output, bool retain_graph)
+      : node_(node), grad_output_(std::move(grad_output)), retain_graph_(retain_graph) {}
   void accumulate_term(int i, const detail::GradTermRef& term);
   void* node_;
   Tensor grad_output_;
+  bool retain_graph_;
 };
 
 template <class Term>
@@ -236,8 +244,19 @@ namespace detail {
 bool should_record(const Tensor* inputs, std::size_t n);
 /// Appends a node for `output` (given fresh autograd state in place) and returns its closure slot.
 BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n);
-void run_backward(const Tensor& root, const Tensor& seed);
+void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph);
 }  // namespace detail
+
+/// The gradients of `outputs` with respect to `inputs` (each requiring grad: leaves or op
+/// outputs), without touching any tensor's grad() (torch.autograd.grad). `grad_outputs` seeds each
+/// output (may be empty, or hold undefined entries, for one-element outputs: ones). The graph is
+/// freed unless `retain_graph`. An input the outputs do not depend on is an error unless
+/// `allow_unused`, which returns an undefined tensor for it. Hooks of the inputs and of the op
+/// outputs on the way run as in backward(). First-order only: the returned gradients do not
+/// require grad.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
 
 /// Records `output` as the result of op `name` applied to `inputs`, with its backward closure.
 /// Returns `output`, now requiring grad, or unchanged when nothing needs recording.

@@ -298,6 +298,7 @@ Tensor Tensor::grad() const {
   check_defined("grad");
   if (!impl_->meta) return Tensor();
   AutogradMeta& meta = *impl_->meta;
+  if (!meta.is_leaf) return meta.retained_grad;
   if (meta.compact) {
     meta.grad = meta.compact->dense();
     meta.compact.reset();
@@ -335,21 +336,45 @@ void Tensor::zero_grad() {
   }
 }
 
-void Tensor::backward() const {
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   check_defined("backward");
-  if (numel() != 1)
-    throw std::invalid_argument("backward: a gradient can be created implicitly only for a one-element "
-                                "output, got shape " + shape().str() + "; pass a seed gradient");
-  detail::run_backward(*this, Tensor::ones(shape(), dtype()));
+  if (!gradient.defined()) {
+    if (numel() != 1)
+      throw std::invalid_argument("backward: a gradient can be created implicitly only for a one-element "
+                                  "output, got shape " + shape().str() + "; pass a seed gradient");
+    detail::run_backward(*this, Tensor::ones(shape(), dtype()), retain_graph);
+    return;
+  }
+  if (!(gradient.shape() == shape()) || gradient.dtype() != dtype())
+    throw std::invalid_argument("backward: seed gradient " + gradient.shape().str() + " does not match output " +
+                                shape().str());
+  detail::run_backward(*this, gradient, retain_graph);
 }
 
-void Tensor::backward(const Tensor& seed) const {
-  check_defined("backward");
-  if (!seed.defined() || !(seed.shape() == shape()) || seed.dtype() != dtype())
-    throw std::invalid_argument("backward: seed gradient " + (seed.defined() ? seed.shape().str() : "undefined") +
-                                " does not match output " + shape().str());
-  detail::run_backward(*this, seed);
+HookHandle Tensor::register_hook(GradHook hook) {
+  check_defined("register_hook");
+  if (!requires_grad())
+    throw std::invalid_argument("register_hook: the tensor does not require grad, so no gradient would reach the hook");
+  if (!hook) throw std::invalid_argument("register_hook: empty hook");
+  static std::atomic<std::uint64_t> next_id{1};
+  const std::uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+  impl_->meta->hooks.emplace_back(id, std::move(hook));
+  return HookHandle(impl_->meta, id);
 }
+
+void HookHandle::remove() {
+  if (auto meta = meta_.lock())
+    std::erase_if(meta->hooks, [&](const auto& entry) { return entry.first == id_; });
+  meta_.reset();
+}
+
+void Tensor::retain_grad() {
+  check_defined("retain_grad");
+  if (!requires_grad()) throw std::invalid_argument("retain_grad: the tensor does not require grad");
+  if (!impl_->meta->is_leaf) impl_->meta->retain_grad = true;
+}
+
+bool Tensor::retains_grad() const { return impl_ && impl_->meta && !impl_->meta->is_leaf && impl_->meta->retain_grad; }
 
 // ---- printing ----------------------------------------------------------------------------
 

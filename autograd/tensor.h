@@ -2,6 +2,7 @@
 // Tensor: a handle (shared, like torch.Tensor) to row-major contiguous data of a run-time dtype,
 // plus the autograd state that links it to the tape. Copying a Tensor copies the handle.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -23,6 +24,24 @@ struct Storage;  // owns the buffer (64-byte aligned, from the caching allocator
 struct AutogradMeta;
 
 [[noreturn]] void throw_dtype_mismatch(DType have, DType want);
+
+/// A gradient hook (Tensor::register_hook): called with a gradient during backward; a defined
+/// return value replaces it, an undefined one keeps it.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+
+/// Removes the hook it was returned for (torch.utils.hooks.RemovableHandle). Removing twice, or
+/// after the tensor is gone, does nothing.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  void remove();
+
+ private:
+  friend class Tensor;
+  HookHandle(std::weak_ptr<AutogradMeta> meta, std::uint64_t id) : meta_(std::move(meta)), id_(id) {}
+  std::weak_ptr<AutogradMeta> meta_;
+  std::uint64_t id_ = 0;
+};
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -112,7 +131,8 @@ class Tensor {
   /// True for tensors not produced by a recorded op.
   bool is_leaf() const;
   /// Accumulated gradient of a leaf; undefined (defined() == false) until a backward reaches it.
-  /// A compact gradient (below) is converted to a dense one here, once.
+  /// A compact gradient (below) is converted to a dense one here, once. An op's output has one
+  /// only after retain_grad().
   Tensor grad() const;
   void set_grad(const Tensor& grad);
   /// Drops the accumulated gradient (PyTorch's zero_grad(set_to_none=True)).
@@ -124,10 +144,20 @@ class Tensor {
   bool allows_compact_grad() const;
   /// The gradient in compact form, or null (no gradient, or a dense one). Does not convert.
   std::shared_ptr<CompactGrad> compact_grad() const;
-  /// Reverse-mode pass from this scalar. Gradients accumulate into leaves' grad().
-  void backward() const;
-  /// Reverse-mode pass seeded with d(objective)/d(this) = `seed` (same shape).
-  void backward(const Tensor& seed) const;
+  /// Reverse-mode pass seeded with d(objective)/d(this) = `gradient` (same shape; may be omitted
+  /// for a one-element tensor: ones). Gradients accumulate into leaves' grad(). The graph is freed
+  /// as it is walked unless `retain_graph`, which lets another backward (or tg::grad) run through
+  /// it again (torch.Tensor.backward).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// Registers `hook`, called with this tensor's gradient in every backward that reaches it: for a
+  /// leaf, with each gradient before it is added to grad(); for an op's output, once with its whole
+  /// gradient before it flows on to the op's inputs. Hooks run in registration order, each seeing
+  /// the previous one's result (torch.Tensor.register_hook). Needs requires_grad.
+  HookHandle register_hook(GradHook hook);
+  /// Makes an op's output keep its gradient, readable with grad() after backward
+  /// (torch.Tensor.retain_grad). A leaf keeps its gradient anyway.
+  void retain_grad();
+  bool retains_grad() const;
 
   /// "tensor([[1.0000, 2.0000]], dtype=float32, requires_grad=true)".
   std::string str() const;

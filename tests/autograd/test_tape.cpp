@@ -10,6 +10,7 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
 #include "autograd/ops_reduce.h"
+#include "autograd/ops_softmax.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/shape.h"
@@ -338,4 +339,158 @@ TEST(Tape, CallableGradientTermGetsZerosWhenThereIsNoGradientYet) {
   sum(y).backward();
   EXPECT_EQ(seen, (std::vector<double>{0, 0, 0}));
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 1, 1}));
+}
+
+// ---- retain_graph, tg::grad, hooks, retain_grad ---------------------------------------------
+
+TEST(Tape, RetainGraphLetsASecondBackwardWalkTheSameGraph) {
+  Tensor x = vec({1, 2, 3}).requires_grad_();
+  Tensor y = sum(tanh(x) * x);
+  y.backward({}, /*retain_graph=*/true);
+  const std::vector<double> once = x.grad().to_vector<double>();
+  y.backward();  // the graph is still there; this pass frees it
+  const std::vector<double> twice = x.grad().to_vector<double>();
+  for (std::size_t i = 0; i < once.size(); ++i) EXPECT_DOUBLE_EQ(twice[i], 2 * once[i]);
+  EXPECT_THROW(y.backward(), std::runtime_error);  // freed now
+  EXPECT_EQ(tape::size(), 0u);
+}
+
+TEST(Tape, RetainGraphKeepsACrossEntropyBackwardRepeatable) {
+  // cross_entropy's backward overwrites its saved logits when nothing else holds them; a kept
+  // graph must not let it, or the second pass reads its own gradient.
+  Tensor w = Tensor::from_vector(std::vector<double>{0.5, -1.0, 2.0, 0.25, 1.5, -0.5}, {2, 3}).requires_grad_();
+  const Tensor target = Tensor::from_vector(std::vector<std::int64_t>{2, 0}, {2});
+  Tensor loss = cross_entropy(w * 2.0, target);
+  loss.backward({}, true);
+  const std::vector<double> once = w.grad().to_vector<double>();
+  loss.backward();
+  const std::vector<double> twice = w.grad().to_vector<double>();
+  for (std::size_t i = 0; i < once.size(); ++i) EXPECT_DOUBLE_EQ(twice[i], 2 * once[i]);
+}
+
+TEST(Tape, GradReturnsGradientsWithoutTouchingGradOfAnyLeaf) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor w = vec({3, 4}).requires_grad_();
+  Tensor y = sum(x * w * x);  // dy/dx = 2 w x, dy/dw = x²
+  const std::vector<Tensor> g = tg::grad({y}, {x});
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{6, 16}));
+  EXPECT_FALSE(g[0].requires_grad());
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());  // not asked for: untouched
+  EXPECT_EQ(tape::size(), 0u);       // freed, as without retain_graph
+}
+
+TEST(Tape, GradOfAnIntermediateAndSeveralOutputs) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor h = x * 3.0;          // an op output as an input of grad
+  Tensor a = sum(h * h);       // da/dh = 2h
+  Tensor b = sum(h);           // db/dh = 1
+  const std::vector<Tensor> g = tg::grad({a, b}, {h, x}, {Tensor(), Tensor::scalar(10.0, DType::f64)});
+  EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{16, 22}));  // 2h + 10
+  EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{48, 66}));  // 3 (2h + 10)
+}
+
+TEST(Tape, GradMatchesBackwardAndChecksItsArguments) {
+  Generator gen(5);
+  Tensor x = Tensor::normal({3, 4}, 0, 1, gen, DType::f64).requires_grad_();
+  Tensor w = Tensor::normal({4, 2}, 0, 1, gen, DType::f64).requires_grad_();
+  Tensor y = sum(tanh(matmul(x, w)));
+  const std::vector<Tensor> g = tg::grad({y}, {x, w}, {}, /*retain_graph=*/true);
+  y.backward();
+  EXPECT_EQ(g[0].to_vector<double>(), x.grad().to_vector<double>());
+  EXPECT_EQ(g[1].to_vector<double>(), w.grad().to_vector<double>());
+
+  Tensor unused = vec({1}).requires_grad_();
+  Tensor z = sum(x * 2.0);
+  EXPECT_THROW(tg::grad({z}, {unused}, {}, true), std::invalid_argument);
+  const std::vector<Tensor> g2 = tg::grad({z}, {x, unused}, {}, false, /*allow_unused=*/true);
+  EXPECT_TRUE(g2[0].defined());
+  EXPECT_FALSE(g2[1].defined());
+  EXPECT_THROW(tg::grad({sum(x * 1.0)}, {vec({1})}), std::invalid_argument);  // does not require grad
+  EXPECT_THROW(tg::grad({x * 1.0}, {x}), std::invalid_argument);             // not one element, no seed
+  tape::reset();
+}
+
+TEST(Tape, HooksSeeAndReplaceGradientsInOrderAndCanBeRemoved) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  std::vector<std::vector<double>> seen;
+  HookHandle first = x.register_hook([&](const Tensor& g) {
+    seen.push_back(g.to_vector<double>());
+    return g * 10.0;  // replaces the gradient
+  });
+  x.register_hook([&](const Tensor& g) {
+    seen.push_back(g.to_vector<double>());  // sees the first hook's result
+    return Tensor();                        // keeps it
+  });
+  sum(x * 3.0).backward();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], (std::vector<double>{3, 3}));
+  EXPECT_EQ(seen[1], (std::vector<double>{30, 30}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{30, 30}));
+
+  first.remove();
+  first.remove();  // twice: nothing
+  x.zero_grad();
+  seen.clear();
+  sum(x * 3.0).backward();
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 3}));
+}
+
+TEST(Tape, HookOnAnOpOutputSeesItsWholeGradientOnceAndChangesWhatFlowsOn) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor h = x * 2.0;
+  int calls = 0;
+  std::vector<double> seen;
+  h.register_hook([&](const Tensor& g) {
+    ++calls;
+    seen = g.to_vector<double>();
+    return Tensor::zeros(g.shape(), g.dtype());  // nothing reaches x
+  });
+  sum(h * 3.0 + h).backward();  // h used twice: one call with the sum, 4 per element
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, (std::vector<double>{4, 4}));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 0}));
+}
+
+TEST(Tape, HookOnAParameterDisablesCompactGradientsAndSeesTheDenseOne) {
+  Generator gen(2);
+  Tensor w = Tensor::normal({8, 6}, 0, 1, gen, DType::f64).requires_grad_();
+  w.allow_compact_grad();
+  const Tensor x = Tensor::normal({2, 6}, 0, 1, gen, DType::f64);
+  std::vector<double> seen;
+  w.register_hook([&](const Tensor& g) {
+    seen = g.to_vector<double>();
+    return Tensor();
+  });
+  sum(linear(x, w)).backward();
+  EXPECT_EQ(w.compact_grad(), nullptr);
+  EXPECT_EQ(seen, w.grad().to_vector<double>());
+}
+
+TEST(Tape, HookErrorsAreClear) {
+  Tensor c = vec({1});
+  EXPECT_THROW(c.register_hook([](const Tensor& g) { return g; }), std::invalid_argument);  // no grad
+  Tensor x = vec({1, 2}).requires_grad_();
+  x.register_hook([](const Tensor&) { return Tensor::zeros({3}, DType::f64); });
+  try {
+    sum(x * 1.0).backward();
+    FAIL() << "a hook returning the wrong shape must throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("register_hook"), std::string::npos) << e.what();
+  }
+  tape::reset();
+}
+
+TEST(Tape, RetainGradKeepsAnOpOutputsGradient) {
+  Tensor x = vec({1, 2}).requires_grad_();
+  Tensor h = x * 2.0;
+  Tensor k = x * 5.0;
+  h.retain_grad();
+  EXPECT_TRUE(h.retains_grad());
+  EXPECT_FALSE(x.retains_grad());  // a leaf keeps its gradient anyway
+  sum(h * h + k).backward();
+  EXPECT_EQ(h.grad().to_vector<double>(), (std::vector<double>{4, 8}));  // 2h
+  EXPECT_FALSE(k.grad().defined());  // not retained
 }
