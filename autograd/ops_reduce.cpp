@@ -1,6 +1,10 @@
-// Reductions: sum, mean, max over any set of axes, with keepdim.
+// Reductions over any set of axes with keepdim (sum, mean, amax/amin, var/std, logsumexp, norm),
+// along one axis (max/min with indices, prod, cumsum/cumprod, topk/sort).
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <stdexcept>
+#include <vector>
 
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/elementwise.h"
@@ -9,6 +13,7 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
+#include "autograd/parallel.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -24,6 +29,14 @@ kernels::Axes normalize_axes(const char* op, IntList axes, int ndim) {
   }
   out.normalize();
   return out;
+}
+
+/// Normalised axes; empty means every axis (PyTorch's dim=None / dim=()).
+kernels::Axes axes_or_all(const char* op, IntList dims, int ndim) {
+  kernels::Axes ax = normalize_axes(op, dims, ndim);
+  if (ax.empty())
+    for (int i = 0; i < ndim; ++i) ax.push_back(i);
+  return ax;
 }
 
 /// Every axis of x, as an inline list.
@@ -63,45 +76,431 @@ Tensor mean(const Tensor& x, IntList axes, bool keepdim) {
 
 Tensor mean(const Tensor& x) { return mean(x, AllAxes(x), false); }
 
-Tensor max(const Tensor& x, IntList axes, bool keepdim) {
-  auto ax = normalize_axes("max", axes, x.dim());
-  if (ax.empty()) return x;
-  for (int a : ax)
-    if (x.shape()[a] == 0) throw std::invalid_argument("max: cannot reduce axis " + std::to_string(a) + " of " + x.shape().str());
-  if (ax.back() - ax.front() + 1 != static_cast<int>(ax.size())) {
-    // Not one block of axes: reduce the last one, then the rest (gradients chain correctly).
-    Tensor partial = max(x, {ax.back()}, true);
-    std::int64_t rest[Shape::kMaxDims];
-    std::copy(ax.begin(), ax.end() - 1, rest);
-    Tensor y = max(partial, IntList(rest, static_cast<std::size_t>(ax.size() - 1)), true);
-    return keepdim ? y : reshape(y, kernels::reduced_shape(x.shape(), ax, false));
+namespace {
+
+/// x rearranged as rows: (M, R) with the axes `ax` last and flattened (differentiable: permute
+/// and reshape, skipped when they would change nothing). `out` is the reduced shape.
+struct Rows {
+  Tensor x;  // (M, R)
+  std::int64_t M = 1, R = 1;
+  Shape out;
+};
+
+Rows to_rows(const Tensor& x, const kernels::Axes& ax, bool keepdim) {
+  Rows r;
+  std::int64_t order[Shape::kMaxDims];
+  int n = 0;
+  bool identity = true;
+  for (int i = 0; i < x.dim(); ++i)
+    if (!ax.contains(i)) order[n++] = i, r.M *= x.shape()[i];
+  for (int a : ax) order[n++] = a, r.R *= x.shape()[a];
+  for (int i = 0; i < n; ++i) identity = identity && order[i] == i;
+  const Tensor moved = identity ? x : permute(x, IntList(order, static_cast<std::size_t>(n)));
+  r.x = reshape(moved, Shape{r.M, r.R});
+  r.out = kernels::reduced_shape(x.shape(), ax, keepdim);
+  return r;
+}
+
+/// `x` with axis `a` moved last, viewed as rows (M, size), and the way back for a result of the
+/// same shape.
+struct AlongAxis {
+  Tensor rows;
+  Shape moved;  // x's shape with axis a last
+  int a, last;
+  Tensor back(const Tensor& y_rows) const {
+    const Tensor y = reshape(y_rows, moved);
+    return a == last ? y : transpose(y, a, last);
   }
-  std::int64_t outer = 1, R = 1, inner = 1;
-  for (int i = 0; i < x.dim(); ++i) (i < ax.front() ? outer : i <= ax.back() ? R : inner) *= x.shape()[i];
-  Tensor idx;
-  Tensor y3 = kernels::max(kernels::view_as(x, Shape{outer, R, inner}), 1, false, &idx);
-  Tensor y = kernels::view_as(y3, kernels::reduced_shape(x.shape(), ax, keepdim));
-  return record("max", y, {x}, [idx, shape = x.shape(), outer, R, inner](BackwardContext& ctx) {
-    Tensor gx = Tensor::zeros(shape, ctx.grad_output().dtype());
-    kernels::dispatch_floating("max", gx.dtype(), [&](auto tag) {
+};
+
+AlongAxis along(const Tensor& x, int a) {
+  const int last = x.dim() - 1;
+  const Tensor moved = a == last ? x : transpose(x, a, last);
+  const std::int64_t size = x.shape()[a];
+  return {reshape(moved, Shape{size == 0 ? 0 : x.numel() / size, size}), moved.shape(), a, last};
+}
+
+std::int64_t rows_grain(std::int64_t R) { return std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(R, 1)); }
+
+/// amax / amin of each row of (M, R); the gradient is shared evenly among a row's tied extremes.
+Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
+  const std::int64_t M = x.size(0), R = x.size(1);
+  if (R == 0) throw std::invalid_argument(std::string(op) + ": cannot reduce over an empty dimension");
+  Tensor y = Tensor::empty({M}, x.dtype());
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    parallel_for(M, rows_grain(R), [&](std::int64_t m0, std::int64_t m1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        const T* row = px + m * R;
+        T best = row[0];
+        for (std::int64_t j = 1; j < R && best == best; ++j)  // NaN wins, as in torch.amax
+          if (row[j] != row[j] || (is_max ? row[j] > best : row[j] < best)) best = row[j];
+        py[m] = best;
+      }
+    });
+  });
+  return record(op, y, {x}, [x = x.detach(), y, M, R, op](BackwardContext& ctx) {
+    Tensor gx = Tensor::empty({M, R}, x.dtype());
+    dispatch_floating(op, x.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      const T* g = ctx.grad_output().template data<T>();
-      const std::int64_t* id = idx.data<std::int64_t>();
-      T* out = gx.template data<T>();
-      for (std::int64_t o = 0; o < outer; ++o)
-        for (std::int64_t j = 0; j < inner; ++j) out[(o * R + id[o * inner + j]) * inner + j] += g[o * inner + j];
+      const T *px = x.data<T>(), *py = y.data<T>(), *pg = ctx.grad_output().template data<T>();
+      T* out = gx.data<T>();
+      parallel_for(M, rows_grain(R), [&](std::int64_t m0, std::int64_t m1) {
+        for (std::int64_t m = m0; m < m1; ++m) {
+          const T* row = px + m * R;
+          std::int64_t ties = 0;
+          for (std::int64_t j = 0; j < R; ++j) ties += row[j] == py[m];
+          const T share = ties > 0 ? pg[m] / static_cast<T>(ties) : T(0);
+          for (std::int64_t j = 0; j < R; ++j) out[m * R + j] = row[j] == py[m] ? share : T(0);
+        }
+      });
     });
     ctx.accumulate(0, std::move(gx));
   });
 }
 
-Tensor max(const Tensor& x) { return max(x, AllAxes(x), false); }
+Tensor extreme(const char* op, const Tensor& x, IntList dims, bool keepdim, bool is_max) {
+  const Rows r = to_rows(x, axes_or_all(op, dims, x.dim()), keepdim);
+  return reshape(extreme_rows(op, r.x, is_max), r.out);
+}
 
-Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim) {
-  const int a = normalize_axis("argmax", axis, x.dim());
-  Tensor idx;
-  kernels::max(x, a, keepdim, &idx);
+/// Values (M, k) picked from rows (M, R) at `idx` (M, k); the gradient goes back to those places.
+Tensor take_rows(const char* op, const Tensor& x, const Tensor& idx) {
+  const std::int64_t M = x.size(0), R = x.size(1), K = idx.size(1);
+  Tensor y = Tensor::empty({M, K}, x.dtype());
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    const std::int64_t* pi = idx.data<std::int64_t>();
+    T* py = y.data<T>();
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = 0; k < K; ++k) py[m * K + k] = px[m * R + pi[m * K + k]];
+  });
+  return record(op, y, {x}, [idx, M, R, K, op](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    Tensor gx = Tensor::zeros({M, R}, g.dtype());
+    dispatch_floating(op, g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* pg = g.template data<T>();
+      const std::int64_t* pi = idx.data<std::int64_t>();
+      T* out = gx.data<T>();
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t k = 0; k < K; ++k) out[m * R + pi[m * K + k]] += pg[m * K + k];
+    });
+    ctx.accumulate(0, std::move(gx));
+  });
+}
+
+/// Indices (M, k) ordering each row of (M, R): ascending or descending, stable, NaN largest.
+Tensor order_rows(const char* op, const Tensor& x, std::int64_t k, bool descending) {
+  const std::int64_t M = x.size(0), R = x.size(1);
+  Tensor idx = Tensor::empty({M, k}, DType::i64);
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    std::int64_t* out = idx.data<std::int64_t>();
+    parallel_for(M, rows_grain(R * 8), [&](std::int64_t m0, std::int64_t m1) {
+      std::vector<std::int64_t> order(static_cast<std::size_t>(R));
+      for (std::int64_t m = m0; m < m1; ++m) {
+        const T* row = px + m * R;
+        // a before b: NaN is the largest value; equal values keep their order (stable).
+        auto less = [row](std::int64_t a, std::int64_t b) {
+          const T u = row[a], v = row[b];
+          if (v != v) return u == u;
+          return u < v;
+        };
+        auto greater = [&less](std::int64_t a, std::int64_t b) { return less(b, a); };
+        std::iota(order.begin(), order.end(), std::int64_t{0});
+        if (descending) std::stable_sort(order.begin(), order.end(), greater);
+        else std::stable_sort(order.begin(), order.end(), less);
+        std::copy(order.begin(), order.begin() + k, out + m * k);
+      }
+    });
+  });
   return idx;
 }
+
+}  // namespace
+
+Tensor max(const Tensor& x) { return extreme("max", x, {}, false, true); }
+Tensor min(const Tensor& x) { return extreme("min", x, {}, false, false); }
+Tensor amax(const Tensor& x, IntList dims, bool keepdim) { return extreme("amax", x, dims, keepdim, true); }
+Tensor amin(const Tensor& x, IntList dims, bool keepdim) { return extreme("amin", x, dims, keepdim, false); }
+
+std::tuple<Tensor, Tensor> max(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const int a = normalize_axis("max", dim, x.dim());
+  if (x.shape()[a] == 0) throw std::invalid_argument("max: cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
+  const AlongAxis r = along(x, a);
+  Tensor idx;
+  kernels::max(r.rows.detach(), 1, true, &idx);  // (M, 1): the first maximum, NaN first
+  const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
+  return {reshape(take_rows("max", r.rows, idx), out), kernels::view_as(idx, out)};
+}
+
+std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const int a = normalize_axis("min", dim, x.dim());
+  if (x.shape()[a] == 0) throw std::invalid_argument("min: cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
+  const AlongAxis r = along(x, a);
+  Tensor idx;
+  kernels::max(kernels::unary(kernels::Unary::neg, r.rows.detach()), 1, true, &idx);
+  const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
+  return {reshape(take_rows("min", r.rows, idx), out), kernels::view_as(idx, out)};
+}
+
+Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const int a = normalize_axis("argmax", dim, x.dim());
+  Tensor idx;
+  kernels::max(x.detach(), a, keepdim, &idx);
+  return idx;
+}
+
+Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const int a = normalize_axis("argmin", dim, x.dim());
+  Tensor idx;
+  kernels::max(kernels::unary(kernels::Unary::neg, x.detach()), a, keepdim, &idx);
+  return idx;
+}
+
+Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
+  const kernels::Axes ax = axes_or_all("var", dims, x.dim());
+  if (!is_floating(x.dtype())) throw std::invalid_argument("var: needs a floating tensor, got " + std::string(dtype_name(x.dtype())));
+  std::int64_t all[Shape::kMaxDims];
+  std::int64_t n = 1;
+  for (int i = 0; i < ax.size(); ++i) all[i] = ax[i], n *= x.shape()[ax[i]];
+  const IntList axes(all, static_cast<std::size_t>(ax.size()));
+  const double divisor = static_cast<double>(std::max<std::int64_t>(0, n - correction.value));
+  const Tensor centred = x - mean(x, axes, true);
+  return mul(sum(centred * centred, axes, keepdim), 1.0 / divisor);
+}
+
+Tensor var(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
+  return var(x, dims, Correction{unbiased ? 1 : 0}, keepdim);
+}
+Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
+Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) { return sqrt(var(x, dims, unbiased, keepdim)); }
+
+Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim) {
+  const kernels::Axes ax = axes_or_all("logsumexp", dims, x.dim());
+  std::int64_t all[Shape::kMaxDims];
+  for (int i = 0; i < ax.size(); ++i) all[i] = ax[i];
+  const IntList axes(all, static_cast<std::size_t>(ax.size()));
+  // Shifted by the (constant) max, with an infinite max replaced by 0 so that a row of -inf gives
+  // -inf and one holding +inf gives +inf, as torch.logsumexp.
+  Tensor m = amax(x.detach(), axes, true);
+  dispatch_floating("logsumexp", m.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = m.data<T>();
+    for (std::int64_t i = 0; i < m.numel(); ++i)
+      if (!std::isfinite(p[i])) p[i] = T(0);
+  });
+  Tensor y = log(sum(exp(x - m), axes, true)) + m;
+  return keepdim ? y : reshape(y, kernels::reduced_shape(x.shape(), ax, false));
+}
+
+namespace {
+
+/// Product of each row of (M, R); the gradient of element j is g times the product of the others
+/// (computed without dividing, so zeros are exact).
+Tensor prod_rows(const Tensor& x) {
+  const std::int64_t M = x.size(0), R = x.size(1);
+  Tensor y = Tensor::empty({M}, x.dtype());
+  dispatch_floating("prod", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (std::int64_t m = 0; m < M; ++m) {
+      T p = T(1);
+      for (std::int64_t j = 0; j < R; ++j) p *= px[m * R + j];
+      py[m] = p;
+    }
+  });
+  return record("prod", y, {x}, [x = x.detach(), M, R](BackwardContext& ctx) {
+    Tensor gx = Tensor::empty({M, R}, x.dtype());
+    dispatch_floating("prod", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T *px = x.data<T>(), *pg = ctx.grad_output().template data<T>();
+      T* out = gx.data<T>();
+      std::vector<T> suffix(static_cast<std::size_t>(R) + 1);
+      for (std::int64_t m = 0; m < M; ++m) {
+        const T* row = px + m * R;
+        suffix[R] = T(1);
+        for (std::int64_t j = R; j-- > 0;) suffix[j] = suffix[j + 1] * row[j];
+        T prefix = T(1);
+        for (std::int64_t j = 0; j < R; ++j) {
+          out[m * R + j] = pg[m] * prefix * suffix[j + 1];
+          prefix *= row[j];
+        }
+      }
+    });
+    ctx.accumulate(0, std::move(gx));
+  });
+}
+
+}  // namespace
+
+Tensor prod(const Tensor& x) { return reshape(prod_rows(reshape(x, Shape{1, x.numel()})), Shape{}); }
+
+Tensor prod(const Tensor& x, std::int64_t dim, bool keepdim) {
+  const Rows r = to_rows(x, normalize_axes("prod", {dim}, x.dim()), keepdim);
+  return reshape(prod_rows(r.x), r.out);
+}
+
+Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
+  if (!(p > 0)) throw std::invalid_argument("norm: p must be > 0 or inf, got " + std::to_string(p));
+  const Rows r = to_rows(x, axes_or_all("norm", dims, x.dim()), keepdim);
+  const std::int64_t M = r.M, R = r.R;
+  const bool inf = p == kInf;
+  Tensor y = Tensor::empty({M}, x.dtype());
+  dispatch_floating("norm", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = r.x.template data<T>();
+    T* py = y.data<T>();
+    parallel_for(M, rows_grain(R), [&](std::int64_t m0, std::int64_t m1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        double acc = 0;
+        for (std::int64_t j = 0; j < R; ++j) {
+          const double v = std::abs(static_cast<double>(px[m * R + j]));
+          acc = inf ? (v > acc || v != v ? v : acc) : acc + (p == 2.0 ? v * v : p == 1.0 ? v : std::pow(v, p));
+        }
+        py[m] = static_cast<T>(inf || p == 1.0 ? acc : p == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / p));
+      }
+    });
+  });
+  Tensor out = record("norm", y, {r.x}, [x = r.x.detach(), y, p, inf, M, R](BackwardContext& ctx) {
+    // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); 0 where the norm is 0. For p = inf, sign(x)
+    // shared evenly among the elements whose |x| is the max, as torch.norm.
+    Tensor gx = Tensor::empty({M, R}, x.dtype());
+    dispatch_floating("norm", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T *px = x.data<T>(), *py = y.data<T>(), *pg = ctx.grad_output().template data<T>();
+      T* out = gx.data<T>();
+      for (std::int64_t m = 0; m < M; ++m) {
+        const double n = py[m], scale = n == 0 ? 0.0 : pg[m] / std::pow(n, p - 1);
+        if (inf) {
+          std::int64_t ties = 0;
+          for (std::int64_t j = 0; j < R; ++j) ties += std::abs(static_cast<double>(px[m * R + j])) == n;
+          for (std::int64_t j = 0; j < R; ++j) {
+            const double v = px[m * R + j], s = (v > 0) - (v < 0);
+            out[m * R + j] = static_cast<T>(n != 0 && std::abs(v) == n ? pg[m] * s / static_cast<double>(ties) : 0.0);
+          }
+          continue;
+        }
+        for (std::int64_t j = 0; j < R; ++j) {
+          const double v = px[m * R + j], s = (v > 0) - (v < 0);
+          out[m * R + j] = static_cast<T>(p == 1.0 ? pg[m] * s : scale * s * std::pow(std::abs(v), p - 1));
+        }
+      }
+    });
+    ctx.accumulate(0, std::move(gx));
+  });
+  return reshape(out, r.out);
+}
+
+namespace {
+
+/// Running sums / products along each row of (M, R).
+Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
+  const std::int64_t M = x.size(0), R = x.size(1);
+  Tensor y = Tensor::empty({M, R}, x.dtype());
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    parallel_for(M, rows_grain(R), [&](std::int64_t m0, std::int64_t m1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        T acc = product ? T(1) : T(0);
+        for (std::int64_t j = 0; j < R; ++j) py[m * R + j] = acc = product ? acc * px[m * R + j] : acc + px[m * R + j];
+      }
+    });
+  });
+  return record(op, y, {x}, [x = x.detach(), M, R, op, product](BackwardContext& ctx) {
+    Tensor gx = Tensor::empty({M, R}, x.dtype());
+    dispatch_floating(op, x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T *px = x.data<T>(), *pg = ctx.grad_output().template data<T>();
+      T* out = gx.data<T>();
+      for (std::int64_t m = 0; m < M; ++m) {
+        const T *g = pg + m * R, *row = px + m * R;
+        T* o = out + m * R;
+        if (!product) {  // dx_i = sum_{j >= i} g_j
+          T acc = T(0);
+          for (std::int64_t j = R; j-- > 0;) o[j] = acc += g[j];
+          continue;
+        }
+        // dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k. Without zeros that is
+        // (sum_{j >= i} g_j y_j) / x_i; with one, each i walks j upwards keeping
+        // prod_{k < i} x_k times prod_{i < k <= j} x_k, which never divides.
+        if (std::none_of(row, row + R, [](T v) { return v == T(0); })) {
+          T acc = T(0), y = T(1);
+          std::vector<T> ys(static_cast<std::size_t>(R));
+          for (std::int64_t j = 0; j < R; ++j) ys[j] = y *= row[j];
+          for (std::int64_t j = R; j-- > 0;) {
+            acc += g[j] * ys[j];
+            o[j] = acc / row[j];
+          }
+          continue;
+        }
+        T prefix = T(1);
+        for (std::int64_t i = 0; i < R; ++i) {
+          T term = prefix, acc = T(0);
+          for (std::int64_t j = i; j < R; ++j) {
+            if (j > i) term *= row[j];
+            acc += g[j] * term;
+          }
+          o[i] = acc;
+          prefix *= row[i];
+        }
+      }
+    });
+    ctx.accumulate(0, std::move(gx));
+  });
+}
+
+}  // namespace
+
+namespace {
+
+Tensor cumulative(const char* op, const Tensor& x, std::int64_t dim, bool product) {
+  if (x.dim() == 0) {  // a 0-dim tensor is its own running sum, as in PyTorch (dim 0 or -1)
+    normalize_axis(op, dim, 1);
+    return reshape(cumulative(op, reshape(x, Shape{1}), 0, product), Shape{});
+  }
+  const AlongAxis r = along(x, normalize_axis(op, dim, x.dim()));
+  return r.back(cumulative_rows(op, r.rows, product));
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& x, std::int64_t dim) { return cumulative("cumsum", x, dim, false); }
+Tensor cumprod(const Tensor& x, std::int64_t dim) { return cumulative("cumprod", x, dim, true); }
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t dim, bool largest, bool sorted) {
+  const int a = normalize_axis("topk", dim, std::max(x.dim(), 1));
+  const Tensor x1 = x.dim() == 0 ? reshape(x, Shape{1}) : x;
+  if (k < 0 || k > x1.shape()[a])
+    throw std::invalid_argument("topk: k = " + std::to_string(k) + " is outside [0, " + std::to_string(x1.shape()[a]) +
+                                "] for dim " + std::to_string(dim) + " of " + x.shape().str());
+  (void)sorted;  // the k are always returned in order, which `sorted = false` allows too
+  const AlongAxis r = along(x1, a);
+  const Tensor idx = order_rows("topk", r.rows.detach(), k, largest);
+  Shape moved = r.moved;
+  moved[moved.size() - 1] = k;
+  const AlongAxis shape_k{Tensor(), moved, r.a, r.last};
+  Tensor values = shape_k.back(take_rows("topk", r.rows, idx));
+  Tensor indices = shape_k.back(idx);
+  if (x.dim() == 0) return {reshape(values, Shape{}), reshape(indices, Shape{})};
+  return {values, indices};
+}
+
+std::tuple<Tensor, Tensor> sort(const Tensor& x, std::int64_t dim, bool descending) {
+  const int a = normalize_axis("sort", dim, std::max(x.dim(), 1));
+  return topk(x, x.dim() == 0 ? 1 : x.shape()[a], dim, descending, true);
+}
+
+Tensor argsort(const Tensor& x, std::int64_t dim, bool descending) { return std::get<1>(sort(x.detach(), dim, descending)); }
 
 }  // namespace tg

@@ -33,7 +33,7 @@ struct DeepOutput {
     Shape pairs = t.shape();
     pairs[pairs.size() - 1] = t.size(-1) / 2;
     pairs.push_back(2);
-    return dense->forward(max(reshape(t, pairs), {-1}));
+    return dense->forward(std::get<0>(max(reshape(t, pairs), -1)));
   }
 
   /// sequence_loss of the logits of features (B, T, in), computed only at the valid positions.

@@ -17,7 +17,7 @@ std::vector<float> run(int threads) {
   Tensor w = Tensor::uniform({512, 600}, -0.05, 0.05, gen).requires_grad_();
   Tensor x = Tensor::uniform({256, 600}, -1, 1, gen);
   Tensor h = tanh(linear(x, w));                    // GEMM + transcendental
-  Tensor loss = sum(square(h)) + mean(sum(h, {0})) + sum(max(h, {1}));
+  Tensor loss = sum(square(h)) + mean(sum(h, {0})) + sum(amax(h, {1}));
   loss.backward();
   std::vector<float> out = w.grad().to_vector<float>();
   out.push_back(static_cast<float>(loss.item()));
