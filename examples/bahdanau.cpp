@@ -37,6 +37,7 @@
 #include "models/plots/heatmap.h"
 #include "models/decoding/metrics.h"
 #include "models/plots/plot.h"
+#include "models/translators/limits.h"
 #include "models/translators/registry.h"
 #include "models/translators/seq2seq.h"
 #include "models/text/tasks.h"
@@ -72,6 +73,26 @@ CLI::Validator number_check(bool allow_zero) {
 }
 const CLI::Validator kPositive = number_check(false);
 const CLI::Validator kNonNegative = number_check(true);
+
+/// A whole number in [lo, hi] (the bounds of models/translators/limits.h), checked before any work.
+CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used > 0 && used == text.size() && v >= lo && v <= hi) return std::string();
+        return text.size() > 40 ? "a long value is out of range " + range : text + " is out of range " + range;
+      },
+      "INT in " + range);
+}
+const CLI::Validator kWidth = int_range(1, limits::kMaxWidth);
+const CLI::Validator kMaxSteps = int_range(0, limits::kMaxSteps);
 
 // ---- data sources shared by train and eval ------------------------------------------------
 
@@ -554,21 +575,21 @@ int main(int argc, char** argv) {
   ta.opts["model"] = train_cmd->add_option("--model", ta.model, model_help())
                          ->check(CLI::IsMember(model_names()))->capture_default_str();
   ta.opts["embed-size"] = train_cmd->add_option("--embed-size", ta.embed_size, "Embedding size")
-                              ->check(kPositive)->capture_default_str();
+                              ->check(kWidth)->capture_default_str();
   ta.opts["num-hiddens"] = train_cmd->add_option("--num-hiddens", ta.num_hiddens, "Recurrent state size")
-                               ->check(kPositive)->capture_default_str();
+                               ->check(kWidth)->capture_default_str();
   ta.opts["num-layers"] = train_cmd->add_option("--num-layers", ta.num_layers, "GRU layers (d2l; the others have 1)")
-                              ->check(kPositive)->capture_default_str();
+                              ->check(int_range(1, limits::kMaxLayers))->capture_default_str();
   ta.opts["dropout"] = train_cmd->add_option("--dropout", ta.dropout, "Dropout probability")
                            ->check(CLI::Range(0.0, 0.999))->capture_default_str();
   ta.opts["num-steps"] = train_cmd->add_option("--num-steps", ta.num_steps, "Sequence length (truncate/pad)")
-                             ->check(kPositive)->capture_default_str();
+                             ->check(int_range(1, limits::kMaxSteps))->capture_default_str();
   ta.opts["readout"] = train_cmd->add_option("--readout", ta.readout, "rnnsearch/rnnencdec output layer: maxout|linear")
                            ->check(CLI::IsMember(option_names<Readout>()))->capture_default_str();
   ta.opts["attention"] = train_cmd->add_option("--attention", ta.attention, "rnnsearch score: additive|dot|scaled_dot")
                              ->check(CLI::IsMember(option_names<AttentionScore>()))->capture_default_str();
   train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
-      ->check(kNonNegative);
+      ->check(int_range(0, limits::kMaxWidth));
   train_cmd->add_option("--min-freq", ta.data.min_freq, "Tokens seen fewer times become <unk>")
       ->check(kNonNegative)->capture_default_str();
   train_cmd->add_option("--holdout", ta.data.holdout, "Pairs held out for evaluation: a fraction < 1 or a count")
@@ -610,7 +631,7 @@ int main(int argc, char** argv) {
   translate_cmd->add_option("--alpha", tr.alpha, "Beam length normalisation: score = log P / steps^alpha")
       ->check(kNonNegative)->capture_default_str();
   translate_cmd->add_option("--max-steps", tr.max_steps, "Longest output (0 = the model's num_steps)")
-      ->check(kNonNegative);
+      ->check(kMaxSteps);
   translate_cmd->add_option("--heatmap", tr.heatmap, "Write the first sentence's attention as an SVG heatmap");
   translate_cmd->add_option("--attention-out", tr.attention_out,
                             "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
@@ -631,7 +652,7 @@ int main(int argc, char** argv) {
                        "Score the training run's own 'train' or 'heldout' pairs (data and split from training.json)")
       ->check(CLI::IsMember({"train", "heldout"}));
   eval_cmd->add_option("--beam", ea.beam, "Beam size (1 = greedy)")->check(kPositive);
-  eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kNonNegative);
+  eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kMaxSteps);
   eval_cmd->add_option("--bleu-k", ea.bleu_k, "k of d2l's BLEU")->check(kPositive)->capture_default_str();
   eval_cmd->add_option("--output", ea.output, "Also write the translations, one per line, to this file");
   eval_cmd->add_option("--threads", ea.threads, "Threads (0 = all cores)");
@@ -677,8 +698,8 @@ int main(int argc, char** argv) {
   exp_cmd->add_option("--steps", xa.o.steps, "Optimizer steps per model")->check(kPositive);
   exp_cmd->add_option("--batch-size", xa.o.batch_size, "Minibatch size")->check(kPositive);
   exp_cmd->add_option("--lr", xa.o.lr, "Adam learning rate")->check(kPositive);
-  exp_cmd->add_option("--embed-size", xa.o.embed_size, "Embedding size")->check(kPositive);
-  exp_cmd->add_option("--num-hiddens", xa.o.num_hiddens, "Recurrent state size")->check(kPositive);
+  exp_cmd->add_option("--embed-size", xa.o.embed_size, "Embedding size")->check(kWidth);
+  exp_cmd->add_option("--num-hiddens", xa.o.num_hiddens, "Recurrent state size")->check(kWidth);
   exp_cmd->add_option("--train-pairs", xa.o.train_pairs, "Training pairs")->check(kPositive);
   exp_cmd->add_option("--test-pairs", xa.o.test_pairs, "Held-out pairs scored")->check(kPositive);
   exp_cmd->add_flag("--quiet", xa.quiet, "No per-model progress lines on stderr");

@@ -12,6 +12,7 @@
 #include "autograd/parallel.h"
 #include "autograd/tape.h"
 #include "models/text/data.h"
+#include "models/translators/limits.h"
 
 namespace tg::models {
 
@@ -67,7 +68,9 @@ Tensor ids_tensor(const std::vector<std::int64_t>& ids) {
 }  // namespace
 
 void DecodeOptions::validate() const {
-  if (max_steps_ < 0) throw std::invalid_argument("decode: max_steps must be >= 0 (0 = the model's num_steps)");
+  if (max_steps_ < 0 || max_steps_ > limits::kMaxSteps)  // 0 = the model's num_steps
+    throw std::invalid_argument("decode: max_steps = " + std::to_string(max_steps_) + " is out of range [0, " +
+                                std::to_string(limits::kMaxSteps) + "]");
   if (beam_size_ < 1) throw std::invalid_argument("decode: beam size must be >= 1, got " + std::to_string(beam_size_));
   if (!std::isfinite(length_alpha_) || length_alpha_ < 0)
     throw std::invalid_argument("decode: length_alpha must be finite and >= 0");

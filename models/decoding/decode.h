@@ -29,7 +29,8 @@ namespace tg::models {
 /// Options of decode() / translate(). Chainable setters; validate() checks them.
 class DecodeOptions {
  public:
-  /// Maximum number of output tokens (`<eos>` included); 0 (default) = the model's num_steps.
+  /// Maximum number of output tokens (`<eos>` included), at most limits::kMaxSteps; 0 (default) =
+  /// the model's num_steps.
   DecodeOptions& max_steps(std::int64_t v) { max_steps_ = v; return *this; }
   /// 1 (default) = greedy decoding; k > 1 = beam search with k hypotheses.
   DecodeOptions& beam_size(std::int64_t v) { beam_size_ = v; return *this; }

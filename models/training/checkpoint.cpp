@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include <openssl/evp.h>
 
 #include "autograd/random.h"
+#include "models/translators/limits.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 
@@ -181,6 +183,8 @@ bool replaceable(const fs::path& dir) {
 
 std::int64_t get_int(const json& j, const std::string& key, const std::string& source) {
   const json& v = j.at(key);
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    bad(source, "'" + key + "' = " + v.dump() + " does not fit in a 64-bit signed integer");
   if (v.is_number_integer()) return v.get<std::int64_t>();
   bad(source, "'" + key + "' must be an integer, got " + v.dump());
 }
@@ -392,14 +396,15 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   if (j.contains("maxout_units")) c.maxout_units = get_int(j, "maxout_units", source);
   if (j.contains("attention")) c.attention = typed("attention", parse_option<AttentionScore>);
   if (j.contains("ablation")) c.ablation = typed("ablation", parse_option<Ablation>);
-  // Vocabulary sizes may be left out (the vocabulary files give them): validate with stand-ins.
+  // Every field range-checked (models/translators/limits.h) before any size is used. Vocabulary
+  // sizes may be left out (the vocabulary files give them): validate with stand-ins.
   ModelConfig check = c;
-  if (!j.contains("src_vocab")) check.src_vocab = 4;
-  if (!j.contains("tgt_vocab")) check.tgt_vocab = 4;
+  if (!j.contains("src_vocab")) check.src_vocab = limits::kMinVocab;
+  if (!j.contains("tgt_vocab")) check.tgt_vocab = limits::kMinVocab;
   try {
-    check.validate();
-  } catch (const std::exception& e) {
-    bad(source, e.what());
+    check.validate(source);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());  // already "SOURCE: field = value is out of range [lo, hi]"
   }
   return c;
 }

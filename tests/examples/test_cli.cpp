@@ -201,3 +201,44 @@ TEST_F(Cli, CompactGradsFlagTrainsTheSameModel) {
   EXPECT_EQ(losses[0].size(), 7u);  // header + 6 steps
   EXPECT_EQ(losses[0], losses[1]);
 }
+
+// Sizes and lengths out of range are refused before any work, naming the flag, the value and the
+// range (models/translators/limits.h); a crafted config.json is refused naming the field.
+TEST_F(Cli, OutOfRangeSizesAreRefusedNamingTheFlag) {
+  struct Case {
+    std::string args, flag, range;
+  };
+  const Case cases[] = {
+      {"train --task reverse --steps 1 --num-hiddens 99999999", "--num-hiddens", "[1, 65536]"},
+      {"train --task reverse --steps 1 --embed-size 65537", "--embed-size", "[1, 65536]"},
+      {"train --task reverse --steps 1 --num-layers 1000", "--num-layers", "[1, 64]"},
+      {"train --task reverse --steps 1 --num-steps 1000000000", "--num-steps", "[1, 4096]"},
+      {"train --task reverse --steps 1 --model rnnsearch --maxout-units 9223372036854775807", "--maxout-units",
+       "[0, 65536]"},
+      {"translate --model nowhere --max-steps 1000000000 a", "--max-steps", "[0, 4096]"},
+      {"eval --model nowhere --task reverse --max-steps 5000", "--max-steps", "[0, 4096]"},
+      {"experiment length --quick --num-hiddens 100000", "--num-hiddens", "[1, 65536]"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args;
+    ASSERT_EQ(lines(r.err).size(), 1u) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.flag), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.range), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_LE(r.err.size(), 200u) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+
+  const fs::path ck = dir() / "ck_crafted";
+  fs::copy(checkpoint(), ck);
+  fs::remove(ck / "manifest.json");  // an older checkpoint: its files get only their own checks
+  std::string config = read_file(ck / "config.json");
+  const std::size_t at = config.find("\"num_steps\": 8");
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, 14, "\"num_steps\": 1000000000");
+  std::ofstream(ck / "config.json", std::ios::trunc) << config;
+  const CliRun r = run("translate --model " + ck.string() + " 'a b'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("config.json: num_steps = 1000000000 is out of range [1, 4096]"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
