@@ -351,7 +351,7 @@ struct TranslateArgs {
   std::int64_t beam = 1, max_steps = 0;
   double alpha = 1.0;
   std::string heatmap, attention_out, bars;
-  bool show_attention = false;
+  bool show_attention = false, quiet = false;
   int threads = 0;
   std::vector<std::string> sentences;
 };
@@ -377,6 +377,16 @@ int run_translate(TranslateArgs& a) {
                              DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps));
   for (const auto& tr : out) std::fprintf(stdout, "%s\n", tr.text().c_str());
   std::fflush(stdout);
+  if (!a.quiet)  // what the model could not see of an input: one line per input, on stderr
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::string warning;
+      if (const std::int64_t n = out[i].unknown_tokens; n > 0)
+        warning = std::to_string(n) + (n == 1 ? " unknown token" : " unknown tokens") + " (<unk>)";
+      if (const auto seen = static_cast<std::int64_t>(out[i].source.size()); out[i].source_length > seen)
+        warning += (warning.empty() ? "" : ", ") + std::string("truncated from ") +
+                   std::to_string(out[i].source_length) + " to " + std::to_string(seen) + " tokens (<eos> included)";
+      if (!warning.empty()) std::fprintf(stderr, "bahdanau translate: input %zu: %s\n", i + 1, warning.c_str());
+    }
 
   const Translation& first = out.front();
   if (!a.attention_out.empty()) {
@@ -637,6 +647,9 @@ int main(int argc, char** argv) {
                             "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
   translate_cmd->add_option("--bars", tr.bars, "Write the first sentence's attention as per-step bar charts (SVG)");
   translate_cmd->add_flag("--show-attention", tr.show_attention, "Draw each sentence's attention on stderr");
+  translate_cmd->add_flag("--quiet", tr.quiet,
+                          "No warnings on stderr about unknown tokens (read as <unk>) or inputs cut to the model's "
+                          "num_steps");
   translate_cmd->add_option("--threads", tr.threads, "Threads (0 = all cores)");
   translate_cmd->add_option("sentences", tr.sentences, "Sentences to translate (default: read stdin)");
 

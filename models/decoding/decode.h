@@ -63,6 +63,11 @@ struct Translation {
   /// Source labels of the attended positions: the source tokens the model saw (unknown words as
   /// `<unk>`) and `<eos>`, truncated to num_steps as the model saw them (filled by translate()).
   std::vector<std::string> source;
+  /// Source tokens not in the vocabulary (read as `<unk>`), over the whole input (filled by translate()).
+  std::int64_t unknown_tokens = 0;
+  /// Source positions before truncation: the input's tokens plus `<eos>` (filled by translate()).
+  /// More than source.size() when the input was cut to the model's num_steps.
+  std::int64_t source_length = 0;
   bool ended = false;                ///< true if decoding stopped at `<eos>`, false if it hit max_steps
   /// One row per decoding step, the step that produced `<eos>` included (so ids.size() rows, plus
   /// one if `ended`); row i holds the weights used to produce output token i over the valid
@@ -85,6 +90,8 @@ struct SourceBatch {
   Tensor src;                                ///< i64 (B, num_steps)
   Tensor valid_len;                          ///< i64 (B)
   std::vector<std::vector<std::string>> labels;  ///< per sentence: Translation::source
+  std::vector<std::int64_t> unknown;         ///< per sentence: Translation::unknown_tokens
+  std::vector<std::int64_t> lengths;         ///< per sentence: Translation::source_length
 };
 
 /// The tokens of a raw sentence as the data code makes them: tokenize_nmt(preprocess_nmt(s)).

@@ -242,3 +242,38 @@ TEST_F(Cli, OutOfRangeSizesAreRefusedNamingTheFlag) {
   EXPECT_NE(r.err.find("config.json: num_steps = 1000000000 is out of range [1, 4096]"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
 }
+
+// translate warns on stderr, once per input, about unknown tokens and truncation (the suite's
+// model has num_steps 8: seven tokens and <eos>); --quiet silences it; stdout keeps one line per input.
+TEST_F(Cli, TranslateWarnsAboutUnknownTokensAndTruncation) {
+  const std::string ck = checkpoint().string();
+  const std::string input =
+      "a b c\n"                      // 1: clean
+      "zz b qq\n"                    // 2: two unknown tokens
+      "a b c d e f g h i j a b\n"    // 3: 12 tokens + <eos> = 13 positions, cut to 8
+      "\n"                           // 4: empty, clean
+      "a b c d e f g\n"              // 5: 7 tokens + <eos> = 8 positions: fits
+      "a b c d e f g h\n"            // 6: 8 tokens + <eos>: the <eos> is cut
+      "zz a b c d e f g h i\n";      // 7: both
+  CliRun r = run("translate --model " + ck, input);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 7u) << r.out;
+  EXPECT_EQ(r.err,
+            "bahdanau translate: input 2: 2 unknown tokens (<unk>)\n"
+            "bahdanau translate: input 3: truncated from 13 to 8 tokens (<eos> included)\n"
+            "bahdanau translate: input 6: truncated from 9 to 8 tokens (<eos> included)\n"
+            "bahdanau translate: input 7: 1 unknown token (<unk>), truncated from 11 to 8 tokens (<eos> included)\n");
+  const std::string out = r.out;
+
+  r = run("translate --quiet --model " + ck, input);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, out);
+
+  // Arguments count as inputs the same way (an unspaced "zz" would be read as "z z": the reverse
+  // task's tokenisation); beam search warns the same.
+  r = run("translate --beam 2 --model " + ck + " 'a b' 'a zz'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 2u) << r.out;
+  EXPECT_EQ(r.err, "bahdanau translate: input 2: 1 unknown token (<unk>)\n");
+}
