@@ -8,8 +8,8 @@
 //   bahdanau experiment length --quick --out-dir out/experiments/length
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
-// stderr. Any usage error or unreadable input prints one line "bahdanau: error: ..." on stderr and
-// exits with status 2.
+// stderr. Any usage error or unreadable input prints "bahdanau: error: ..." on stderr (one line;
+// a few errors add indented details on the lines after it) and exits with status 2.
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/error_text.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "models/plots/attention_bars.h"
@@ -563,10 +564,21 @@ int run_experiment_cmd(ExperimentArgs& a) {
   return 0;
 }
 
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
+/// Prints "bahdanau: error: " and the message's first line on stderr; the details some messages
+/// carry on later lines (a list of problems, a file header) follow, indented, and no line is
+/// longer than 300 characters.
+void print_error(const std::string& what) {
+  std::istringstream in(what);
+  bool first = true;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    if (line.empty()) continue;
+    line = elide(line, 300);
+    if (first) std::fprintf(stderr, "bahdanau: error: %s\n", line.c_str());
+    else std::fprintf(stderr, "  %s\n", line.c_str() + line.find_first_not_of(' '));
+    first = false;
+  }
+  if (first) std::fprintf(stderr, "bahdanau: error: (no message)\n");
 }
 
 }  // namespace
@@ -721,7 +733,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "bahdanau: error: %s (see --help)\n", one_line(e.what()).c_str());
+    std::string what = e.what();  // CLI11 messages are one line; they quote what was given, so elide
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    std::fprintf(stderr, "bahdanau: error: %s (see --help)\n", elide(what, 140).c_str());
     return 2;
   }
   try {
@@ -733,7 +747,7 @@ int main(int argc, char** argv) {
     if (exp_cmd->parsed()) return run_experiment_cmd(xa);
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "bahdanau: error: %s\n", one_line(e.what()).c_str());
+    print_error(e.what());
     return 2;
   }
   return 0;

@@ -277,3 +277,38 @@ TEST_F(Cli, TranslateWarnsAboutUnknownTokensAndTruncation) {
   EXPECT_EQ(lines(r.out).size(), 2u) << r.out;
   EXPECT_EQ(r.err, "bahdanau translate: input 2: 1 unknown token (<unk>)\n");
 }
+
+// A pathological value (a 5000-character option, a config.json key of 5000 characters) gives a
+// short first line naming the option or file; details, if any, follow on indented lines.
+TEST_F(Cli, LongValuesGiveAShortFirstLine) {
+  const std::string big(5000, 'x');
+  for (const std::string args :
+       {"train --task " + big + " --steps 1", "train --model " + big + " --task reverse", "translate --model ck --beam " + big}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.status, 2);
+    ASSERT_EQ(lines(r.err).size(), 1u) << r.err.substr(0, 300);
+    EXPECT_LE(r.err.size(), 201u) << r.err.substr(0, 300);
+    EXPECT_EQ(r.err.rfind("bahdanau: error: ", 0), 0u) << r.err.substr(0, 300);
+    EXPECT_NE(r.err.find("(see --help)"), std::string::npos) << r.err.substr(0, 300);
+  }
+  CliRun r = run("experiment ablation --quick --max-lens 1," + big);
+  EXPECT_EQ(r.status, 2);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err.substr(0, 300);
+  EXPECT_LE(r.err.size(), 201u) << r.err.substr(0, 300);
+  EXPECT_EQ(r.err.rfind("bahdanau: error: --max-lens: ", 0), 0u) << r.err.substr(0, 300);
+
+  const fs::path ck = dir() / "ck_long_key";
+  fs::copy(checkpoint(), ck);
+  fs::remove(ck / "manifest.json");
+  std::string config = read_file(ck / "config.json");
+  config.insert(config.find('{') + 1, "\n  \"" + big + "\": 1,");
+  std::ofstream(ck / "config.json", std::ios::trunc) << config;
+  r = run("translate --model " + ck.string() + " 'a b'");
+  EXPECT_EQ(r.status, 2);
+  const std::vector<std::string> err = lines(r.err);  // the older-format note, the error, its details
+  ASSERT_EQ(err.size(), 3u) << r.err.substr(0, 600);
+  EXPECT_NE(err[0].find("no manifest.json"), std::string::npos) << err[0];
+  EXPECT_LE(err[1].size(), 200u) << err[1];
+  EXPECT_EQ(err[1].rfind("bahdanau: error: " + (ck / "config.json").string() + ": unknown key 'xxx", 0), 0u) << err[1];
+  EXPECT_EQ(err[2].rfind("  known keys: ablation, ", 0), 0u) << err[2];
+}
