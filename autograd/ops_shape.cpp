@@ -12,7 +12,9 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "autograd/error_text.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/view.h"
@@ -271,10 +273,23 @@ void accumulate_slice(BackwardContext& ctx, const Shape& in, int axis, std::int6
   ctx.accumulate(0, SliceGrad{ctx.grad_output(), in, axis, start, step});
 }
 
-std::string shapes_str(TensorList xs) {
+// The shapes of a join's inputs for a message: all of them when they are few; else the first and
+// input `odd` (the one found wrong), so the message stays short for hundreds of inputs.
+std::string shapes_str(TensorList xs, std::size_t odd) {
   std::string s;
-  for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + xs[i].shape().str();
-  return s;
+  if (xs.size() <= 6) {
+    for (std::size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + xs[i].shape().str();
+    return s;
+  }
+  return xs[0].shape().str() + " (tensor 0) and " + xs[odd].shape().str() + " (tensor " + std::to_string(odd) +
+         ") of " + std::to_string(xs.size()) + " tensors";
+}
+
+// An int list for a message, elided after its first 8 values.
+std::string ints_str(IntList values) {
+  std::vector<std::string> items;
+  for (const std::int64_t v : values) items.push_back(std::to_string(v));
+  return join_elided(items, 8);
 }
 
 Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm) {
@@ -365,9 +380,7 @@ Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
 
 Tensor permute(const Tensor& x, IntList order) {
   auto bad = [&](const std::string& why) {
-    std::string o = "(";
-    for (std::size_t i = 0; i < order.size(); ++i) o += (i ? ", " : "") + std::to_string(order[i]);
-    return std::invalid_argument("permute: order " + o + ") " + why + " for shape " + x.shape().str());
+    return std::invalid_argument("permute: order (" + ints_str(order) + ") " + why + " for shape " + x.shape().str());
   };
   if (static_cast<int>(order.size()) != x.dim()) throw bad("has the wrong length");
   Perm perm;
@@ -387,18 +400,19 @@ Tensor permute(const Tensor& x, IntList order) {
 Tensor concat(TensorList xs, std::int64_t axis) {
   if (xs.empty()) throw std::invalid_argument("concat: expects at least one tensor");
   const Tensor& x0 = xs[0];
-  if (x0.dim() == 0) throw std::invalid_argument("concat: cannot concatenate 0-dimensional tensors (shapes " + shapes_str(xs) + ")");
+  if (x0.dim() == 0) throw std::invalid_argument("concat: cannot concatenate 0-dimensional tensors (shapes " + shapes_str(xs, 0) + ")");
   const int a = axis_of("concat", axis, x0.dim(), x0.shape());
   Shape out = x0.shape();
   out[a] = 0;
-  for (const Tensor& x : xs) {
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    const Tensor& x = xs[k];
     if (x.dtype() != x0.dtype())
       throw std::invalid_argument("concat: dtypes differ: " + std::string(dtype_name(x0.dtype())) + " and " +
-                                  std::string(dtype_name(x.dtype())) + " (shapes " + shapes_str(xs) + ")");
+                                  std::string(dtype_name(x.dtype())) + " (shapes " + shapes_str(xs, k) + ")");
     bool ok = x.dim() == x0.dim();
     for (int i = 0; ok && i < x.dim(); ++i) ok = i == a || x.shape()[i] == x0.shape()[i];
     if (!ok)
-      throw std::invalid_argument("concat: shapes " + shapes_str(xs) + " differ outside axis " + std::to_string(axis));
+      throw std::invalid_argument("concat: shapes " + shapes_str(xs, k) + " differ outside axis " + std::to_string(axis));
     out[a] += x.shape()[a];
   }
   Tensor y = Tensor::empty(out, x0.dtype());
@@ -425,11 +439,13 @@ Tensor stack(TensorList xs, std::int64_t axis) {
   if (xs.empty()) throw std::invalid_argument("stack: expects at least one tensor");
   const Tensor& x0 = xs[0];
   const int a = axis_of("stack", axis, x0.dim() + 1, x0.shape());
-  for (const Tensor& x : xs) {
-    if (!(x.shape() == x0.shape())) throw std::invalid_argument("stack: expects tensors of one shape, got " + shapes_str(xs));
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    const Tensor& x = xs[k];
+    if (!(x.shape() == x0.shape()))
+      throw std::invalid_argument("stack: expects tensors of one shape, got " + shapes_str(xs, k));
     if (x.dtype() != x0.dtype())
       throw std::invalid_argument("stack: dtypes differ: " + std::string(dtype_name(x0.dtype())) + " and " +
-                                  std::string(dtype_name(x.dtype())) + " (shapes " + shapes_str(xs) + ")");
+                                  std::string(dtype_name(x.dtype())) + " (shapes " + shapes_str(xs, k) + ")");
   }
   Shape out = x0.shape();
   out.insert(a, static_cast<std::int64_t>(xs.size()));
@@ -564,9 +580,7 @@ PooledVector<Tensor> split_with_sizes(const Tensor& x, IntList split_sizes, std:
     total += s;
   }
   if (split_sizes.empty() || negative || total != x.shape()[a]) {
-    std::string list;
-    for (const std::int64_t s : split_sizes) list += (list.empty() ? "" : ", ") + std::to_string(s);
-    throw std::invalid_argument("split_with_sizes: sizes [" + list + "] must be non-negative and sum to " +
+    throw std::invalid_argument("split_with_sizes: sizes [" + ints_str(split_sizes) + "] must be non-negative and sum to " +
                                 std::to_string(x.shape()[a]) + " (axis " + std::to_string(axis) + " of shape " +
                                 x.shape().str() + ")");
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Everything of the autograd layer in one include.
 #include "autograd/dtype.h"
+#include "autograd/error_text.h"
 #include "autograd/gradcheck.h"
 #include "autograd/memory.h"
 #include "autograd/ops.h"

@@ -8,8 +8,8 @@
 //   bahdanau experiment length --quick --out-dir out/experiments/length
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
-// stderr. Any usage error or unreadable input prints one line "bahdanau: error: ..." on stderr and
-// exits with status 2.
+// stderr. Any usage error or unreadable input prints "bahdanau: error: ..." on stderr (one line;
+// a few errors add indented details on the lines after it) and exits with status 2.
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/error_text.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "models/plots/attention_bars.h"
@@ -37,6 +38,7 @@
 #include "models/plots/heatmap.h"
 #include "models/decoding/metrics.h"
 #include "models/plots/plot.h"
+#include "models/translators/limits.h"
 #include "models/translators/registry.h"
 #include "models/translators/seq2seq.h"
 #include "models/text/tasks.h"
@@ -72,6 +74,26 @@ CLI::Validator number_check(bool allow_zero) {
 }
 const CLI::Validator kPositive = number_check(false);
 const CLI::Validator kNonNegative = number_check(true);
+
+/// A whole number in [lo, hi] (the bounds of models/translators/limits.h), checked before any work.
+CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used > 0 && used == text.size() && v >= lo && v <= hi) return std::string();
+        return text.size() > 40 ? "a long value is out of range " + range : text + " is out of range " + range;
+      },
+      "INT in " + range);
+}
+const CLI::Validator kWidth = int_range(1, limits::kMaxWidth);
+const CLI::Validator kMaxSteps = int_range(0, limits::kMaxSteps);
 
 // ---- data sources shared by train and eval ------------------------------------------------
 
@@ -330,7 +352,7 @@ struct TranslateArgs {
   std::int64_t beam = 1, max_steps = 0;
   double alpha = 1.0;
   std::string heatmap, attention_out, bars;
-  bool show_attention = false;
+  bool show_attention = false, quiet = false;
   int threads = 0;
   std::vector<std::string> sentences;
 };
@@ -356,6 +378,16 @@ int run_translate(TranslateArgs& a) {
                              DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps));
   for (const auto& tr : out) std::fprintf(stdout, "%s\n", tr.text().c_str());
   std::fflush(stdout);
+  if (!a.quiet)  // what the model could not see of an input: one line per input, on stderr
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::string warning;
+      if (const std::int64_t n = out[i].unknown_tokens; n > 0)
+        warning = std::to_string(n) + (n == 1 ? " unknown token" : " unknown tokens") + " (<unk>)";
+      if (const auto seen = static_cast<std::int64_t>(out[i].source.size()); out[i].source_length > seen)
+        warning += (warning.empty() ? "" : ", ") + std::string("truncated from ") +
+                   std::to_string(out[i].source_length) + " to " + std::to_string(seen) + " tokens (<eos> included)";
+      if (!warning.empty()) std::fprintf(stderr, "bahdanau translate: input %zu: %s\n", i + 1, warning.c_str());
+    }
 
   const Translation& first = out.front();
   if (!a.attention_out.empty()) {
@@ -532,10 +564,21 @@ int run_experiment_cmd(ExperimentArgs& a) {
   return 0;
 }
 
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
+/// Prints "bahdanau: error: " and the message's first line on stderr; the details some messages
+/// carry on later lines (a list of problems, a file header) follow, indented, and no line is
+/// longer than 300 characters.
+void print_error(const std::string& what) {
+  std::istringstream in(what);
+  bool first = true;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    if (line.empty()) continue;
+    line = elide(line, 300);
+    if (first) std::fprintf(stderr, "bahdanau: error: %s\n", line.c_str());
+    else std::fprintf(stderr, "  %s\n", line.c_str() + line.find_first_not_of(' '));
+    first = false;
+  }
+  if (first) std::fprintf(stderr, "bahdanau: error: (no message)\n");
 }
 
 }  // namespace
@@ -554,21 +597,21 @@ int main(int argc, char** argv) {
   ta.opts["model"] = train_cmd->add_option("--model", ta.model, model_help())
                          ->check(CLI::IsMember(model_names()))->capture_default_str();
   ta.opts["embed-size"] = train_cmd->add_option("--embed-size", ta.embed_size, "Embedding size")
-                              ->check(kPositive)->capture_default_str();
+                              ->check(kWidth)->capture_default_str();
   ta.opts["num-hiddens"] = train_cmd->add_option("--num-hiddens", ta.num_hiddens, "Recurrent state size")
-                               ->check(kPositive)->capture_default_str();
+                               ->check(kWidth)->capture_default_str();
   ta.opts["num-layers"] = train_cmd->add_option("--num-layers", ta.num_layers, "GRU layers (d2l; the others have 1)")
-                              ->check(kPositive)->capture_default_str();
+                              ->check(int_range(1, limits::kMaxLayers))->capture_default_str();
   ta.opts["dropout"] = train_cmd->add_option("--dropout", ta.dropout, "Dropout probability")
                            ->check(CLI::Range(0.0, 0.999))->capture_default_str();
   ta.opts["num-steps"] = train_cmd->add_option("--num-steps", ta.num_steps, "Sequence length (truncate/pad)")
-                             ->check(kPositive)->capture_default_str();
+                             ->check(int_range(1, limits::kMaxSteps))->capture_default_str();
   ta.opts["readout"] = train_cmd->add_option("--readout", ta.readout, "rnnsearch/rnnencdec output layer: maxout|linear")
                            ->check(CLI::IsMember(option_names<Readout>()))->capture_default_str();
   ta.opts["attention"] = train_cmd->add_option("--attention", ta.attention, "rnnsearch score: additive|dot|scaled_dot")
                              ->check(CLI::IsMember(option_names<AttentionScore>()))->capture_default_str();
   train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
-      ->check(kNonNegative);
+      ->check(int_range(0, limits::kMaxWidth));
   train_cmd->add_option("--min-freq", ta.data.min_freq, "Tokens seen fewer times become <unk>")
       ->check(kNonNegative)->capture_default_str();
   train_cmd->add_option("--holdout", ta.data.holdout, "Pairs held out for evaluation: a fraction < 1 or a count")
@@ -610,12 +653,15 @@ int main(int argc, char** argv) {
   translate_cmd->add_option("--alpha", tr.alpha, "Beam length normalisation: score = log P / steps^alpha")
       ->check(kNonNegative)->capture_default_str();
   translate_cmd->add_option("--max-steps", tr.max_steps, "Longest output (0 = the model's num_steps)")
-      ->check(kNonNegative);
+      ->check(kMaxSteps);
   translate_cmd->add_option("--heatmap", tr.heatmap, "Write the first sentence's attention as an SVG heatmap");
   translate_cmd->add_option("--attention-out", tr.attention_out,
                             "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
   translate_cmd->add_option("--bars", tr.bars, "Write the first sentence's attention as per-step bar charts (SVG)");
   translate_cmd->add_flag("--show-attention", tr.show_attention, "Draw each sentence's attention on stderr");
+  translate_cmd->add_flag("--quiet", tr.quiet,
+                          "No warnings on stderr about unknown tokens (read as <unk>) or inputs cut to the model's "
+                          "num_steps");
   translate_cmd->add_option("--threads", tr.threads, "Threads (0 = all cores)");
   translate_cmd->add_option("sentences", tr.sentences, "Sentences to translate (default: read stdin)");
 
@@ -631,7 +677,7 @@ int main(int argc, char** argv) {
                        "Score the training run's own 'train' or 'heldout' pairs (data and split from training.json)")
       ->check(CLI::IsMember({"train", "heldout"}));
   eval_cmd->add_option("--beam", ea.beam, "Beam size (1 = greedy)")->check(kPositive);
-  eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kNonNegative);
+  eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kMaxSteps);
   eval_cmd->add_option("--bleu-k", ea.bleu_k, "k of d2l's BLEU")->check(kPositive)->capture_default_str();
   eval_cmd->add_option("--output", ea.output, "Also write the translations, one per line, to this file");
   eval_cmd->add_option("--threads", ea.threads, "Threads (0 = all cores)");
@@ -677,8 +723,8 @@ int main(int argc, char** argv) {
   exp_cmd->add_option("--steps", xa.o.steps, "Optimizer steps per model")->check(kPositive);
   exp_cmd->add_option("--batch-size", xa.o.batch_size, "Minibatch size")->check(kPositive);
   exp_cmd->add_option("--lr", xa.o.lr, "Adam learning rate")->check(kPositive);
-  exp_cmd->add_option("--embed-size", xa.o.embed_size, "Embedding size")->check(kPositive);
-  exp_cmd->add_option("--num-hiddens", xa.o.num_hiddens, "Recurrent state size")->check(kPositive);
+  exp_cmd->add_option("--embed-size", xa.o.embed_size, "Embedding size")->check(kWidth);
+  exp_cmd->add_option("--num-hiddens", xa.o.num_hiddens, "Recurrent state size")->check(kWidth);
   exp_cmd->add_option("--train-pairs", xa.o.train_pairs, "Training pairs")->check(kPositive);
   exp_cmd->add_option("--test-pairs", xa.o.test_pairs, "Held-out pairs scored")->check(kPositive);
   exp_cmd->add_flag("--quiet", xa.quiet, "No per-model progress lines on stderr");
@@ -687,7 +733,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    std::fprintf(stderr, "bahdanau: error: %s (see --help)\n", one_line(e.what()).c_str());
+    std::string what = e.what();  // CLI11 messages are one line; they quote what was given, so elide
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    std::fprintf(stderr, "bahdanau: error: %s (see --help)\n", elide(what, 140).c_str());
     return 2;
   }
   try {
@@ -699,7 +747,7 @@ int main(int argc, char** argv) {
     if (exp_cmd->parsed()) return run_experiment_cmd(xa);
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "bahdanau: error: %s\n", one_line(e.what()).c_str());
+    print_error(e.what());
     return 2;
   }
   return 0;

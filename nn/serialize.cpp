@@ -15,6 +15,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "autograd/error_text.h"
+
 namespace tg::nn {
 
 static_assert(std::endian::native == std::endian::little, ".npy I/O assumes a little-endian host");
@@ -64,7 +66,7 @@ class HeaderParser {
         shape = tuple();
         has_shape = true;
       } else {
-        bad("unknown key '" + key + "'");
+        bad("unknown key '" + elide(key) + "'");
       }
       ws();
       if (peek() == ',') ++i_;
@@ -76,7 +78,7 @@ class HeaderParser {
 
  private:
   [[noreturn]] void bad(const std::string& why) {
-    fail(what_, "bad .npy header (" + why + " at column " + std::to_string(i_) + "): " + std::string(s_));
+    fail(what_, "bad .npy header (" + why + " at column " + std::to_string(i_) + ")\n  header: " + elide(s_, 80));
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void ws() {
@@ -282,7 +284,7 @@ Tensor npy_decode(std::string_view bytes, const std::string& what) {
   if (descr == "<f4") dtype = DType::f32;
   else if (descr == "<f8") dtype = DType::f64;
   else if (descr == "<i8") dtype = DType::i64;
-  else fail(what, "unsupported dtype '" + descr + "' (expected '<f4', '<f8' or '<i8')");
+  else fail(what, "unsupported dtype '" + elide(descr) + "' (expected '<f4', '<f8' or '<i8')");
   if (fortran) fail(what, "fortran_order=True is not supported (save np.ascontiguousarray(a))");
   if (static_cast<int>(dims.size()) > Shape::kMaxDims)
     fail(what, std::to_string(dims.size()) + " dimensions (at most " + std::to_string(Shape::kMaxDims) + ")");
@@ -315,8 +317,8 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
   std::set<std::string> names;
   for (const auto& [name, t] : entries) {
     if (name.empty()) fail(what, "empty entry name");
-    if (!names.insert(name).second) fail(what, "duplicate entry '" + name + "'");
-    if (!t.defined()) fail(what, "entry '" + name + "' is undefined");
+    if (!names.insert(name).second) fail(what, "duplicate entry '" + elide(name) + "'");
+    if (!t.defined()) fail(what, "entry '" + elide(name) + "' is undefined");
   }
   fs::path parent = fs::path(path).parent_path();
   if (parent.empty()) parent = ".";
@@ -441,14 +443,22 @@ std::vector<std::string>& LoadReport::section(const std::string& title) {
 }
 
 void LoadReport::throw_if_any(const std::string& header) const {
-  std::string msg;
+  std::string msg, counts, details;
   for (const auto& [title, items] : sections) {
     if (items.empty()) continue;
     msg += (msg.empty() ? " " : "; ") + title + ": [";
     for (std::size_t i = 0; i < items.size(); ++i) msg += (i ? ", " : "") + items[i];
     msg += "]";
+    counts += (counts.empty() ? " " : ", ") + std::to_string(items.size()) + " " + title;
+    std::string shown;
+    for (std::size_t i = 0; i < items.size() && i < 8; ++i) shown += (i ? ", " : "") + elide(items[i], 80);
+    if (items.size() > 8) shown += ", ... (" + std::to_string(items.size() - 8) + " more)";
+    details += "\n  " + title + ": [" + shown + "]";
   }
-  if (!msg.empty()) throw std::runtime_error(header + ":" + msg);
+  if (msg.empty()) return;
+  // Few problems: one line, all of them. Many: the counts first, then a few of each on later lines.
+  if (msg.size() <= 160) throw std::runtime_error(header + ":" + msg);
+  throw std::runtime_error(header + ":" + counts + details);
 }
 
 }  // namespace tg::nn

@@ -39,7 +39,9 @@ Tensor npy_decode(std::string_view bytes, const std::string& what);
 
 /// Problems found while checking entries against what a loader expects, reported all at once:
 /// throw_if_any() raises one std::runtime_error "HEADER: missing: [a, b]; shape mismatch: [c: ...]"
-/// listing every non-empty section, so a failed load says everything that is wrong.
+/// listing every non-empty section, so a failed load says everything that is wrong. When that list
+/// is long, the first line holds the counts ("HEADER: 3 missing, 1000 unexpected") and each section
+/// follows on its own line with its first 8 items.
 struct LoadReport {
   std::deque<std::pair<std::string, std::vector<std::string>>> sections;  ///< (title, items); a deque so
                                                                          ///< section() references stay valid

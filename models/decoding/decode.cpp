@@ -12,6 +12,7 @@
 #include "autograd/parallel.h"
 #include "autograd/tape.h"
 #include "models/text/data.h"
+#include "models/translators/limits.h"
 
 namespace tg::models {
 
@@ -67,7 +68,9 @@ Tensor ids_tensor(const std::vector<std::int64_t>& ids) {
 }  // namespace
 
 void DecodeOptions::validate() const {
-  if (max_steps_ < 0) throw std::invalid_argument("decode: max_steps must be >= 0 (0 = the model's num_steps)");
+  if (max_steps_ < 0 || max_steps_ > limits::kMaxSteps)  // 0 = the model's num_steps
+    throw std::invalid_argument("decode: max_steps = " + std::to_string(max_steps_) + " is out of range [0, " +
+                                std::to_string(limits::kMaxSteps) + "]");
   if (beam_size_ < 1) throw std::invalid_argument("decode: beam size must be >= 1, got " + std::to_string(beam_size_));
   if (!std::isfinite(length_alpha_) || length_alpha_ < 0)
     throw std::invalid_argument("decode: length_alpha must be finite and >= 0");
@@ -100,7 +103,11 @@ SourceBatch encode_sources(const std::vector<std::vector<std::string>>& sentence
   SourceBatch out;
   for (const auto& tokens : sentences) {
     std::vector<std::int64_t> row = src_vocab.ids(tokens);
+    std::int64_t unknown = 0;
+    for (const std::string& t : tokens) unknown += src_vocab.contains(t) ? 0 : 1;
+    out.unknown.push_back(unknown);
     row.push_back(Vocab::kEos);
+    out.lengths.push_back(static_cast<std::int64_t>(row.size()));
     const auto len = std::min<std::int64_t>(static_cast<std::int64_t>(row.size()), num_steps);
     row = truncate_pad(std::move(row), num_steps, Vocab::kPad);
     std::vector<std::string> labels;
@@ -326,6 +333,8 @@ std::vector<Translation> translate_tokens(Seq2Seq& model, const std::vector<std:
   for (std::size_t i = 0; i < out.size(); ++i) {
     out[i].tokens = tgt_vocab.to_tokens(out[i].ids);
     out[i].source = std::move(batch.labels[i]);
+    out[i].unknown_tokens = batch.unknown[i];
+    out[i].source_length = batch.lengths[i];
   }
   return out;
 }

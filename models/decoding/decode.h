@@ -29,7 +29,8 @@ namespace tg::models {
 /// Options of decode() / translate(). Chainable setters; validate() checks them.
 class DecodeOptions {
  public:
-  /// Maximum number of output tokens (`<eos>` included); 0 (default) = the model's num_steps.
+  /// Maximum number of output tokens (`<eos>` included), at most limits::kMaxSteps; 0 (default) =
+  /// the model's num_steps.
   DecodeOptions& max_steps(std::int64_t v) { max_steps_ = v; return *this; }
   /// 1 (default) = greedy decoding; k > 1 = beam search with k hypotheses.
   DecodeOptions& beam_size(std::int64_t v) { beam_size_ = v; return *this; }
@@ -62,6 +63,11 @@ struct Translation {
   /// Source labels of the attended positions: the source tokens the model saw (unknown words as
   /// `<unk>`) and `<eos>`, truncated to num_steps as the model saw them (filled by translate()).
   std::vector<std::string> source;
+  /// Source tokens not in the vocabulary (read as `<unk>`), over the whole input (filled by translate()).
+  std::int64_t unknown_tokens = 0;
+  /// Source positions before truncation: the input's tokens plus `<eos>` (filled by translate()).
+  /// More than source.size() when the input was cut to the model's num_steps.
+  std::int64_t source_length = 0;
   bool ended = false;                ///< true if decoding stopped at `<eos>`, false if it hit max_steps
   /// One row per decoding step, the step that produced `<eos>` included (so ids.size() rows, plus
   /// one if `ended`); row i holds the weights used to produce output token i over the valid
@@ -84,6 +90,8 @@ struct SourceBatch {
   Tensor src;                                ///< i64 (B, num_steps)
   Tensor valid_len;                          ///< i64 (B)
   std::vector<std::vector<std::string>> labels;  ///< per sentence: Translation::source
+  std::vector<std::int64_t> unknown;         ///< per sentence: Translation::unknown_tokens
+  std::vector<std::int64_t> lengths;         ///< per sentence: Translation::source_length
 };
 
 /// The tokens of a raw sentence as the data code makes them: tokenize_nmt(preprocess_nmt(s)).

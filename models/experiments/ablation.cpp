@@ -3,6 +3,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/error_text.h"
 #include "autograd/parallel.h"
 #include "models/experiments/experiments.h"
 #include "models/experiments/support.h"
@@ -97,7 +98,7 @@ ExperimentResult primes_experiment(const ExperimentOptions& o) {
   o.validate();
   if (!o.task.empty() && o.task != "primes")
     throw std::invalid_argument("experiment options: the primes experiment runs on the primes task (use 'ablation' for '" +
-                                o.task + "')");
+                                elide(o.task) + "')");
   if (o.threads > 0) set_num_threads(o.threads);
   const Settings s = resolve(o, {.steps = 150, .batch = 32, .embed = 16, .hiddens = 32, .train_pairs = 800,
                                  .test_pairs = 100, .rounds = 1, .lr = 0.01},

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/error_text.h"
 #include "models/experiments/support.h"
 #include "models/text/tasks.h"
 
@@ -34,7 +35,7 @@ void ExperimentOptions::validate() const {
     if (std::find(names.begin(), names.end(), task) == names.end()) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      fail("unknown task '" + task + "' (known: " + list + ")");
+      fail("unknown task '" + elide(task) + "' (known: " + list + ")");
     }
   }
   if (!data_file.empty() && !std::filesystem::is_regular_file(data_file))
@@ -105,10 +106,11 @@ std::vector<std::int64_t> parse_length_list(const std::string& text) {
       used = 0;
     }
     if (used == 0 || used != item.size() || v < 1)
-      throw std::invalid_argument("expected a comma-separated list of positive lengths, got '" + text + "'");
+      throw std::invalid_argument("expected a comma-separated list of positive lengths, got '" + elide(text) + "'");
     out.push_back(v);
   }
-  if (out.empty()) throw std::invalid_argument("expected a comma-separated list of positive lengths, got '" + text + "'");
+  if (out.empty())
+    throw std::invalid_argument("expected a comma-separated list of positive lengths, got '" + elide(text) + "'");
   return out;
 }
 
@@ -117,7 +119,7 @@ ExperimentResult run_experiment(const std::string& name, const ExperimentOptions
   if (name == "ablation") return ablation_experiment(options);
   if (name == "primes") return primes_experiment(options);
   if (name == "scores") return scores_experiment(options);
-  throw std::invalid_argument("unknown experiment '" + name + "' (known: ablation, length, primes, scores)");
+  throw std::invalid_argument("unknown experiment '" + elide(name) + "' (known: ablation, length, primes, scores)");
 }
 
 }  // namespace tg::models

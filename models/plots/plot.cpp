@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/error_text.h"
 #include "models/plots/heatmap.h"  // svg_begin, svg_number, xml_escape
 
 namespace tg::models {
@@ -58,7 +59,7 @@ std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& 
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   auto ty = [&](double y) { return o.log_y ? std::log10(y) : y; };
   for (const Series& s : series) {
-    if (s.x.size() != s.y.size()) throw std::invalid_argument("line_plot_svg: series '" + s.label + "' has x and y of different lengths");
+    if (s.x.size() != s.y.size()) throw std::invalid_argument("line_plot_svg: series '" + elide(s.label) + "' has x and y of different lengths");
     for (std::size_t i = 0; i < s.x.size(); ++i) {
       if (!plottable(s.x[i], s.y[i], o.log_y)) continue;
       x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
@@ -155,7 +156,7 @@ Series read_csv_series(const std::string& path, const std::string& x_column, con
   const auto header = split(line);
   auto find = [&](const std::string& name) {
     const auto it = std::find(header.begin(), header.end(), name);
-    if (it == header.end()) throw std::runtime_error(path + ":1: no column '" + name + "' in the header");
+    if (it == header.end()) throw std::runtime_error(path + ":1: no column '" + elide(name) + "' in the header");
     return static_cast<std::size_t>(it - header.begin());
   };
   const std::size_t xc = find(x_column), yc = find(y_column);
@@ -171,8 +172,8 @@ Series read_csv_series(const std::string& path, const std::string& x_column, con
       s.x.push_back(std::stod(cols[xc]));
       s.y.push_back(std::stod(cols[yc]));
     } catch (const std::logic_error&) {
-      throw std::runtime_error(path + ":" + std::to_string(n) + ": not a number in column '" + x_column + "' or '" +
-                               y_column + "'");
+      throw std::runtime_error(path + ":" + std::to_string(n) + ": not a number in column '" + elide(x_column) + "' or '" +
+                               elide(y_column) + "'");
     }
   }
   return s;

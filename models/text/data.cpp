@@ -1,5 +1,6 @@
 #include "models/text/data.h"
 
+#include "autograd/error_text.h"
 #include "autograd/ops_shape.h"
 
 #include <algorithm>
@@ -62,7 +63,7 @@ TokenizedPairs tokenize_pairs(const std::vector<SentencePair>& pairs) {
   out.tgt.reserve(pairs.size());
   for (const SentencePair& p : pairs) {
     if (p.src.find('\t') != std::string::npos || p.tgt.find('\t') != std::string::npos) {
-      throw std::invalid_argument("tokenize_pairs: a sentence contains a tab: '" + p.src + "' / '" + p.tgt + "'");
+      throw std::invalid_argument("tokenize_pairs: a sentence contains a tab: '" + elide(p.src) + "' / '" + elide(p.tgt) + "'");
     }
     // One line as d2l sees it: the tab is the target's first predecessor character.
     const std::string line = preprocess_nmt(p.src + '\t' + p.tgt);

@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "autograd/error_text.h"
 #include "autograd/random.h"
 #include "models/text/text.h"
 
@@ -156,7 +157,7 @@ std::vector<SentencePair> make_task(const std::string& name, const TaskOptions& 
   if (it == registry().end()) {
     std::string known;
     for (const std::string& n : task_names()) known += (known.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("make_task: unknown task '" + name + "'; known tasks: " + known);
+    throw std::invalid_argument("make_task: unknown task '" + elide(name) + "'; known tasks: " + known);
   }
   if (options.count < 0) throw std::invalid_argument("make_task: count must be >= 0, got " + std::to_string(options.count));
   if (options.min_len < 1 || options.max_len < options.min_len) {
@@ -223,7 +224,7 @@ bool is_prime(std::int64_t n) {
 std::string task_input(const std::string& name, const std::string& text) {
   const auto names = task_names();
   if (std::find(names.begin(), names.end(), name) == names.end())
-    throw std::invalid_argument("task_input: unknown task '" + name + "'");
+    throw std::invalid_argument("task_input: unknown task '" + elide(name) + "'");
   const std::string lower = to_lower_utf8(text);
   std::string out;
   auto separate = [&] {

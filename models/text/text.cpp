@@ -1,5 +1,7 @@
 #include "models/text/text.h"
 
+#include "autograd/error_text.h"
+
 #include <locale.h>
 #include <wctype.h>
 
@@ -229,7 +231,7 @@ Vocab Vocab::from_tokens(std::vector<std::string> idx_to_token) {
   Vocab vocab;
   for (std::size_t i = reserved.size(); i < idx_to_token.size(); ++i) {
     if (vocab.contains(idx_to_token[i])) {
-      throw std::invalid_argument("Vocab::from_tokens: duplicate token '" + idx_to_token[i] + "' at id " +
+      throw std::invalid_argument("Vocab::from_tokens: duplicate token '" + elide(idx_to_token[i]) + "' at id " +
                                   std::to_string(i));
     }
     vocab.add(idx_to_token[i]);
@@ -302,8 +304,8 @@ Vocab Vocab::load(const std::string& path) {
       throw std::runtime_error(where + "invalid UTF-8 in vocabulary file");
     }
     if (i < reserved.size() && lines[i] != reserved[i]) {
-      throw std::runtime_error(where + "expected reserved token '" + reserved[i] + "', found '" + lines[i] +
-                               "' (malformed vocabulary file)");
+      throw std::runtime_error(where + "expected reserved token '" + reserved[i] + "', found '" + elide(lines[i], 32) +
+                               "'");
     }
   }
   if (lines.size() < reserved.size()) {
@@ -313,7 +315,7 @@ Vocab Vocab::load(const std::string& path) {
   Vocab vocab;
   for (std::size_t i = reserved.size(); i < lines.size(); ++i) {
     if (vocab.contains(lines[i])) {
-      throw std::runtime_error(path + ":" + std::to_string(i + 1) + ": duplicate token '" + lines[i] +
+      throw std::runtime_error(path + ":" + std::to_string(i + 1) + ": duplicate token '" + elide(lines[i]) +
                                "' in vocabulary file");
     }
     vocab.add(lines[i]);

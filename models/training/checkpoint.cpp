@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -25,7 +26,9 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
+#include "autograd/error_text.h"
 #include "autograd/random.h"
+#include "models/translators/limits.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 
@@ -181,32 +184,34 @@ bool replaceable(const fs::path& dir) {
 
 std::int64_t get_int(const json& j, const std::string& key, const std::string& source) {
   const json& v = j.at(key);
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    bad(source, "'" + key + "' = " + elide(v.dump()) + " does not fit in a 64-bit signed integer");
   if (v.is_number_integer()) return v.get<std::int64_t>();
-  bad(source, "'" + key + "' must be an integer, got " + v.dump());
+  bad(source, "'" + key + "' must be an integer, got " + elide(v.dump()));
 }
 
 std::uint64_t get_u64(const json& j, const std::string& key, const std::string& source) {
   const json& v = j.at(key);
   if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0)) return v.get<std::uint64_t>();
-  bad(source, "'" + key + "' must be a non-negative integer, got " + v.dump());
+  bad(source, "'" + key + "' must be a non-negative integer, got " + elide(v.dump()));
 }
 
 double get_double(const json& j, const std::string& key, const std::string& source) {
   const json& v = j.at(key);
   if (v.is_number()) return v.get<double>();
-  bad(source, "'" + key + "' must be a number, got " + v.dump());
+  bad(source, "'" + key + "' must be a number, got " + elide(v.dump()));
 }
 
 std::string get_string(const json& j, const std::string& key, const std::string& source) {
   const json& v = j.at(key);
   if (v.is_string()) return v.get<std::string>();
-  bad(source, "'" + key + "' must be a string, got " + v.dump());
+  bad(source, "'" + key + "' must be a string, got " + elide(v.dump()));
 }
 
 bool get_bool(const json& j, const std::string& key, const std::string& source) {
   const json& v = j.at(key);
   if (v.is_boolean()) return v.get<bool>();
-  bad(source, "'" + key + "' must be true or false, got " + v.dump());
+  bad(source, "'" + key + "' must be true or false, got " + elide(v.dump()));
 }
 
 json parse_object(const std::string& text, const std::string& source) {
@@ -217,7 +222,7 @@ json parse_object(const std::string& text, const std::string& source) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 3: ...".
     std::string msg = e.what();
     const auto pos = msg.find("] ");
-    bad(source, "invalid JSON: " + (pos == std::string::npos ? msg : msg.substr(pos + 2)));
+    bad(source, "invalid JSON: " + elide(pos == std::string::npos ? msg : msg.substr(pos + 2), 120));
   }
   if (!j.is_object()) bad(source, "expected a JSON object");
   return j;
@@ -228,7 +233,7 @@ void check_known_keys(const json& j, const std::set<std::string>& known, const s
     if (known.count(key)) continue;
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-    bad(source, "unknown key '" + key + "' (known keys: " + list + ")");
+    bad(source, "unknown key '" + elide(key) + "'\n  known keys: " + list);
   }
 }
 
@@ -267,7 +272,7 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("notes")) {
     if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
     for (const auto& [k, v] : j["notes"].items()) {
-      if (!v.is_string()) bad(source, "notes '" + k + "' must be a string");
+      if (!v.is_string()) bad(source, "notes '" + elide(k) + "' must be a string");
       s.notes[k] = v.get<std::string>();
     }
   }
@@ -299,8 +304,8 @@ std::optional<std::map<std::string, std::string>> read_manifest(const fs::path& 
   if (!j["sha256"].is_object()) bad(source, "'sha256' must be an object of file name to hex digest");
   std::map<std::string, std::string> digests;
   for (const auto& [file, digest] : j["sha256"].items()) {
-    if (file == kManifest || checkpoint_files().count(file) == 0) bad(source, "lists an unknown file '" + file + "'");
-    if (!digest.is_string()) bad(source, "sha256 '" + file + "' must be a string");
+    if (file == kManifest || checkpoint_files().count(file) == 0) bad(source, "lists an unknown file '" + elide(file) + "'");
+    if (!digest.is_string()) bad(source, "sha256 '" + elide(file) + "' must be a string");
     digests[file] = digest.get<std::string>();
   }
   return digests;
@@ -392,14 +397,15 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   if (j.contains("maxout_units")) c.maxout_units = get_int(j, "maxout_units", source);
   if (j.contains("attention")) c.attention = typed("attention", parse_option<AttentionScore>);
   if (j.contains("ablation")) c.ablation = typed("ablation", parse_option<Ablation>);
-  // Vocabulary sizes may be left out (the vocabulary files give them): validate with stand-ins.
+  // Every field range-checked (models/translators/limits.h) before any size is used. Vocabulary
+  // sizes may be left out (the vocabulary files give them): validate with stand-ins.
   ModelConfig check = c;
-  if (!j.contains("src_vocab")) check.src_vocab = 4;
-  if (!j.contains("tgt_vocab")) check.tgt_vocab = 4;
+  if (!j.contains("src_vocab")) check.src_vocab = limits::kMinVocab;
+  if (!j.contains("tgt_vocab")) check.tgt_vocab = limits::kMinVocab;
   try {
-    check.validate();
-  } catch (const std::exception& e) {
-    bad(source, e.what());
+    check.validate(source);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());  // already "SOURCE: field = value is out of range [lo, hi]"
   }
   return c;
 }

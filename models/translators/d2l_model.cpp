@@ -150,10 +150,18 @@ const ModelSpec& d2l_model_spec() {
       .validate =
           [](const ModelConfig& c) {
             if (c.attention != AttentionScore::additive)
-              throw std::invalid_argument("model config: the d2l model uses additive attention");
-            if (c.ablation != Ablation::none) throw std::invalid_argument("model config: ablations apply to rnnsearch only");
+              throw std::invalid_argument("the d2l model uses additive attention");
+            if (c.ablation != Ablation::none) throw std::invalid_argument("ablations apply to rnnsearch only");
           },
       .default_num_layers = 2,
+      .num_parameters =
+          [](const ModelConfig& c) {
+            const std::int64_t H = c.num_hiddens, E = c.embed_size;
+            ParameterCount n;
+            n.embedding(c.src_vocab, E).gru(E, H, c.num_layers, 1);  // encoder
+            n.additive_attention(H, H, H).embedding(c.tgt_vocab, E).gru(E + H, H, c.num_layers, 1).linear(H, c.tgt_vocab);
+            return n.total();
+          },
   };
   return spec;
 }

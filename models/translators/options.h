@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/error_text.h"
+
 namespace tg::models {
 
 /// rnnsearch/rnnencdec output layer: the paper's maxout deep output, or one linear layer.
@@ -68,7 +70,7 @@ template <class E> E parse_option(std::string_view text, std::string_view where)
     if (name == text) return v;
   std::string allowed;
   for (const auto& [v, name] : OptionNames<E>::values) allowed += (allowed.empty() ? "" : ", ") + std::string(name);
-  throw std::invalid_argument(std::string(where) + ": unknown value \"" + std::string(text) + "\" (allowed: " +
+  throw std::invalid_argument(std::string(where) + ": unknown value \"" + elide(text) + "\" (allowed: " +
                               allowed + ")");
 }
 

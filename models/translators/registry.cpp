@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/error_text.h"
+
 namespace tg::models {
 
 // Each model file defines its spec.
@@ -25,7 +27,7 @@ const ModelSpec& find_model(std::string_view name) {
     if (spec->name == name) return *spec;
   std::string names;
   for (const ModelSpec* spec : model_registry()) names += (names.empty() ? "" : ", ") + std::string(spec->name);
-  throw std::invalid_argument("unknown model \"" + std::string(name) + "\" (registered: " + names + ")");
+  throw std::invalid_argument("unknown model \"" + elide(name) + "\" (registered: " + names + ")");
 }
 
 std::vector<std::string> model_names() {

@@ -16,11 +16,15 @@ struct ModelSpec {
   std::string_view description;  ///< one line, for --help
   /// Builds the model from a validated config.
   std::shared_ptr<Seq2Seq> (*make)(const ModelConfig& config, Generator& gen);
-  /// The model's own rules on top of ModelConfig::validate's (throws std::invalid_argument naming
-  /// the field), or null.
+  /// The model's own rules on top of ModelConfig::validate's, or null. Throws std::invalid_argument
+  /// naming the field, without a prefix (ModelConfig::validate adds where the config came from).
   void (*validate)(const ModelConfig& config);
   /// num_layers when the user does not give one.
   std::int64_t default_num_layers;
+  /// The exact number of parameters make() would create, computed from a config whose fields are
+  /// in range (limits.h), without allocating: ModelConfig::validate refuses configs above
+  /// limits::kMaxParameters with it. Null: no total limit is checked for this model.
+  std::int64_t (*num_parameters)(const ModelConfig& config) = nullptr;
 };
 
 /// Every registered model, in a fixed order (the first is the default).

@@ -40,8 +40,8 @@ class ContextDecoder : public nn::Module {
     init = register_module("init", std::make_shared<nn::Linear>(H, H, gen, false));
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
     rnn = register_module("rnn", std::make_shared<nn::GRUCell>(E + H, H, gen));
-    const std::int64_t units = c.maxout_units > 0 ? c.maxout_units : std::max<std::int64_t>(1, H / 2);
-    readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, 2 * H + E, units, c.tgt_vocab, gen);
+    readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, 2 * H + E, maxout_units_of(c), c.tgt_vocab,
+                                           gen);
   }
   std::string name() const override { return "RNNencdecDecoder"; }
   std::shared_ptr<nn::Linear> init;
@@ -115,10 +115,19 @@ const ModelSpec& rnnencdec_model_spec() {
       .validate =
           [](const ModelConfig& c) {
             if (c.num_layers != 1)
-              throw std::invalid_argument("model config: rnnencdec has one recurrent layer, as in the paper (num_layers must be 1)");
-            if (c.ablation != Ablation::none) throw std::invalid_argument("model config: ablations apply to rnnsearch only");
+              throw std::invalid_argument("rnnencdec has one recurrent layer, as in the paper (num_layers must be 1)");
+            if (c.ablation != Ablation::none) throw std::invalid_argument("ablations apply to rnnsearch only");
           },
       .default_num_layers = 1,
+      .num_parameters =
+          [](const ModelConfig& c) {
+            const std::int64_t H = c.num_hiddens, E = c.embed_size;
+            ParameterCount n;
+            n.embedding(c.src_vocab, E).gru(E, H, 1, 1).linear(H, H, false);  // encoder
+            n.linear(H, H, false).embedding(c.tgt_vocab, E).gru_cell(E + H, H);  // decoder
+            DeepOutput::count(n, c.readout == Readout::maxout, 2 * H + E, maxout_units_of(c), c.tgt_vocab);
+            return n.total();
+          },
   };
   return spec;
 }

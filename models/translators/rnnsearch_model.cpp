@@ -44,6 +44,16 @@ class BiEncoder : public nn::Module {
   std::shared_ptr<nn::GRU> rnn;
 };
 
+// The decoder GRU's input and the readout's input sizes under each ablation.
+std::int64_t rnn_input_size(const ModelConfig& c) {
+  const std::int64_t H = c.num_hiddens, E = c.embed_size, D = 2 * H;
+  return c.ablation == Ablation::recurrence_only ? 1 : c.ablation == Ablation::no_prev_token ? D : E + D;
+}
+std::int64_t readout_input_size(const ModelConfig& c) {
+  const std::int64_t H = c.num_hiddens, E = c.embed_size, D = 2 * H;
+  return c.ablation == Ablation::state_only_output ? H : c.ablation == Ablation::no_prev_token ? H + D : H + E + D;
+}
+
 class RnnSearchDecoder : public nn::Module {
  public:
   RnnSearchDecoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& dropout_gen)
@@ -64,11 +74,9 @@ class RnnSearchDecoder : public nn::Module {
                                                  .generator(dropout_gen)));
     }
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
-    const std::int64_t rnn_in = ablation_ == Ablation::recurrence_only ? 1 : ablation_ == Ablation::no_prev_token ? D : E + D;
-    rnn = register_module("rnn", std::make_shared<nn::GRUCell>(rnn_in, H, gen));
-    const std::int64_t out_in = ablation_ == Ablation::state_only_output ? H : ablation_ == Ablation::no_prev_token ? H + D : H + E + D;
-    const std::int64_t units = c.maxout_units > 0 ? c.maxout_units : std::max<std::int64_t>(1, H / 2);
-    readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, out_in, units, c.tgt_vocab, gen);
+    rnn = register_module("rnn", std::make_shared<nn::GRUCell>(rnn_input_size(c), H, gen));
+    readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, readout_input_size(c), maxout_units_of(c),
+                                           c.tgt_vocab, gen);
   }
   std::string name() const override { return "RNNsearchDecoder"; }
 
@@ -193,9 +201,21 @@ const ModelSpec& rnnsearch_model_spec() {
       .validate =
           [](const ModelConfig& c) {
             if (c.num_layers != 1)
-              throw std::invalid_argument("model config: rnnsearch has one recurrent layer, as in the paper (num_layers must be 1)");
+              throw std::invalid_argument("rnnsearch has one recurrent layer, as in the paper (num_layers must be 1)");
           },
       .default_num_layers = 1,
+      .num_parameters =
+          [](const ModelConfig& c) {
+            const std::int64_t H = c.num_hiddens, E = c.embed_size, D = 2 * H;
+            ParameterCount n;
+            n.embedding(c.src_vocab, E).gru(E, H, 1, 2);                       // encoder
+            n.linear(H, H, false);                                             // decoder.init
+            if (c.attention == AttentionScore::additive) n.additive_attention(D, H, H);
+            else n.linear(D, H, false);                                        // key_proj
+            n.embedding(c.tgt_vocab, E).gru_cell(rnn_input_size(c), H);
+            DeepOutput::count(n, c.readout == Readout::maxout, readout_input_size(c), maxout_units_of(c), c.tgt_vocab);
+            return n.total();
+          },
   };
   return spec;
 }

@@ -3,6 +3,7 @@
 #include "models/translators/seq2seq.h"
 
 #include <algorithm>
+#include <charconv>
 #include <stdexcept>
 
 #include "autograd/memory.h"
@@ -10,6 +11,7 @@
 #include "autograd/ops_shape.h"
 #include "autograd/ops_softmax.h"
 #include "autograd/random.h"
+#include "models/translators/limits.h"
 #include "models/translators/registry.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/embedding.h"
@@ -17,15 +19,39 @@
 
 namespace tg::models {
 
-void ModelConfig::validate() const {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("model config: " + what); };
-  if (src_vocab < 4 || tgt_vocab < 4) fail("vocabulary sizes must be at least 4 (the reserved tokens)");
-  if (embed_size < 1 || num_hiddens < 1) fail("embed_size and num_hiddens must be positive");
-  if (num_layers < 1) fail("num_layers must be at least 1");
-  if (!(dropout >= 0 && dropout < 1)) fail("dropout must be in [0, 1)");
-  if (num_steps < 1) fail("num_steps must be positive");
-  if (maxout_units < 0) fail("maxout_units must be >= 0");
-  if (model.spec().validate) model.spec().validate(*this);
+void ModelConfig::validate(std::string_view where) const {
+  const std::string prefix = std::string(where) + ": ";
+  auto check = [&](const char* field, std::int64_t value, std::int64_t lo, std::int64_t hi) {
+    if (value < lo || value > hi)
+      throw std::invalid_argument(prefix + field + " = " + std::to_string(value) + " is out of range [" +
+                                  std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  };
+  check("src_vocab", src_vocab, limits::kMinVocab, limits::kMaxVocab);
+  check("tgt_vocab", tgt_vocab, limits::kMinVocab, limits::kMaxVocab);
+  check("embed_size", embed_size, 1, limits::kMaxWidth);
+  check("num_hiddens", num_hiddens, 1, limits::kMaxWidth);
+  check("num_layers", num_layers, 1, limits::kMaxLayers);
+  if (!(dropout >= 0 && dropout < 1)) {  // NaN fails too
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, dropout).ptr;
+    throw std::invalid_argument(prefix + "dropout = " + std::string(text, end) + " is out of range [0, 1)");
+  }
+  check("num_steps", num_steps, 1, limits::kMaxSteps);
+  check("maxout_units", maxout_units, 0, limits::kMaxWidth);
+  const ModelSpec& spec = model.spec();
+  if (spec.validate) {
+    try {
+      spec.validate(*this);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(prefix + e.what());
+    }
+  }
+  if (spec.num_parameters) {
+    const std::int64_t n = spec.num_parameters(*this);
+    if (n > limits::kMaxParameters)
+      throw std::invalid_argument(prefix + "the sizes give " + std::to_string(n) +
+                                  " parameters, more than the limit " + std::to_string(limits::kMaxParameters));
+  }
 }
 
 DecoderState DecoderState::reorder(const Tensor& index) const {

@@ -66,8 +66,11 @@ struct ModelConfig {
   AttentionScore attention = AttentionScore::additive;  ///< rnnsearch (dot scores need num_hiddens-sized keys)
   Ablation ablation = Ablation::none;  ///< rnnsearch decoder-path ablations
 
-  /// Throws std::invalid_argument naming the first bad field (the model's own rules included).
-  void validate() const;
+  /// Throws std::invalid_argument naming the first bad field, its value and its allowed range
+  /// (models/translators/limits.h), e.g. `model config: num_hiddens = 99999999 is out of range
+  /// [1, 65536]`; then the model's own rules; then the total parameter count. `where` starts the
+  /// message (config.json passes its path).
+  void validate(std::string_view where = "model config") const;
 };
 
 /// What a decoder carries from step to step. Every tensor has the batch on the axis noted, so

@@ -201,3 +201,114 @@ TEST_F(Cli, CompactGradsFlagTrainsTheSameModel) {
   EXPECT_EQ(losses[0].size(), 7u);  // header + 6 steps
   EXPECT_EQ(losses[0], losses[1]);
 }
+
+// Sizes and lengths out of range are refused before any work, naming the flag, the value and the
+// range (models/translators/limits.h); a crafted config.json is refused naming the field.
+TEST_F(Cli, OutOfRangeSizesAreRefusedNamingTheFlag) {
+  struct Case {
+    std::string args, flag, range;
+  };
+  const Case cases[] = {
+      {"train --task reverse --steps 1 --num-hiddens 99999999", "--num-hiddens", "[1, 65536]"},
+      {"train --task reverse --steps 1 --embed-size 65537", "--embed-size", "[1, 65536]"},
+      {"train --task reverse --steps 1 --num-layers 1000", "--num-layers", "[1, 64]"},
+      {"train --task reverse --steps 1 --num-steps 1000000000", "--num-steps", "[1, 4096]"},
+      {"train --task reverse --steps 1 --model rnnsearch --maxout-units 9223372036854775807", "--maxout-units",
+       "[0, 65536]"},
+      {"translate --model nowhere --max-steps 1000000000 a", "--max-steps", "[0, 4096]"},
+      {"eval --model nowhere --task reverse --max-steps 5000", "--max-steps", "[0, 4096]"},
+      {"experiment length --quick --num-hiddens 100000", "--num-hiddens", "[1, 65536]"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args;
+    ASSERT_EQ(lines(r.err).size(), 1u) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.flag), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.range), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_LE(r.err.size(), 200u) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+
+  const fs::path ck = dir() / "ck_crafted";
+  fs::copy(checkpoint(), ck);
+  fs::remove(ck / "manifest.json");  // an older checkpoint: its files get only their own checks
+  std::string config = read_file(ck / "config.json");
+  const std::size_t at = config.find("\"num_steps\": 8");
+  ASSERT_NE(at, std::string::npos) << config;
+  config.replace(at, 14, "\"num_steps\": 1000000000");
+  std::ofstream(ck / "config.json", std::ios::trunc) << config;
+  const CliRun r = run("translate --model " + ck.string() + " 'a b'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("config.json: num_steps = 1000000000 is out of range [1, 4096]"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+// translate warns on stderr, once per input, about unknown tokens and truncation (the suite's
+// model has num_steps 8: seven tokens and <eos>); --quiet silences it; stdout keeps one line per input.
+TEST_F(Cli, TranslateWarnsAboutUnknownTokensAndTruncation) {
+  const std::string ck = checkpoint().string();
+  const std::string input =
+      "a b c\n"                      // 1: clean
+      "zz b qq\n"                    // 2: two unknown tokens
+      "a b c d e f g h i j a b\n"    // 3: 12 tokens + <eos> = 13 positions, cut to 8
+      "\n"                           // 4: empty, clean
+      "a b c d e f g\n"              // 5: 7 tokens + <eos> = 8 positions: fits
+      "a b c d e f g h\n"            // 6: 8 tokens + <eos>: the <eos> is cut
+      "zz a b c d e f g h i\n";      // 7: both
+  CliRun r = run("translate --model " + ck, input);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 7u) << r.out;
+  EXPECT_EQ(r.err,
+            "bahdanau translate: input 2: 2 unknown tokens (<unk>)\n"
+            "bahdanau translate: input 3: truncated from 13 to 8 tokens (<eos> included)\n"
+            "bahdanau translate: input 6: truncated from 9 to 8 tokens (<eos> included)\n"
+            "bahdanau translate: input 7: 1 unknown token (<unk>), truncated from 11 to 8 tokens (<eos> included)\n");
+  const std::string out = r.out;
+
+  r = run("translate --quiet --model " + ck, input);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, out);
+
+  // Arguments count as inputs the same way (an unspaced "zz" would be read as "z z": the reverse
+  // task's tokenisation); beam search warns the same.
+  r = run("translate --beam 2 --model " + ck + " 'a b' 'a zz'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 2u) << r.out;
+  EXPECT_EQ(r.err, "bahdanau translate: input 2: 1 unknown token (<unk>)\n");
+}
+
+// A pathological value (a 5000-character option, a config.json key of 5000 characters) gives a
+// short first line naming the option or file; details, if any, follow on indented lines.
+TEST_F(Cli, LongValuesGiveAShortFirstLine) {
+  const std::string big(5000, 'x');
+  for (const std::string args :
+       {"train --task " + big + " --steps 1", "train --model " + big + " --task reverse", "translate --model ck --beam " + big}) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.status, 2);
+    ASSERT_EQ(lines(r.err).size(), 1u) << r.err.substr(0, 300);
+    EXPECT_LE(r.err.size(), 201u) << r.err.substr(0, 300);
+    EXPECT_EQ(r.err.rfind("bahdanau: error: ", 0), 0u) << r.err.substr(0, 300);
+    EXPECT_NE(r.err.find("(see --help)"), std::string::npos) << r.err.substr(0, 300);
+  }
+  CliRun r = run("experiment ablation --quick --max-lens 1," + big);
+  EXPECT_EQ(r.status, 2);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err.substr(0, 300);
+  EXPECT_LE(r.err.size(), 201u) << r.err.substr(0, 300);
+  EXPECT_EQ(r.err.rfind("bahdanau: error: --max-lens: ", 0), 0u) << r.err.substr(0, 300);
+
+  const fs::path ck = dir() / "ck_long_key";
+  fs::copy(checkpoint(), ck);
+  fs::remove(ck / "manifest.json");
+  std::string config = read_file(ck / "config.json");
+  config.insert(config.find('{') + 1, "\n  \"" + big + "\": 1,");
+  std::ofstream(ck / "config.json", std::ios::trunc) << config;
+  r = run("translate --model " + ck.string() + " 'a b'");
+  EXPECT_EQ(r.status, 2);
+  const std::vector<std::string> err = lines(r.err);  // the older-format note, the error, its details
+  ASSERT_EQ(err.size(), 3u) << r.err.substr(0, 600);
+  EXPECT_NE(err[0].find("no manifest.json"), std::string::npos) << err[0];
+  EXPECT_LE(err[1].size(), 200u) << err[1];
+  EXPECT_EQ(err[1].rfind("bahdanau: error: " + (ck / "config.json").string() + ": unknown key 'xxx", 0), 0u) << err[1];
+  EXPECT_EQ(err[2].rfind("  known keys: ablation, ", 0), 0u) << err[2];
+}

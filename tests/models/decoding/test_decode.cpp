@@ -204,6 +204,12 @@ TEST(Decode, TranslatePreprocessesTheSourceAndRestoresTrainingMode) {
   // 5 tokens + <eos> truncated to num_steps = 4: no <eos>, unknown words as <unk>.
   EXPECT_EQ(out[1].source, (std::vector<std::string>{"<unk>", "<unk>", "<unk>", "<unk>"}));
   EXPECT_EQ(out[1].attention[0].size(), 4u);
+  // What translate tells the CLI's warnings: unknown tokens over the whole input (the cut "." is
+  // known), and the positions before the cut.
+  EXPECT_EQ(out[0].unknown_tokens, 0);
+  EXPECT_EQ(out[0].source_length, 3);
+  EXPECT_EQ(out[1].unknown_tokens, 4);
+  EXPECT_EQ(out[1].source_length, 6);
   EXPECT_TRUE(model.is_training());
   EXPECT_EQ(tape::size(), 0u);
 

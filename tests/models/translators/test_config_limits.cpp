@@ -1,0 +1,175 @@
+// Every numeric ModelConfig field is range-checked (models/translators/limits.h) where a config is
+// parsed (config.json) and built (ModelConfig::validate, make_model), with a message naming the
+// field, its value and the allowed range.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "autograd/random.h"
+#include "models/decoding/decode.h"
+#include "models/training/checkpoint.h"
+#include "models/translators/limits.h"
+#include "models/translators/registry.h"
+#include "models/translators/seq2seq.h"
+
+using namespace tg;
+using namespace tg::models;
+
+namespace {
+
+std::string config_error(const std::string& text) {
+  try {
+    config_from_json(text, "ck/config.json");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string make_error(const ModelConfig& c) {
+  try {
+    Generator gen(0);
+    make_model(c, gen);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::string range(std::int64_t lo, std::int64_t hi) {
+  return "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+}
+
+ModelConfig small(const std::string& model) {
+  ModelConfig c;
+  c.model = model;
+  c.src_vocab = 11;
+  c.tgt_vocab = 9;
+  c.embed_size = 5;
+  c.num_hiddens = 6;
+  c.num_layers = model == "d2l" ? 3 : 1;
+  return c;
+}
+
+}  // namespace
+
+TEST(ConfigLimits, EachFieldOutOfRangeIsRefusedNamingIt) {
+  using namespace limits;
+  constexpr std::int64_t kHuge = std::numeric_limits<std::int64_t>::max();
+  struct Case {
+    std::string field;
+    std::string value;  // as written in config.json
+    std::string allowed;
+  };
+  const Case cases[] = {
+      {"src_vocab", "3", range(kMinVocab, kMaxVocab)},
+      {"src_vocab", std::to_string(kMaxVocab + 1), range(kMinVocab, kMaxVocab)},
+      {"tgt_vocab", "-1", range(kMinVocab, kMaxVocab)},
+      {"tgt_vocab", std::to_string(kHuge), range(kMinVocab, kMaxVocab)},
+      {"embed_size", "0", range(1, kMaxWidth)},
+      {"embed_size", std::to_string(kMaxWidth + 1), range(1, kMaxWidth)},
+      {"num_hiddens", "-5", range(1, kMaxWidth)},
+      {"num_hiddens", "99999999", range(1, kMaxWidth)},
+      {"num_layers", "0", range(1, kMaxLayers)},
+      {"num_layers", "1000000", range(1, kMaxLayers)},
+      {"num_steps", "0", range(1, kMaxSteps)},
+      {"num_steps", "1000000000", range(1, kMaxSteps)},
+      {"maxout_units", "-1", range(0, kMaxWidth)},
+      {"maxout_units", std::to_string(kHuge), range(0, kMaxWidth)},
+      {"dropout", "-0.5", "[0, 1)"},
+      {"dropout", "1", "[0, 1)"},
+      {"dropout", "1e300", "[0, 1)"},
+  };
+  for (const Case& c : cases) {
+    // d2l takes num_layers > 1; the field under test is the only one out of range.
+    const std::string text = R"({"model": "d2l", ")" + c.field + "\": " + c.value + "}";
+    const std::string shown = c.field == "dropout" && c.value == "1e300" ? "1e+300" : c.value;
+    EXPECT_EQ(config_error(text), "ck/config.json: " + c.field + " = " + shown + " is out of range " + c.allowed)
+        << text;
+  }
+  // Beyond int64: refused as such, not wrapped to a negative size.
+  EXPECT_EQ(config_error(R"({"num_hiddens": 18446744073709551615})"),
+            "ck/config.json: 'num_hiddens' = 18446744073709551615 does not fit in a 64-bit signed integer");
+}
+
+TEST(ConfigLimits, ValidateAndMakeModelNameTheField) {
+  ModelConfig c = small("rnnsearch");
+  c.embed_size = limits::kMaxWidth + 1;
+  EXPECT_EQ(make_error(c), "model config: embed_size = 65537 is out of range [1, 65536]");
+  c = small("rnnsearch");
+  c.dropout = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(make_error(c), "model config: dropout = nan is out of range [0, 1)");
+  // The model's own rules keep their text, with the same prefix.
+  c = small("rnnsearch");
+  c.num_layers = 2;
+  EXPECT_EQ(make_error(c),
+            "model config: rnnsearch has one recurrent layer, as in the paper (num_layers must be 1)");
+}
+
+// maxout_units near INT64_MAX made the readout's 2 * units a signed overflow (undefined behaviour)
+// before any check.
+TEST(ConfigLimits, MaxoutOverflowIsRefusedBeforeTheReadout) {
+  for (const std::string model : {"rnnsearch", "rnnencdec"}) {
+    ModelConfig c = small(model);
+    c.maxout_units = std::numeric_limits<std::int64_t>::max() / 2 + 1;
+    EXPECT_EQ(make_error(c), "model config: maxout_units = 4611686018427387904 is out of range [0, 65536]")
+        << model;
+  }
+}
+
+TEST(ConfigLimits, HugeLengthsAreRefused) {
+  // A config asking for a billion-step sequence length.
+  EXPECT_EQ(config_error(R"({"model": "rnnsearch", "num_layers": 1, "num_steps": 1000000000})"),
+            "ck/config.json: num_steps = 1000000000 is out of range [1, 4096]");
+  // The decoders' own maximum length.
+  try {
+    DecodeOptions().max_steps(1000000000).validate();
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "decode: max_steps = 1000000000 is out of range [0, 4096]");
+  }
+  EXPECT_NO_THROW(DecodeOptions().max_steps(limits::kMaxSteps).validate());
+}
+
+TEST(ConfigLimits, TooManyParametersInTotalAreRefused) {
+  // Each field in range, their product not: 4M-token vocabularies of 65,536-wide embeddings.
+  ModelConfig c = small("rnnsearch");
+  c.src_vocab = c.tgt_vocab = limits::kMaxVocab;
+  c.embed_size = limits::kMaxWidth;
+  const std::string err = make_error(c);
+  EXPECT_EQ(err.rfind("model config: the sizes give ", 0), 0u) << err;
+  EXPECT_NE(err.find("parameters, more than the limit 2147483648"), std::string::npos) << err;
+}
+
+// The count the limit is checked on is the one the built model has.
+TEST(ConfigLimits, ParameterCountMatchesTheBuiltModel) {
+  for (const ModelSpec* spec : model_registry()) {
+    ASSERT_NE(spec->num_parameters, nullptr) << spec->name;
+    std::vector<ModelConfig> configs{small(std::string(spec->name))};
+    ModelConfig c = configs.front();
+    c.readout = Readout::linear;
+    configs.push_back(c);
+    c = configs.front();
+    c.maxout_units = 7;
+    configs.push_back(c);
+    if (spec->name == "rnnsearch") {
+      for (const AttentionScore a : option_values<AttentionScore>()) {
+        c = configs.front();
+        c.attention = a;
+        configs.push_back(c);
+      }
+      for (const Ablation a : option_values<Ablation>()) {
+        c = configs.front();
+        c.ablation = a;
+        configs.push_back(c);
+      }
+    }
+    for (const ModelConfig& config : configs) {
+      Generator gen(0);
+      EXPECT_EQ(spec->num_parameters(config), make_model(config, gen)->num_parameters())
+          << config_to_json(config);
+    }
+  }
+}
