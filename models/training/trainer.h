@@ -57,8 +57,8 @@ class TrainOptions {
   /// Checkpoint directory written at each epoch end and at the end ("" = no checkpoints).
   TrainOptions& out_dir(std::string v) { out_dir_ = std::move(v); return *this; }
   /// Write the checkpoint every this many epochs (default 1 = each epoch end; 0 = only at the
-  /// end). A checkpoint costs a few fsyncs (~0.2 s measured on the dev box), which matters for
-  /// tiny epochs such as d2l's 10-batch one.
+  /// end). A checkpoint costs a few fsyncs, which matters for tiny epochs such as d2l's
+  /// 10-batch one.
   TrainOptions& checkpoint_every(std::int64_t v) { checkpoint_every_ = v; return *this; }
   /// tg::set_num_threads(n) before training (process-wide); 0 = leave the setting alone.
   TrainOptions& threads(int v) { threads_ = v; return *this; }
