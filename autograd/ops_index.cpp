@@ -20,6 +20,7 @@
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
 #include "autograd/ops_index.h"
+#include "autograd/ops_shape.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 
@@ -257,6 +258,155 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   });
   return record("dropout", y, {x},
                 [mask](BackwardContext& ctx) { ctx.accumulate(0, kernels::mul(ctx.grad_output(), mask)); });
+}
+
+// ---- gather / scatter_add / index_add / take_along_dim ------------------------------------------
+
+namespace {
+
+/// Checks gather/scatter's index against x (and src): i64, same number of dims, no larger than x
+/// outside `dim` (and no larger than src anywhere), values in range along `dim`.
+int check_gather(const char* op, const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor* src) {
+  check_index(op, index, "index");
+  const int a = normalize_axis(op, dim, std::max(x.dim(), 1));
+  auto fail = [&](const char* why) {
+    throw std::invalid_argument(std::string(op) + ": " + why + ": x " + x.shape().str() + ", index " +
+                                index.shape().str() + (src ? ", src " + src->shape().str() : std::string()));
+  };
+  if (index.dim() != x.dim()) fail("index needs as many dims as x");
+  if (src && src->dim() != x.dim()) fail("src needs as many dims as x");
+  for (int d = 0; d < x.dim(); ++d) {
+    if (d != a && index.shape()[d] > x.shape()[d]) fail("index is larger than x outside dim");
+    if (src && index.shape()[d] > src->shape()[d]) fail("index is larger than src");
+  }
+  check_range(op, index.data<std::int64_t>(), index.numel(), x.dim() ? x.shape()[a] : 1, x.shape(), a);
+  return a;
+}
+
+/// For each position p of `index` (row-major), calls fn(p, offset in a tensor of shape `target`
+/// with dim `a` replaced by index[p], offset in a tensor of shape `other` at p's coordinates).
+template <class Fn>
+void for_each_indexed(const Tensor& index, int a, const Shape& target, const Shape& other, Fn&& fn) {
+  const int n = index.dim();
+  const std::int64_t* idx = index.data<std::int64_t>();
+  std::int64_t ts[Shape::kMaxDims] = {}, os[Shape::kMaxDims] = {}, coord[Shape::kMaxDims] = {};
+  for (int d = n - 1, t = 1, o = 1; d >= 0; --d) {
+    ts[d] = t, os[d] = o;
+    t *= static_cast<int>(target[d]), o *= static_cast<int>(other[d]);
+  }
+  for (std::int64_t p = 0; p < index.numel(); ++p) {
+    std::int64_t t_off = 0, o_off = 0;
+    for (int d = 0; d < n; ++d) {
+      t_off += (d == a ? idx[p] : coord[d]) * ts[d];
+      o_off += coord[d] * os[d];
+    }
+    fn(p, t_off, o_off);
+    for (int d = n - 1; d >= 0; --d) {
+      if (++coord[d] < index.shape()[d]) break;
+      coord[d] = 0;
+    }
+  }
+}
+
+/// out (index's shape) = x read at the indexed positions.
+Tensor gather_kernel(const Tensor& x, int a, const Tensor& index) {
+  Tensor y = Tensor::empty(index.shape(), x.dtype());
+  kernels::dispatch_any(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for_each_indexed(index, a, x.shape(), index.shape(), [&](std::int64_t, std::int64_t xo, std::int64_t yo) { py[yo] = px[xo]; });
+  });
+  return y;
+}
+
+/// dst (x's shape) += src read at index's positions (src may be larger than index), in order.
+void scatter_add_kernel(Tensor& dst, int a, const Tensor& index, const Tensor& src) {
+  kernels::dispatch_any(dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* ps = src.data<T>();
+    T* pd = dst.data<T>();
+    for_each_indexed(index, a, dst.shape(), src.shape(), [&](std::int64_t, std::int64_t d, std::int64_t s) { pd[d] += ps[s]; });
+  });
+}
+
+}  // namespace
+
+Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
+  const int a = check_gather("gather", x, dim, index, nullptr);
+  Tensor y = gather_kernel(x, a, index);
+  return record("gather", y, {x}, [a, index = index.detach(), in = x.shape()](BackwardContext& ctx) {
+    Tensor gx = Tensor::zeros(in, ctx.grad_output().dtype());
+    scatter_add_kernel(gx, a, index, ctx.grad_output());
+    ctx.accumulate(0, std::move(gx));
+  });
+}
+
+Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src) {
+  if (x.dtype() != src.dtype())
+    throw std::invalid_argument("scatter_add: dtypes differ: x " + std::string(dtype_name(x.dtype())) + ", src " +
+                                std::string(dtype_name(src.dtype())));
+  const int a = check_gather("scatter_add", x, dim, index, &src);
+  Tensor y = x.detach().clone();
+  scatter_add_kernel(y, a, index, src);
+  return record("scatter_add", y, {x, src}, [a, index = index.detach(), src_shape = src.shape()](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, g);
+    if (ctx.needs_grad(1)) {  // src's elements that index covers get g at their target; the rest 0
+      Tensor gs = Tensor::zeros(src_shape, g.dtype());
+      kernels::dispatch_floating("scatter_add", g.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const T* pg = g.data<T>();
+        T* out = gs.data<T>();
+        for_each_indexed(index, a, g.shape(), src_shape, [&](std::int64_t, std::int64_t go, std::int64_t so) { out[so] = pg[go]; });
+      });
+      ctx.accumulate(1, std::move(gs));
+    }
+  });
+}
+
+Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  check_index("index_add", index, "index");
+  const int a = normalize_axis("index_add", dim, std::max(x.dim(), 1));
+  bool ok = index.dim() == 1 && source.dim() == x.dim() && source.dtype() == x.dtype();
+  for (int d = 0; ok && d < x.dim(); ++d) ok = d == a ? source.shape()[d] == index.numel() : source.shape()[d] == x.shape()[d];
+  if (!ok)
+    throw std::invalid_argument("index_add: source must be x's shape with dim " + std::to_string(dim) +
+                                " of the 1-D index's length, same dtype: x " + x.shape().str() + ", index " +
+                                index.shape().str() + ", source " + source.shape().str());
+  const RowsView v = rows_view(x.shape(), a);
+  check_range("index_add", index.data<std::int64_t>(), index.numel(), v.size, x.shape(), a);
+  Tensor y = x.detach().clone();
+  const Tensor scaled = alpha == 1.0 ? source.detach() : kernels::unary(kernels::Unary::mul_scalar, source.detach(), alpha);
+  kernels::scatter_add_rows(y, scaled, index.data<std::int64_t>(), index.numel(), v.outer, v.size, v.inner);
+  return record("index_add", y, {x, source}, [a, alpha, index = index.detach(), v](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, g);
+    if (ctx.needs_grad(1)) {
+      Shape out = g.shape();
+      out[a] = index.numel();
+      Tensor rows = gather_rows(g, v, index.data<std::int64_t>(), index.numel(), out);
+      ctx.accumulate(1, alpha == 1.0 ? rows : kernels::unary(kernels::Unary::mul_scalar, rows, alpha));
+    }
+  });
+}
+
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::int64_t dim) {
+  check_index("take_along_dim", indices, "indices");
+  if (x.dim() != indices.dim())
+    throw std::invalid_argument("take_along_dim: x " + x.shape().str() + " and indices " + indices.shape().str() +
+                                " need the same number of dims");
+  const int a = normalize_axis("take_along_dim", dim, std::max(x.dim(), 1));
+  Shape xs = x.shape(), is = indices.shape();
+  for (int d = 0; d < x.dim(); ++d) {
+    if (d == a) continue;
+    const std::int64_t p = xs[d], q = is[d];
+    if (p != q && p != 1 && q != 1)
+      throw std::invalid_argument("take_along_dim: x " + x.shape().str() + " and indices " + indices.shape().str() +
+                                  " do not broadcast outside dim " + std::to_string(dim));
+    xs[d] = is[d] = std::max(p, q);
+  }
+  return gather(expand(x, xs), a, expand(indices, is));
 }
 
 }  // namespace tg

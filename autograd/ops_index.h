@@ -12,6 +12,18 @@ class Generator;
 
 /// Rows of x along `axis` picked by the 1-D i64 `index`; backward scatter-adds (repeats add up).
 Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
+/// out[i][j][k] = x[i][index[i][j][k]][k] for dim = 1, likewise for any dim (torch.gather): index is
+/// i64 with x's number of dims, and no larger than x in the others. Backward scatter-adds.
+Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
+/// x with src[i][j][k] added at x[i][index[i][j][k]][k] for dim = 1 (torch.scatter_add); index as
+/// in gather, no larger than src. Differentiable in x and src.
+Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src);
+/// x with alpha * source's slices added at the positions the 1-D i64 `index` names along `dim`
+/// (torch.index_add); repeats add up. Differentiable in x and source.
+Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
+/// gather after broadcasting x and indices against each other in every dim but `dim`
+/// (torch.take_along_dim).
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::int64_t dim);
 /// weight (V, D) gathered at i64 ids of any shape -> ids.shape + (D); backward scatter-adds.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// cond ? a : b elementwise with broadcasting of all three; cond is nonzero = true (any dtype).

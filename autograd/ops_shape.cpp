@@ -16,9 +16,11 @@
 
 #include "autograd/error_text.h"
 #include "autograd/kernels/dispatch.h"
+#include "autograd/kernels/reduce.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/view.h"
 #include "autograd/memory.h"
+#include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
 #include "autograd/tape.h"
 
@@ -610,6 +612,172 @@ PooledVector<Tensor> unbind(const Tensor& x, std::int64_t axis) {
   const int a = axis_of("unbind", axis, x.dim(), x.shape());
   PooledVector<std::int64_t> sizes(static_cast<std::size_t>(x.shape()[a]), 1);
   return split_pieces("unbind", x, a, IntList(sizes.data(), sizes.size()), true);
+}
+
+// ---- broadcasting, tiling, reordering, masking --------------------------------------------------
+
+namespace {
+
+/// y (shape `out`) = x broadcast, any dtype: each output element reads x at its coordinates with
+/// broadcast dims pinned to 0.
+Tensor broadcast_copy(const Tensor& x, const Shape& out) {
+  Tensor y = Tensor::empty(out, x.dtype());
+  const int n = out.size(), lead = n - x.dim();
+  std::int64_t stride[Shape::kMaxDims] = {};
+  for (int d = x.dim() - 1, acc = 1; d >= 0; --d) {
+    stride[d + lead] = x.shape()[d] == 1 ? 0 : acc;
+    acc *= static_cast<int>(x.shape()[d]);
+  }
+  kernels::dispatch_any(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    std::int64_t coord[Shape::kMaxDims] = {}, offset = 0;
+    for (std::int64_t p = 0; p < y.numel(); ++p) {
+      dst[p] = src[offset];
+      for (int d = n - 1; d >= 0; --d) {  // next coordinate, odometer-style
+        offset += stride[d];
+        if (++coord[d] < out[d]) break;
+        offset -= stride[d] * out[d];
+        coord[d] = 0;
+      }
+    }
+  });
+  return y;
+}
+
+Shape expanded_shape(const char* op, const Tensor& x, const Shape& shape, bool allow_minus_one) {
+  auto fail = [&] {
+    throw std::invalid_argument(std::string(op) + ": cannot broadcast " + x.shape().str() + " to " + shape.str());
+  };
+  if (shape.size() < x.dim()) fail();
+  Shape out = shape;
+  const int lead = shape.size() - x.dim();
+  for (int d = 0; d < shape.size(); ++d) {
+    const std::int64_t want = shape[d];
+    if (d < lead) {
+      if (want < 0) fail();  // -1 is not allowed for a new leading dim, as PyTorch
+      continue;
+    }
+    const std::int64_t have = x.shape()[d - lead];
+    if (want == -1 && allow_minus_one) out[d] = have;
+    else if (want < 0 || (have != 1 && have != want)) fail();
+  }
+  return out;
+}
+
+Tensor expand_impl(const char* op, const Tensor& x, const Shape& out) {
+  if (out == x.shape()) return x;
+  Tensor y = broadcast_copy(x, out);
+  return record(op, y, {x}, [in = x.shape()](BackwardContext& ctx) { ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), in)); });
+}
+
+}  // namespace
+
+Tensor expand(const Tensor& x, const Shape& shape) { return expand_impl("expand", x, expanded_shape("expand", x, shape, true)); }
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  return expand_impl("broadcast_to", x, expanded_shape("broadcast_to", x, shape, false));
+}
+
+Tensor repeat(const Tensor& x, IntList repeats) {
+  if (static_cast<int>(repeats.size()) < x.dim())
+    throw std::invalid_argument("repeat: " + std::to_string(repeats.size()) + " repeats for " + x.shape().str() +
+                                " (at least one per dim)");
+  if (2 * repeats.size() > static_cast<std::size_t>(Shape::kMaxDims))
+    throw std::invalid_argument("repeat: at most " + std::to_string(Shape::kMaxDims / 2) + " repeats");
+  // x as (1, d0, 1, d1, ...) expanded to (r0, d0, r1, d1, ...), then merged pairwise.
+  const int n = static_cast<int>(repeats.size()), lead = n - x.dim();
+  Shape spread, tiled, out;
+  for (int d = 0; d < n; ++d) {
+    const std::int64_t size = d < lead ? 1 : x.shape()[d - lead];
+    if (repeats[d] < 0) throw std::invalid_argument("repeat: negative repeat " + std::to_string(repeats[d]));
+    spread.push_back(1), spread.push_back(size);
+    tiled.push_back(repeats[d]), tiled.push_back(size);
+    out.push_back(repeats[d] * size);
+  }
+  return reshape(expand(reshape(x, spread), tiled), out);
+}
+
+Tensor flip(const Tensor& x, IntList dims) {
+  Tensor y = x;
+  std::uint32_t seen = 0;
+  for (std::int64_t dim : dims) {
+    const int a = axis_of("flip", dim, x.dim(), x.shape());
+    if (seen & (1u << a)) throw std::invalid_argument("flip: dim " + std::to_string(dim) + " given twice");
+    seen |= 1u << a;
+    const std::int64_t size = x.shape()[a];
+    std::vector<std::int64_t> reversed(static_cast<std::size_t>(size));
+    for (std::int64_t i = 0; i < size; ++i) reversed[static_cast<std::size_t>(i)] = size - 1 - i;
+    y = index_select(y, a, Tensor::from_vector(reversed, {size}));
+  }
+  return y;
+}
+
+Tensor roll(const Tensor& x, IntList shifts, IntList dims) {
+  if (dims.empty()) {
+    if (shifts.size() != 1)
+      throw std::invalid_argument("roll: without dims, one shift is needed, got " + std::to_string(shifts.size()));
+    return reshape(roll(reshape(x, Shape{x.numel()}), shifts, {0}), x.shape());
+  }
+  if (shifts.size() != dims.size())
+    throw std::invalid_argument("roll: " + std::to_string(shifts.size()) + " shifts for " + std::to_string(dims.size()) + " dims");
+  Tensor y = x;
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    const int a = axis_of("roll", dims[k], x.dim(), x.shape());
+    const std::int64_t size = x.shape()[a];
+    if (size == 0) continue;
+    const std::int64_t s = ((shifts[k] % size) + size) % size;
+    if (s == 0) continue;
+    const Tensor parts[2] = {narrow(y, a, size - s, s), narrow(y, a, 0, size - s)};
+    y = concat(TensorList(parts, 2), a);
+  }
+  return y;
+}
+
+namespace {
+
+Tensor triangle(const char* op, const Tensor& x, std::int64_t diagonal, bool lower) {
+  if (x.dim() < 2) throw std::invalid_argument(std::string(op) + ": needs at least 2 dims, got " + x.shape().str());
+  const std::int64_t rows = x.size(-2), cols = x.size(-1);
+  std::vector<std::int64_t> drop(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j)
+      drop[static_cast<std::size_t>(i * cols + j)] = lower ? j - i > diagonal : j - i < diagonal;
+  return masked_fill(x, Tensor::from_vector(drop, {rows, cols}), 0.0);
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& x, std::int64_t diagonal) { return triangle("tril", x, diagonal, true); }
+Tensor triu(const Tensor& x, std::int64_t diagonal) { return triangle("triu", x, diagonal, false); }
+
+Tensor pad(const Tensor& x, IntList pads, double value) {
+  if (pads.size() % 2 != 0 || static_cast<int>(pads.size() / 2) > x.dim())
+    throw std::invalid_argument("pad: " + std::to_string(pads.size()) + " pad values for " + x.shape().str() +
+                                " (an even number, two per dim at most)");
+  Tensor y = x;
+  for (std::size_t k = 0; k < pads.size() / 2; ++k) {
+    const int a = x.dim() - 1 - static_cast<int>(k);  // pairs start from the last dim
+    const std::int64_t before = pads[2 * k], after = pads[2 * k + 1];
+    const std::int64_t size = y.shape()[a];
+    if (size + std::min<std::int64_t>(before, 0) + std::min<std::int64_t>(after, 0) < 0)
+      throw std::invalid_argument("pad: cropping " + std::to_string(-std::min<std::int64_t>(before, 0)) + " and " +
+                                  std::to_string(-std::min<std::int64_t>(after, 0)) + " from dim " + std::to_string(a) +
+                                  " of " + x.shape().str());
+    if (before < 0 || after < 0)  // negative padding crops
+      y = narrow(y, a, std::max<std::int64_t>(-before, 0), size + std::min<std::int64_t>(before, 0) + std::min<std::int64_t>(after, 0));
+    if (before > 0 || after > 0) {
+      Shape side = y.shape();
+      side[a] = std::max<std::int64_t>(before, 0);
+      const Tensor front = Tensor::full(side, value, y.dtype());
+      side[a] = std::max<std::int64_t>(after, 0);
+      const Tensor back = Tensor::full(side, value, y.dtype());
+      const Tensor parts[3] = {front, y, back};
+      y = concat(TensorList(parts, 3), a);
+    }
+  }
+  return y;
 }
 
 }  // namespace tg

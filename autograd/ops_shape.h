@@ -46,4 +46,27 @@ PooledVector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t ax
 /// The slices along `axis`, each without that axis.
 PooledVector<Tensor> unbind(const Tensor& x, std::int64_t axis = 0);
 
+// Broadcasting, tiling, reordering and masking (torch.expand, repeat, flip, roll, tril/triu, pad).
+// Results are new contiguous tensors (PyTorch's expand returns a stride-0 view; tapegrad's tensors
+// are contiguous, so it copies), differentiable in x.
+/// x broadcast to `shape` (NumPy rules; -1 keeps x's size in that position, new leading dims allowed).
+Tensor expand(const Tensor& x, const Shape& shape);
+/// expand without -1 (torch.broadcast_to).
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+/// x tiled `repeats[d]` times along each dim (torch.Tensor.repeat; more repeats than dims add
+/// leading dims).
+Tensor repeat(const Tensor& x, IntList repeats);
+/// x reversed along each of `dims`.
+Tensor flip(const Tensor& x, IntList dims);
+/// x rotated by shifts[i] along dims[i] (torch.roll); with `dims` empty, the flattened x rotated
+/// by the single shift and reshaped back.
+Tensor roll(const Tensor& x, IntList shifts, IntList dims = {});
+/// The lower (tril) / upper (triu) triangle of the last two dims, from `diagonal` (0: the main
+/// diagonal, > 0 above it, < 0 below); the rest zero, whatever it held (inf and NaN included).
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
+/// Constant padding (torch.nn.functional.pad, mode "constant"): `pads` holds (before, after) pairs
+/// starting from the LAST dim, as PyTorch; negative values crop.
+Tensor pad(const Tensor& x, IntList pads, double value = 0.0);
+
 }  // namespace tg

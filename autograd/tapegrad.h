@@ -1,5 +1,6 @@
 #pragma once
 // Everything of the autograd layer in one include.
+#include "autograd/creation.h"
 #include "autograd/dtype.h"
 #include "autograd/error_text.h"
 #include "autograd/gradcheck.h"
