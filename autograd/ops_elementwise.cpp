@@ -135,6 +135,176 @@ Tensor pow(const Tensor& x, double exponent) {
   });
 }
 
+// ---- PyTorch's everyday elementwise ops. Gradients follow tools/autograd/derivatives.yaml of
+// PyTorch 1.13, including its choices at non-differentiable points.
+
+namespace {
+void require_floating(const char* op, const Tensor& x) {
+  if (!is_floating(x.dtype()))
+    throw std::invalid_argument(std::string(op) + ": expects a floating-point tensor, got " +
+                                std::string(dtype_name(x.dtype())) + " " + x.shape().str());
+}
+
+void require_same_floating(const char* op, const Tensor& a, const Tensor& b) {
+  require_floating(op, a);
+  require_floating(op, b);
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(std::string(op) + ": dtypes differ: " + std::string(dtype_name(a.dtype())) + " " +
+                                a.shape().str() + " and " + std::string(dtype_name(b.dtype())) + " " + b.shape().str());
+}
+
+// clamp, clamp_min and clamp_max; an absent bound is an infinite one.
+Tensor clamp_op(const char* name, const Tensor& x, double lo, double hi) {
+  require_floating(name, x);
+  return record(name, unary(Unary::clamp, x, lo, hi), {x}, [x = x.detach(), lo, hi](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::clamp_grad, x, lo, hi)));
+  });
+}
+
+// maximum and minimum: input i gets dL/dy times its share (1, 0.5 at ties, 0), summed to its shape.
+Tensor max_min_op(const char* name, Binary op, const Tensor& a, const Tensor& b) {
+  require_same_floating(name, a, b);
+  const bool is_max = op == Binary::maximum_nan;
+  return record(name, binary(op, a, b, name), {a, b}, [a = a.detach(), b = b.detach(), is_max](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0))
+      ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, is_max ? binary(Binary::max_weight, a, b)
+                                                                      : binary(Binary::max_weight, b, a)), a.shape()));
+    if (ctx.needs_grad(1))
+      ctx.accumulate(1, kernels::sum_to(binary(Binary::mul, g, is_max ? binary(Binary::max_weight, b, a)
+                                                                      : binary(Binary::max_weight, a, b)), b.shape()));
+  });
+}
+}  // namespace
+
+Tensor abs(const Tensor& x) {
+  require_floating("abs", x);
+  return record("abs", unary(Unary::abs, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::sign, x)));
+  });
+}
+
+Tensor sign(const Tensor& x) {
+  require_floating("sign", x);
+  // Recorded although its gradient is 0, so that x gets a (zero) gradient through it, as in PyTorch.
+  return record("sign", unary(Unary::sign, x), {x}, [s = x.shape(), dt = x.dtype()](BackwardContext& ctx) {
+    ctx.accumulate(0, Tensor::zeros(s, dt));
+  });
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  if (!min && !max) throw std::invalid_argument("clamp: at least one of min and max must be given, got neither");
+  return clamp_op("clamp", x, min.value_or(-INFINITY), max.value_or(INFINITY));
+}
+
+Tensor clamp_min(const Tensor& x, double min) { return clamp_op("clamp_min", x, min, INFINITY); }
+
+Tensor clamp_max(const Tensor& x, double max) { return clamp_op("clamp_max", x, -INFINITY, max); }
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return max_min_op("maximum", Binary::maximum_nan, a, b); }
+
+Tensor minimum(const Tensor& a, const Tensor& b) { return max_min_op("minimum", Binary::minimum_nan, a, b); }
+
+Tensor sin(const Tensor& x) {
+  require_floating("sin", x);
+  return record("sin", unary(Unary::sin, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::cos, x)));
+  });
+}
+
+Tensor cos(const Tensor& x) {
+  require_floating("cos", x);
+  return record("cos", unary(Unary::cos, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+    ctx.accumulate(0, unary(Unary::neg, binary(Binary::mul, ctx.grad_output(), unary(Unary::sin, x))));
+  });
+}
+
+Tensor erf(const Tensor& x) {
+  require_floating("erf", x);
+  return record("erf", unary(Unary::erf, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::erf_grad, ctx.grad_output(), x));
+  });
+}
+
+Tensor log1p(const Tensor& x) {
+  require_floating("log1p", x);
+  return record("log1p", unary(Unary::log1p, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::div, ctx.grad_output(), unary(Unary::add_scalar, x, 1.0)));
+  });
+}
+
+Tensor expm1(const Tensor& x) {
+  require_floating("expm1", x);
+  Tensor y = unary(Unary::expm1, x);
+  return record("expm1", y, {x}, [y](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::add_scalar, y, 1.0)));
+  });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  require_floating("rsqrt", x);
+  Tensor y = unary(Unary::rsqrt, x);
+  return record("rsqrt", y, {x}, [y](BackwardContext& ctx) {  // d/dx x^(-1/2) = -y^3 / 2
+    const Tensor d = unary(Unary::mul_scalar, binary(Binary::mul, unary(Unary::square, y), y), -0.5);
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), d));
+  });
+}
+
+Tensor reciprocal(const Tensor& x) {
+  require_floating("reciprocal", x);
+  Tensor y = unary(Unary::reciprocal, x);
+  return record("reciprocal", y, {x}, [y](BackwardContext& ctx) {  // d/dx 1/x = -y^2
+    ctx.accumulate(0, binary(Binary::mul, unary(Unary::neg, ctx.grad_output()), unary(Unary::square, y)));
+  });
+}
+
+Tensor gelu(const Tensor& x, GeluApproximate approximate) {
+  require_floating("gelu", x);
+  const bool tanh_form = approximate == GeluApproximate::tanh;
+  return record("gelu", unary(tanh_form ? Unary::gelu_tanh : Unary::gelu, x), {x},
+                [x = x.detach(), tanh_form](BackwardContext& ctx) {
+                  ctx.accumulate(0, binary(tanh_form ? Binary::gelu_tanh_grad : Binary::gelu_grad, ctx.grad_output(), x));
+                });
+}
+
+Tensor silu(const Tensor& x) {
+  require_floating("silu", x);
+  return record("silu", unary(Unary::silu, x), {x},
+                [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::silu_grad, ctx.grad_output(), x)); });
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  require_floating("softplus", x);
+  if (beta == 0 || !std::isfinite(beta)) throw std::invalid_argument("softplus: beta must be finite and nonzero, got " + std::to_string(beta));
+  return record("softplus", unary(Unary::softplus, x, beta, threshold), {x}, [x = x.detach(), beta, threshold](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::softplus_grad, x, beta, threshold)));
+  });
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  require_floating("leaky_relu", x);
+  return record("leaky_relu", unary(Unary::leaky_relu, x, negative_slope), {x}, [x = x.detach(), negative_slope](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::leaky_relu_grad, x, negative_slope)));
+  });
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  require_floating("elu", x);
+  return record("elu", unary(Unary::elu, x, alpha), {x}, [x = x.detach(), alpha](BackwardContext& ctx) {
+    ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::elu_grad, x, alpha)));
+  });
+}
+
+Tensor pow(const Tensor& x, const Tensor& y) {
+  require_same_floating("pow", x, y);
+  return record("pow", binary(Binary::pow, x, y, "pow"), {x, y}, [x = x.detach(), y = y.detach()](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, binary(Binary::pow_grad_base, x, y)), x.shape()));
+    if (ctx.needs_grad(1))
+      ctx.accumulate(1, kernels::sum_to(binary(Binary::mul, g, binary(Binary::pow_grad_exponent, x, y)), y.shape()));
+  });
+}
+
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }

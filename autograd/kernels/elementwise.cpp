@@ -1,5 +1,7 @@
 #include "autograd/kernels/elementwise.h"
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -50,14 +52,47 @@ void map2(const T* a, std::int64_t a_step, const T* b, std::int64_t b_step, T* y
 }
 
 bool is_transcendental(Unary op) {
-  return op == Unary::exp || op == Unary::log || op == Unary::tanh || op == Unary::sigmoid ||
-         op == Unary::pow_scalar;
+  switch (op) {
+    case Unary::exp: case Unary::log: case Unary::tanh: case Unary::sigmoid: case Unary::pow_scalar:
+    case Unary::sin: case Unary::cos: case Unary::erf: case Unary::log1p: case Unary::expm1:
+    case Unary::silu: case Unary::gelu: case Unary::gelu_tanh: case Unary::elu: case Unary::softplus:
+    case Unary::elu_grad: case Unary::softplus_grad:
+      return true;
+    default:
+      return false;
+  }
 }
 
+bool is_transcendental(Binary op) {
+  switch (op) {
+    case Binary::pow: case Binary::pow_grad_base: case Binary::pow_grad_exponent: case Binary::erf_grad:
+    case Binary::silu_grad: case Binary::gelu_grad: case Binary::gelu_tanh_grad:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Applies a scalar function lane by lane: for ops where libm is more accurate than xsimd (pow:
+// xsimd computes exp(b log a), which loses digits for large results and returns 0 for 0^0).
+template <class T, class F>
+Batch<T> lanewise(Batch<T> a, Batch<T> b, const F& f) {
+  constexpr std::size_t W = Batch<T>::size;
+  alignas(64) T x[W], y[W];
+  a.store_aligned(x);
+  b.store_aligned(y);
+  for (std::size_t k = 0; k < W; ++k) x[k] = f(x[k], y[k]);
+  return Batch<T>::load_aligned(x);
+}
+
+// gelu_tanh's constants, as PyTorch's GeluKernel: sqrt(2 / pi) and 0.044715.
+constexpr double kGeluBeta = 0.7978845608028654, kGeluKappa = 0.044715;
+constexpr double kSqrt1_2 = 0.7071067811865476, kInvSqrt2Pi = 0.3989422804014327, k2InvSqrtPi = 1.1283791670955126;
+
 template <class T, class Fn>
-void with_unary(Unary op, T p, const Fn& fn) {
+void with_unary(Unary op, T p, T q, const Fn& fn) {
   using B = Batch<T>;
-  const B P(p);
+  const B P(p), Q(q), one(T(1)), zero(T(0)), half(T(0.5));
   switch (op) {
     case Unary::neg: return fn([](B x) { return -x; });
     case Unary::exp: return fn([](B x) { return xsimd::exp(x); });
@@ -73,6 +108,42 @@ void with_unary(Unary op, T p, const Fn& fn) {
     case Unary::pow_scalar: return fn([P](B x) { return xsimd::pow(x, P); });
     case Unary::rsub_scalar: return fn([P](B x) { return P - x; });
     case Unary::rdiv_scalar: return fn([P](B x) { return P / x; });
+    case Unary::sign:
+      return fn([=](B x) { return xsimd::select(x > zero, one, zero) - xsimd::select(x < zero, one, zero); });
+    case Unary::reciprocal: return fn([=](B x) { return one / x; });
+    case Unary::rsqrt: return fn([=](B x) { return one / xsimd::sqrt(x); });
+    case Unary::sin: return fn([](B x) { return xsimd::sin(x); });
+    case Unary::cos: return fn([](B x) { return xsimd::cos(x); });
+    case Unary::erf: return fn([](B x) { return xsimd::erf(x); });
+    case Unary::log1p: return fn([](B x) { return xsimd::log1p(x); });
+    case Unary::expm1: return fn([](B x) { return xsimd::expm1(x); });
+    case Unary::silu: return fn([=](B x) { return x / (one + xsimd::exp(-x)); });
+    // erfc rather than 1 + erf: the same value where PyTorch's 1 + erf is exact, and not 0 for x << 0.
+    case Unary::gelu: return fn([=](B x) { return half * x * xsimd::erfc(-x * B(T(kSqrt1_2))); });
+    case Unary::gelu_tanh:
+      return fn([=](B x) {
+        const B inner = B(T(kGeluBeta)) * (x + B(T(kGeluKappa)) * x * x * x);
+        return half * x * (one + xsimd::tanh(inner));
+      });
+    case Unary::leaky_relu: return fn([=](B x) { return xsimd::select(x > zero, x, x * P); });
+    case Unary::elu: return fn([=](B x) { return xsimd::select(x <= zero, P * xsimd::expm1(x), x); });
+    case Unary::softplus:
+      // max(bx, 0) + log1p(exp(-|bx|)) is log(1 + exp(bx)) without overflow for any threshold.
+      return fn([=](B x) {
+        const B bx = P * x;
+        return xsimd::select(bx > Q, x, (xsimd::max(bx, zero) + xsimd::log1p(xsimd::exp(-xsimd::abs(bx)))) / P);
+      });
+    case Unary::clamp:
+      if (p != p || q != q) return fn([](B) { return B(std::numeric_limits<T>::quiet_NaN()); });
+      return fn([=](B x) { return xsimd::select(xsimd::isnan(x), x, xsimd::min(xsimd::max(x, P), Q)); });
+    case Unary::leaky_relu_grad: return fn([=](B x) { return xsimd::select(x > zero, one, P); });
+    case Unary::elu_grad: return fn([=](B x) { return xsimd::select(x <= zero, P * xsimd::exp(x), one); });
+    case Unary::softplus_grad:
+      return fn([=](B x) {
+        const B bx = P * x;
+        return xsimd::select(bx > Q, one, one / (one + xsimd::exp(-bx)));
+      });
+    case Unary::clamp_grad: return fn([=](B x) { return xsimd::select((x >= P) & (x <= Q), one, zero); });
   }
 }
 
@@ -92,6 +163,40 @@ void with_binary(Binary op, const Fn& fn) {
     case Binary::tanh_grad: return fn([=](B a, B b) { return a * (one - b * b); });
     case Binary::sigmoid_grad: return fn([=](B a, B b) { return a * b * (one - b); });
     case Binary::relu_grad: return fn([=](B a, B b) { return xsimd::select(b > zero, a, zero); });
+    case Binary::maximum_nan:
+      return fn([](B a, B b) { return xsimd::select(xsimd::isnan(a) | xsimd::isnan(b), a + b, xsimd::max(a, b)); });
+    case Binary::minimum_nan:
+      return fn([](B a, B b) { return xsimd::select(xsimd::isnan(a) | xsimd::isnan(b), a + b, xsimd::min(a, b)); });
+    case Binary::max_weight:
+      return fn([=](B a, B b) { return xsimd::select(a == b, B(T(0.5)), xsimd::select(a < b, zero, one)); });
+    case Binary::pow:
+      return fn([](B a, B b) { return lanewise(a, b, [](T x, T y) { return std::pow(x, y); }); });
+    case Binary::pow_grad_base:
+      return fn([](B a, B b) { return lanewise(a, b, [](T x, T y) { return y == 0 ? T(0) : y * std::pow(x, y - 1); }); });
+    case Binary::pow_grad_exponent:
+      return fn([](B a, B b) {
+        return lanewise(a, b, [](T x, T y) { return x == 0 && y >= 0 ? T(0) : std::pow(x, y) * std::log(x); });
+      });
+    case Binary::erf_grad: return fn([](B a, B b) { return a * B(T(k2InvSqrtPi)) * xsimd::exp(-b * b); });
+    case Binary::silu_grad:
+      return fn([=](B a, B b) {
+        const B s = one / (one + xsimd::exp(-b));
+        return a * s * (one + b * (one - s));
+      });
+    case Binary::gelu_grad:
+      return fn([=](B a, B b) {
+        const B cdf = B(T(0.5)) * xsimd::erfc(-b * B(T(kSqrt1_2)));
+        return a * (cdf + b * B(T(kInvSqrt2Pi)) * xsimd::exp(B(T(-0.5)) * b * b));
+      });
+    case Binary::gelu_tanh_grad:
+      // PyTorch's GeluBackward (tanh) formula, term by term.
+      return fn([=](B a, B b) {
+        const B x2 = b * b;
+        const B t = xsimd::tanh(B(T(kGeluBeta)) * (b + B(T(kGeluKappa)) * x2 * b));
+        const B left = B(T(0.5)) * b, right = one + t;
+        const B dright = left * (one - t * t) * B(T(kGeluBeta)) * (one + B(T(3 * kGeluKappa)) * x2);
+        return a * (B(T(0.5)) * right + dright);
+      });
   }
 }
 
@@ -189,7 +294,9 @@ void check_same(const char* op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor unary(Unary op, const Tensor& x, double param) {
+Tensor unary(Unary op, const Tensor& x, double param) { return unary(op, x, param, 0.0); }
+
+Tensor unary(Unary op, const Tensor& x, double param, double param2) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_floating("unary", x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -197,7 +304,7 @@ Tensor unary(Unary op, const Tensor& x, double param) {
     T* py = y.data<T>();
     const std::int64_t n = x.numel();
     const std::int64_t grain = is_transcendental(op) ? kGrainTranscendental : kGrainCheap;
-    with_unary<T>(op, static_cast<T>(param), [&](const auto& f) {
+    with_unary<T>(op, static_cast<T>(param), static_cast<T>(param2), [&](const auto& f) {
       parallel_for(n, grain, [&](std::int64_t s, std::int64_t e) { map1(px + s, py + s, e - s, f); });
     });
   });
@@ -211,7 +318,8 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b, const char* name) {
   if (y.numel() == 0) return y;
   dispatch_floating(name, a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    with_binary<T>(op, [&](const auto& f) { run_broadcast(plan, a.data<T>(), b.data<T>(), y.data<T>(), kGrainCheap, f); });
+    const std::int64_t grain = is_transcendental(op) ? kGrainTranscendental : kGrainCheap;
+    with_binary<T>(op, [&](const auto& f) { run_broadcast(plan, a.data<T>(), b.data<T>(), y.data<T>(), grain, f); });
   });
   return y;
 }

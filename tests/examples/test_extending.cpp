@@ -1,11 +1,12 @@
-// The worked examples of docs/extending.md, compiled and run: a `softplus` op and a `Highway` layer
-// with their tests. Every ```cpp block of the document is a verbatim part of this file (the last
-// test checks it), so the document cannot drift away from code that builds and passes.
+// The worked examples of docs/extending.md, compiled and run: a `stable_softplus` op and a `Highway`
+// layer with their tests. Every ```cpp block of the document is a verbatim part of this file (the
+// last test checks it), so the document cannot drift away from code that builds and passes.
 //
 // In the tree the op would live in namespace tg (autograd/ops.h, autograd/ops_elementwise.cpp) and
-// the layer in tg::nn (nn/highway.h, nn/highway.cpp). Here they sit one namespace deeper, so they
-// can never collide with a real tg::softplus or tg::nn::Highway added later; name lookup finds
-// everything else (Tensor, record, Module, Linear, ...) exactly as it would in the tree.
+// the layer in tg::nn (nn/highway.h, nn/highway.cpp). Here they sit one namespace deeper; name
+// lookup finds everything else (Tensor, record, Module, Linear, ...) exactly as it would in the
+// tree. The op needs a name tg does not use (not `softplus`): argument-dependent lookup on its
+// Tensor argument would find tg::softplus as well and make the call ambiguous.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,11 +40,11 @@ using tg::testing::rand64;
 using tg::nn::testing::bind_parameters;
 using tg::nn::testing::parameter_inputs;
 
-// ================================ an op: softplus ================================================
+// ================================ an op: stable_softplus =========================================
 namespace tg::docs_example {
 
 /// log(1 + exp(x)) elementwise, without overflow for large |x|. Its derivative is sigmoid(x).
-Tensor softplus(const Tensor& x);
+Tensor stable_softplus(const Tensor& x);
 
 namespace {
 // The forward kernel: a plain loop over the contiguous elements, written once for float and
@@ -54,10 +55,10 @@ void softplus_kernel(const T* x, T* y, std::int64_t n) {
 }
 }  // namespace
 
-Tensor softplus(const Tensor& x) {
+Tensor stable_softplus(const Tensor& x) {
   // 1. Validate: a user error throws std::invalid_argument naming the op.
   if (!is_floating(x.dtype()))
-    throw std::invalid_argument("softplus: expects a floating-point tensor, got " + std::string(dtype_name(x.dtype())));
+    throw std::invalid_argument("stable_softplus: expects a floating-point tensor, got " + std::string(dtype_name(x.dtype())));
   // 2. Forward into a fresh output (empty(): the kernel writes every element).
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   if (x.dtype() == DType::f32)
@@ -67,7 +68,7 @@ Tensor softplus(const Tensor& x) {
   // 3. Record it, the backward beside the forward: dL/dx = dL/dy * sigmoid(x). The closure captures
   //    x detached (its values, not its graph). Backward runs with recording off, so the ops used
   //    in it (*, sigmoid) are plain computations.
-  return record("softplus", y, {x}, [x = x.detach()](BackwardContext& ctx) {
+  return record("stable_softplus", y, {x}, [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, ctx.grad_output() * sigmoid(x));
   });
 }
@@ -75,12 +76,12 @@ Tensor softplus(const Tensor& x) {
 TEST(Softplus, Values) {
   for (DType dt : {DType::f32, DType::f64}) {
     const Tensor x = Tensor::from_values({-1000, -2, 0, 0.5, 30, 1000}, {2, 3}, dt);
-    const std::vector<double> y = softplus(x).to_vector<double>();
+    const std::vector<double> y = stable_softplus(x).to_vector<double>();
     const std::vector<double> want = {0, std::log1p(std::exp(-2.0)), std::log(2.0), std::log1p(std::exp(0.5)),
                                       30 + std::log1p(std::exp(-30.0)), 1000};
     for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6 * (1 + std::abs(want[i])));
   }
-  EXPECT_THROW(softplus(Tensor::zeros({2}, DType::i64)), std::invalid_argument);
+  EXPECT_THROW(stable_softplus(Tensor::zeros({2}, DType::i64)), std::invalid_argument);
 }
 
 TEST(Softplus, Gradcheck) {
@@ -88,14 +89,14 @@ TEST(Softplus, Gradcheck) {
   // Several shapes, including size-1 dims and a 0-dim tensor.
   for (const Shape& s : {Shape{5}, Shape{2, 1, 3}, Shape{}}) {
     SCOPED_TRACE(s.str());
-    EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return softplus(in[0] * 3.0); }, {rand64(s, gen)});
+    EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return stable_softplus(in[0] * 3.0); }, {rand64(s, gen)});
   }
   // Inside a broadcasting expression: the gradient of the (4) input is summed over the rows.
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return softplus(in[0] - in[1]) * in[1]; },
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return stable_softplus(in[0] - in[1]) * in[1]; },
                    {rand64({3, 4}, gen), rand64({4}, gen)});
   // Masked outputs get no gradient; the mask (i64) is passed through, not perturbed.
   const Tensor mask = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 0, 0, 1, 1}, {2, 3});
-  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return masked_fill(softplus(in[0]), in[1], 0.0); },
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return masked_fill(stable_softplus(in[0]), in[1], 0.0); },
                    {rand64({2, 3}, gen), mask});
 }
 
@@ -103,12 +104,12 @@ TEST(Softplus, MatchesTheCompositeOp) {
   Generator gen(1);
   Tensor x = rand64({4, 5}, gen, -5.0, 5.0);
   const Tensor seed = Tensor::uniform({4, 5}, -1, 1, gen, DType::f64);
-  softplus(x).backward(seed);
+  stable_softplus(x).backward(seed);
   const Tensor fused_grad = x.grad();
   x.zero_grad();
   const Tensor composite = log(exp(x) + 1.0);
   composite.backward(seed);
-  const std::vector<double> a = softplus(x).to_vector<double>(), b = composite.to_vector<double>();
+  const std::vector<double> a = stable_softplus(x).to_vector<double>(), b = composite.to_vector<double>();
   const std::vector<double> ga = fused_grad.to_vector<double>(), gb = x.grad().to_vector<double>();
   for (std::size_t i = 0; i < a.size(); ++i) {
     EXPECT_NEAR(a[i], b[i], 1e-12);
