@@ -77,7 +77,7 @@ ref_log=$(log_digest "$work/ref/log.csv")
 # aimed at a save: wait until a new DIR.tmp-* appears, then kill within 0..aim_ms.
 max_ms=$(( ref_ms * 4 / (kills_wanted > 0 ? kills_wanted : 1) + 50 ))
 aim_ms=120
-kills=0 in_save=0 no_ck=0 corrupt=0 stale_seen=0 rounds=0 failures=0 runs=0
+kills=0 in_save=0 no_ck=0 corrupt=0 stale_seen=0 rounds=0 failures=0 runs=0 no_op=0
 check_checkpoint() {  # DIR: loads (manifest and every file verified), holds only checkpoint files
   local d=$1 extra
   if ! "$BAHDANAU" eval --model "$d" --split train --threads 1 >/dev/null 2>"$work/eval.err"; then
@@ -121,7 +121,11 @@ while :; do
       kill -KILL $pid 2>/dev/null || true
     fi
     set +e; wait $pid 2>/dev/null; status=$?; set -e  # (no "Killed" job notice)
-    if [ $status = 0 ]; then finished=1; continue; fi
+    if [ $status = 0 ]; then
+      # Killed after its final save: the resume finds nothing left to do.
+      grep -q "nothing to do" "$run/stderr" && no_op=$((no_op + 1))
+      finished=1; continue
+    fi
     if [ $status != 137 ]; then
       echo "kill_test: a resume failed (exit $status): $(grep -v '^bahdanau: rnnsearch' "$run/stderr" | head -n 3)" >&2
       failures=$((failures + 1)); break
@@ -171,6 +175,7 @@ echo "  kills:                              $kills"
 echo "  kills that landed during a save:    $in_save (a new $(basename "$ck").tmp-* existed right after the kill)"
 echo "  kills before the first checkpoint:  $no_ck"
 echo "  kills after which a stale tmp dir remained until the next save: $stale_seen"
+echo "  final resumes with nothing to do:   $no_op (the kill came after the final save)"
 echo "  corrupt checkpoints:                $corrupt"
 echo "  failed resumes / rounds:            $failures"
 echo "  stray files at the end:             $( [ -z "${stray:-}${stray_ck:-}" ] && echo none || echo ${stray:-} ${stray_ck:-})"
