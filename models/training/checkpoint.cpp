@@ -492,6 +492,13 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
   remove_stale_temporaries(dir, parent);
 }
 
+void remove_stale_checkpoint_temporaries(const std::string& dir_arg) {
+  fs::path dir = fs::path(dir_arg).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  if (dir.empty() || dir == "." || dir == "..") return;
+  remove_stale_temporaries(dir, dir.has_parent_path() ? dir.parent_path() : fs::path("."));
+}
+
 Checkpoint load_checkpoint(const std::string& dir_arg) {
   const fs::path dir(dir_arg);
   std::error_code ec;

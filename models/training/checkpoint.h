@@ -99,6 +99,12 @@ ModelConfig config_from_json(const std::string& text, const std::string& source 
 void save_checkpoint(const std::string& dir, const Seq2Seq& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
                      const nn::Optimizer* optimizer = nullptr, const TrainingState* training = nullptr);
 
+/// Removes the `DIR.tmp-XXXXXX` directories that killed saves of `dir` left, exactly as a successful
+/// save_checkpoint does after it (same rules; best effort, errors ignored). For a writer of `dir`
+/// that has nothing to save, e.g. a resume already at its target: a kill after the final save's
+/// swap can leave the previous checkpoint's temporary directory behind.
+void remove_stale_checkpoint_temporaries(const std::string& dir);
+
 /// Reads a checkpoint (see the file comment for the checks). config.json's src_vocab/tgt_vocab,
 /// when present, must equal the vocabulary files' sizes. The model is in training mode.
 Checkpoint load_checkpoint(const std::string& dir);

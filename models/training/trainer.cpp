@@ -336,6 +336,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
       save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
       result.saved = true;
+    } else if (!options.out_dir().empty()) {
+      // No save follows to clean up after a run killed inside its final save.
+      remove_stale_checkpoint_temporaries(options.out_dir());
     }
   } else {
     if (!saved_at_end) checkpoint();

@@ -338,6 +338,36 @@ TEST(Trainer, ResumeWithNothingLeftKeepsTheCheckpointAndItsLastLoss) {
   fs::remove_all(root);
 }
 
+TEST(Trainer, ResumeWithNothingLeftRemovesWhatAKilledFinalSaveLeft) {
+  // A run killed inside its final save, after the swap: the checkpoint is complete, and its
+  // temporary sibling still holds part of the previous one. The resume has nothing to save, so it
+  // must clean up as a save would (scripts/kill_test.sh checks that nothing stray is left).
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false).epochs(2);
+  Generator gen(1);
+  auto model = make_model(tiny_config(data), gen);
+  const std::string dir = (root / "ck").string();
+  train(*model, data, TrainOptions(options).out_dir(dir));
+  fs::create_directories(root / "ck.tmp-abc123");
+  fs::copy_file(root / "ck" / "weights.npz", root / "ck.tmp-abc123" / "weights.npz");
+  fs::create_directories(root / "ck.tmp-keep99");  // holds a file that is not a checkpoint's: kept
+  write_file_text(root / "ck.tmp-keep99" / "notes.txt", "mine");
+  fs::create_directories(root / "ck.tmp-abc12");  // not mkdtemp's pattern: kept
+  const std::string saved = read_file_text(root / "ck" / "training.json");
+
+  Checkpoint ck = load_checkpoint(dir);
+  const auto again = train(*ck.model, data, TrainOptions(options).resume_from(dir).out_dir(dir));
+  EXPECT_EQ(again.steps_run, 0);
+  EXPECT_FALSE(again.saved);
+  EXPECT_FALSE(fs::exists(root / "ck.tmp-abc123"));
+  EXPECT_TRUE(fs::exists(root / "ck.tmp-keep99" / "notes.txt"));
+  EXPECT_TRUE(fs::exists(root / "ck.tmp-abc12"));
+  EXPECT_EQ(read_file_text(root / "ck" / "training.json"), saved);  // not rewritten
+  EXPECT_NO_THROW(load_checkpoint(dir));
+  fs::remove_all(root);
+}
+
 TEST(Trainer, StepHistoryIsBoundedToTheMostRecentSteps) {
   const TranslationData data = reverse_data(24, 6);
   const auto options = TrainOptions().batch_size(8).lr(0.01).seed(4).progress(false).steps(40);
