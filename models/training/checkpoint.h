@@ -25,9 +25,9 @@
 // write fails the temporary directory is removed and DIR is untouched. An existing DIR is replaced
 // only if it looks like a checkpoint (it holds only the files above) or is empty: anything else is
 // refused, so a mistyped path never deletes a user's files. A process killed while writing can
-// leave a `DIR.tmp-XXXXXX` behind; it is never read, and the next successful save of DIR removes
-// every such directory (exactly `DIR.tmp-` + six letters or digits) that holds only checkpoint
-// files. Two processes saving the same DIR at once are not supported (one may remove the other's
+// leave a `DIR.tmp-XXXXXX` behind; it is never read, and the next successful save of DIR (or a
+// resume of DIR with nothing left to do) removes every such directory (exactly `DIR.tmp-` + six
+// letters or digits) that holds only checkpoint files. Two processes saving the same DIR at once are not supported (one may remove the other's
 // temporary directory).
 //
 // Loading checks everything before building anything. First manifest.json: every file it lists must
