@@ -166,19 +166,10 @@ Tensor extreme(const char* op, const Tensor& x, IntList dims, bool keepdim, bool
   return reshape(extreme_rows(op, r.x, is_max), r.out);
 }
 
-/// Values (M, k) picked from rows (M, R) at `idx` (M, k); the gradient goes back to those places.
-Tensor take_rows(const char* op, const Tensor& x, const Tensor& idx) {
+/// Records y (M, k), the values of rows x (M, R) at `idx` (M, k): the gradient goes back to those places.
+Tensor record_taken(const char* op, const Tensor& x, const Tensor& idx, Tensor y) {
   const std::int64_t M = x.size(0), R = x.size(1), K = idx.size(1);
-  Tensor y = Tensor::empty({M, K}, x.dtype());
-  dispatch_floating(op, x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    const std::int64_t* pi = idx.data<std::int64_t>();
-    T* py = y.data<T>();
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t k = 0; k < K; ++k) py[m * K + k] = px[m * R + pi[m * K + k]];
-  });
-  return record(op, y, {x}, [idx, M, R, K, op](BackwardContext& ctx) {
+  return record(op, std::move(y), {x}, [idx, M, R, K, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     Tensor gx = Tensor::zeros({M, R}, g.dtype());
     dispatch_floating(op, g.dtype(), [&](auto tag) {
@@ -191,6 +182,21 @@ Tensor take_rows(const char* op, const Tensor& x, const Tensor& idx) {
     });
     ctx.accumulate(0, std::move(gx));
   });
+}
+
+/// Values (M, k) picked from rows (M, R) at `idx` (M, k), differentiable in x.
+Tensor take_rows(const char* op, const Tensor& x, const Tensor& idx) {
+  const std::int64_t M = x.size(0), R = x.size(1), K = idx.size(1);
+  Tensor y = Tensor::empty({M, K}, x.dtype());
+  dispatch_floating(op, x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    const std::int64_t* pi = idx.data<std::int64_t>();
+    T* py = y.data<T>();
+    for (std::int64_t m = 0; m < M; ++m)
+      for (std::int64_t k = 0; k < K; ++k) py[m * K + k] = px[m * R + pi[m * K + k]];
+  });
+  return record_taken(op, x, idx, std::move(y));
 }
 
 /// Indices (M, k) ordering each row of (M, R): ascending or descending, stable, NaN largest.
@@ -234,9 +240,9 @@ std::tuple<Tensor, Tensor> max(const Tensor& x, std::int64_t dim, bool keepdim) 
   if (x.shape()[a] == 0) throw std::invalid_argument("max: cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
   const AlongAxis r = along(x, a);
   Tensor idx;
-  kernels::max(r.rows.detach(), 1, true, &idx);  // (M, 1): the first maximum, NaN first
+  Tensor y = kernels::max(r.rows.detach(), 1, true, &idx);  // (M, 1): the first maximum, NaN first
   const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
-  return {reshape(take_rows("max", r.rows, idx), out), kernels::view_as(idx, out)};
+  return {reshape(record_taken("max", r.rows, idx, std::move(y)), out), kernels::view_as(idx, out)};
 }
 
 std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim) {
