@@ -8,7 +8,10 @@
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -62,34 +65,65 @@ struct WeightGrad : ProductGrad {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype()) shape_error("matmul", a, b, "dtypes differ");
-  if (a.dim() < 2 || b.dim() < 2) shape_error("matmul", a, b, "both operands need at least 2 dimensions");
-  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  if (b.size(-2) != K) shape_error("matmul", a, b, "inner dimensions differ");
-  Shape out_shape = a.shape();
-  out_shape[out_shape.size() - 1] = N;
+namespace {
 
-  if (b.dim() == 2) {
-    // (..., M, K) x (K, N): leading dimensions fold into M.
-    const std::int64_t rows = a.numel() / std::max<std::int64_t>(K, 1);
-    Tensor y = run({false, false, 1, rows, N, K, K, N, 0, 0}, a, b, out_shape);
-    return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), rows, M, N, K](BackwardContext& ctx) {
-      const Tensor& g = ctx.grad_output();
-      if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape()});  // G Bᵀ
-      if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape()});  // Aᵀ G
-      (void)M;
-    });
-  }
-  if (a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0))
-    shape_error("matmul", a, b, "batched operands must be (B, M, K) and (B, K, N)");
-  const std::int64_t B = a.size(0);
-  Tensor y = run({false, false, B, M, N, K, K, N, M * K, K * N}, a, b, out_shape);
+/// (B, M, K) x (B, K, N), one GEMM per batch entry.
+Tensor batched(const Tensor& a, const Tensor& b) {
+  const std::int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  Tensor y = run({false, false, B, M, N, K, K, N, M * K, K * N}, a, b, Shape{B, M, N});
   return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), B, M, N, K](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape()});
     if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape()});
   });
+}
+
+/// (..., M, K) x (K, N): the leading dimensions fold into M, one GEMM.
+Tensor folded(const Tensor& a, const Tensor& b) {
+  const std::int64_t K = a.size(-1), N = b.size(-1);
+  Shape out_shape = a.shape();
+  out_shape[out_shape.size() - 1] = N;
+  const std::int64_t rows = a.numel() / std::max<std::int64_t>(K, 1);
+  Tensor y = run({false, false, 1, rows, N, K, K, N, 0, 0}, a, b, out_shape);
+  return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), rows, N, K](BackwardContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape()});  // G Bᵀ
+    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape()});  // Aᵀ G
+  });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype()) shape_error("matmul", a, b, "dtypes differ");
+  if (!is_floating(a.dtype())) shape_error("matmul", a, b, "needs floating tensors");
+  if (a.dim() == 0 || b.dim() == 0) shape_error("matmul", a, b, "both operands need at least 1 dimension");
+  if (a.size(-1) != b.size(b.dim() == 1 ? 0 : -2)) shape_error("matmul", a, b, "inner dimensions differ");
+  // Vectors as in torch.matmul: 1-D x 1-D is the dot product; a 1-D operand becomes a matrix
+  // (a row on the left, a column on the right) whose added dimension is removed from the result.
+  if (a.dim() == 1 && b.dim() == 1) return sum(a * b);
+  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
+  if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
+  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  if (b.dim() == 2) return folded(a, b);
+  // Batch dimensions broadcast. A right operand with a single matrix folds into one GEMM.
+  const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
+  Shape batch;
+  const int n = std::max(batch_a.size(), batch_b.size());
+  for (int i = 0; i < n; ++i) {
+    const int ia = i - (n - batch_a.size()), ib = i - (n - batch_b.size());
+    const std::int64_t da = ia >= 0 ? batch_a[ia] : 1, db = ib >= 0 ? batch_b[ib] : 1;
+    if (da != db && da != 1 && db != 1) shape_error("matmul", a, b, "batch dimensions do not broadcast");
+    batch.push_back(da == 1 ? db : da);
+  }
+  Shape out = batch;
+  out.push_back(M), out.push_back(N);
+  if (batch_b.numel() == 1) return reshape(folded(a, reshape(b, Shape{K, N})), out);
+  Shape full_a = batch, full_b = batch;
+  full_a.push_back(M), full_a.push_back(K);
+  full_b.push_back(K), full_b.push_back(N);
+  const std::int64_t B = batch.numel();
+  return reshape(batched(reshape(expand(a, full_a), Shape{B, M, K}), reshape(expand(b, full_b), Shape{B, K, N})), out);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {

@@ -2,6 +2,7 @@
 
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
+#include "autograd/random.h"
 #include "gradcheck_util.h"
 
 using namespace tg;
@@ -48,4 +49,65 @@ TEST(MatmulOps, ShapeErrorsNameBothShapes) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("[4, 5]"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+/// Reference (..., M, K) x (..., K, N) with numpy broadcasting of the batch dims, in double loops.
+std::vector<double> ref_matmul(const Tensor& a, const Tensor& b, const Shape& out) {
+  const std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  const std::int64_t M = out[out.size() - 2], N = out[out.size() - 1], K = a.size(-1);
+  const int nb = out.size() - 2;
+  std::vector<double> y(static_cast<std::size_t>(out.numel()));
+  for (std::int64_t flat = 0; flat < out.numel() / (M * N); ++flat) {
+    std::int64_t rest = flat, off_a = 0, off_b = 0, sa = M * K, sb = K * N;
+    for (int d = nb - 1; d >= 0; --d) {
+      const std::int64_t c = rest % out[d];
+      rest /= out[d];
+      const int da = d - (nb - (a.dim() - 2)), db = d - (nb - (b.dim() - 2));
+      if (da >= 0) off_a += (a.shape()[da] == 1 ? 0 : c) * sa, sa *= a.shape()[da];
+      if (db >= 0) off_b += (b.shape()[db] == 1 ? 0 : c) * sb, sb *= b.shape()[db];
+    }
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < K; ++k) acc += va[off_a + i * K + k] * vb[off_b + k * N + j];
+        y[static_cast<std::size_t>(flat * M * N + i * N + j)] = acc;
+      }
+  }
+  return y;
+}
+}  // namespace
+
+TEST(MatmulOps, VectorsAndBroadcastBatchesAsTorchMatmul) {
+  Generator gen(8);
+  const Tensor u = rand64({3}, gen), v = rand64({3}, gen), m = rand64({3, 4}, gen), n = rand64({2, 3}, gen);
+  const std::vector<double> uu = u.to_vector<double>(), vv = v.to_vector<double>();
+  EXPECT_EQ(matmul(u, v).shape(), Shape{});
+  EXPECT_NEAR(matmul(u, v).item(), uu[0] * vv[0] + uu[1] * vv[1] + uu[2] * vv[2], 1e-15);
+  EXPECT_EQ(matmul(u, m).shape(), (Shape{4}));  // vector x matrix
+  EXPECT_EQ(matmul(n, u).shape(), (Shape{2}));  // matrix x vector
+  EXPECT_EQ(matmul(rand64({5, 2, 3}, gen), u).shape(), (Shape{5, 2}));
+  EXPECT_EQ(matmul(u, rand64({5, 3, 4}, gen)).shape(), (Shape{5, 4}));
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 1, 2, 3}, {4, 3, 5}},  // both broadcast
+      {{4, 2, 3}, {1, 3, 5}},     // right operand: one matrix (folds)
+      {{2, 3}, {4, 3, 5}},        // left operand broadcast
+      {{1, 2, 3}, {2, 4, 3, 2}},  // more batch dims on the right
+  };
+  for (const auto& [sa, sb] : cases) {
+    SCOPED_TRACE(sa.str() + " x " + sb.str());
+    const Tensor a = rand64(sa, gen), b = rand64(sb, gen);
+    const Tensor y = matmul(a, b);
+    const std::vector<double> got = y.to_vector<double>(), want = ref_matmul(a, b, y.shape());
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12);
+    EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {a, b});
+  }
+  EXPECT_EQ(matmul(rand64({2, 1, 2, 3}, gen), rand64({4, 3, 5}, gen)).shape(), (Shape{2, 4, 2, 5}));
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {u, v});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {u, rand64({2, 3, 4}, gen)});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {rand64({2, 2, 3}, gen), v});
+  EXPECT_THROW(matmul(u, rand64({4}, gen)), std::invalid_argument);
+  EXPECT_THROW(matmul(Tensor::scalar(1.0, DType::f64), u), std::invalid_argument);
+  EXPECT_THROW(matmul(Tensor::zeros({2, 2}, DType::i64), Tensor::zeros({2, 2}, DType::i64)), std::invalid_argument);
 }
