@@ -1,5 +1,6 @@
 #pragma once
 // Everything of the nn layer in one include.
+#include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
