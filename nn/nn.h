@@ -2,6 +2,7 @@
 // Everything of the nn layer in one include.
 #include "nn/activation.h"
 #include "nn/attention.h"
+#include "nn/container.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/init.h"
