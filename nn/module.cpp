@@ -52,6 +52,17 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  if (!module) throw std::invalid_argument("register_module: '" + name + "' is null");
+  if (module.get() == this) throw std::invalid_argument("register_module: a module cannot contain itself");
+  for (auto& [n, child] : children_)
+    if (n == name) {
+      child = std::move(module);
+      return;
+    }
+  throw std::invalid_argument("replace_module: '" + name + "' is not a submodule");
+}
+
 void Module::collect_parameters(const std::string& prefix, bool recurse, NamedTensors& out) const {
   for (const auto& [n, t] : params_) out.emplace_back(prefix + n, t);
   if (!recurse) return;

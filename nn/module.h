@@ -106,6 +106,11 @@ class Module {
   /// Tree printout like PyTorch's repr: "Seq2Seq(\n  (encoder): Encoder(\n ...)\n)".
   std::string str() const;
 
+ protected:
+  /// Puts `module` in place of the existing child `name`, keeping its position (ModuleDict's
+  /// md[key] = m on an existing key). Throws std::invalid_argument if there is no such child.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
+
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name, const char* what) const;

@@ -1,0 +1,55 @@
+#pragma once
+// Activation functions as modules (torch.nn.ReLU, GELU, Tanh, Sigmoid, SiLU), so they can sit in
+// a Sequential. They hold no parameters and forward to the tg:: ops of autograd/ops_elementwise.h.
+// Several small classes share this header, as in PyTorch's torch/nn/modules/activation.py.
+#include <string>
+
+#include "autograd/ops_elementwise.h"
+#include "autograd/tensor.h"
+#include "nn/module.h"
+
+namespace tg::nn {
+
+/// torch.nn.ReLU: max(x, 0) (tg::relu).
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+/// torch.nn.GELU(approximate='none' | 'tanh') (tg::gelu).
+class GELU : public Module {
+ public:
+  explicit GELU(GeluApproximate approximate = GeluApproximate::none) : approximate_(approximate) {}
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  GeluApproximate approximate() const { return approximate_; }
+  /// "approximate='none'" or "approximate='tanh'", as PyTorch.
+  std::string extra_repr() const override;
+
+ private:
+  GeluApproximate approximate_;
+};
+
+/// torch.nn.Tanh (tg::tanh).
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+/// torch.nn.Sigmoid: 1 / (1 + exp(-x)) (tg::sigmoid).
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+/// torch.nn.SiLU: x * sigmoid(x) (tg::silu).
+class SiLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+}  // namespace tg::nn
