@@ -54,13 +54,13 @@ for t in "${targets[@]}"; do
   rc=$?
   set -e
   rm -rf "$work/tmp"
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' | tail -1)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' | tail -1 || true)
   if [ "$rc" -eq 0 ]; then
     echo "fuzz $t: ${secs:-?} s, ${execs:-?} executions, no finding (log: $log)"
   else
     status=1
-    artifact=$(grep -o "Test unit written to .*" "$log" | sed 's/Test unit written to //' | tail -1)
+    artifact=$(grep -o "Test unit written to .*" "$log" | sed 's/Test unit written to //' | tail -1 || true)
     echo "fuzz $t: FINDING after ${execs:-?} executions (exit $rc): ${artifact:-see the log} (log: $log)" >&2
     grep -m1 -E "ERROR: |SUMMARY: |==[0-9]+== |terminate called|runtime error" "$log" >&2 || tail -n 20 "$log" >&2
   fi
