@@ -45,15 +45,18 @@ status=0
 for t in "${targets[@]}"; do
   work="$build/fuzz-work/$t"
   rm -rf "$work"
-  mkdir -p "$work/corpus" "$work/tmp"
+  mkdir -p "$work/corpus"
+  # The parsers that read a path get their input through a scratch file: on tmpfs that is ~20x
+  # faster than on disk here (docs/reliability.md).
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmp=$(mktemp -d /dev/shm/tg-fuzz-XXXXXX); else tmp=$(mktemp -d "$PWD/$work/tmp-XXXXXX"); fi
   cp tests/fuzz/corpus/"$t"/* "$work/corpus/"
   log="$work/fuzz.log"
   set +e
-  TMPDIR="$PWD/$work/tmp" "$build/bin/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+  TMPDIR="$tmp" "$build/bin/fuzz_$t" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 \
     -timeout=10 -print_final_stats=1 -artifact_prefix="$work/" "$@" "$work/corpus" >"$log" 2>&1
   rc=$?
   set -e
-  rm -rf "$work/tmp"
+  rm -rf "$tmp"
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
   secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' | tail -1 || true)
   if [ "$rc" -eq 0 ]; then
