@@ -327,7 +327,8 @@ Adam::Adam(const std::vector<Tensor>& params, const AdamOptions& options) : Adam
 void Adam::step() {
   NoGradGuard no_grad;
   ++step_count_;
-  const auto [beta1, beta2] = options_.betas();
+  // Not a structured binding: the lambdas below capture these, which clang < 16 refuses (fuzz build).
+  const double beta1 = options_.betas().first, beta2 = options_.betas().second;
   const double wd = options_.weight_decay();
   const bool decoupled = options_.decoupled_weight_decay();
   for (std::size_t i = 0; i < params_.size(); ++i) {

@@ -3,10 +3,12 @@
 # build in build/ and builds that purpose's targets, showing one progress line (the full compiler
 # log goes to build/build.log). Safe to run again: the build is incremental, and switching purpose
 # does not recompile the library.
-#   scripts/setup.sh main|test|bench [extra cmake -D options...]
+#   scripts/setup.sh main|test|bench|fuzz [extra cmake -D options...]
 #     main   the library and the `bahdanau` CLI (what scripts/run.sh needs)
 #     test   everything the test suite runs: library, examples, tests, benchmarks (smoke-tested)
 #     bench  the same plus the benchmark references (OpenBLAS, PyTorch)
+#     fuzz   clang and libFuzzer; the fuzz targets of tests/fuzz, instrumented, in build-fuzz/
+#            (what scripts/fuzz.sh runs)
 # Extra cmake options go to the configure step, e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,11 +33,22 @@ BENCH_PACKAGES=(
   python3-torch libopenblas0-pthread              # the PyTorch reference, on OpenBLAS
 )
 
+FUZZ_PACKAGES=(
+  clang                                           # TG_BUILD_FUZZ needs clang
+  libclang-rt-14-dev                              # libFuzzer and the sanitizer runtimes (only recommended by clang)
+)
+
+build=build
+configure=()
 case "$purpose" in
   main)  packages=("${MAIN_PACKAGES[@]}"); tests=OFF; bench=OFF; targets=(bahdanau) ;;
   test)  packages=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}"); tests=ON; bench=ON; targets=(all) ;;
   bench) packages=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${BENCH_PACKAGES[@]}"); tests=ON; bench=ON; targets=(all) ;;
-  *) echo "usage: scripts/setup.sh main|test|bench [cmake options...]" >&2; exit 2 ;;
+  fuzz)  packages=("${MAIN_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"); tests=OFF; bench=OFF
+         build=build-fuzz; targets=(fuzz_npy fuzz_npz fuzz_config_json fuzz_vocab fuzz_pairs_tsv fuzz_csv_log fuzz_checkpoint)
+         configure=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
+                    -DTG_BUILD_FUZZ=ON -DTG_BUILD_EXAMPLES=OFF) ;;
+  *) echo "usage: scripts/setup.sh main|test|bench|fuzz [cmake options...]" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -50,9 +63,9 @@ if ((${#missing[@]})); then
 fi
 
 # ---- configure and build ------------------------------------------------------------------------
-mkdir -p build
-log=build/build.log
-if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTG_BUILD_TESTS=$tests -DTG_BUILD_BENCH=$bench "$@" \
+mkdir -p "$build"
+log=$build/build.log
+if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTG_BUILD_TESTS=$tests -DTG_BUILD_BENCH=$bench "${configure[@]}" "$@" \
      >"$log" 2>&1; then
   echo "setup: configuring failed; the end of $log:" >&2
   tail -n 30 "$log" >&2
@@ -72,7 +85,7 @@ progress() {
   if [ -t 2 ] && [ -n "$last" ]; then printf '\n' >&2; elif [ -n "$last" ]; then echo "$last" >&2; fi
 }
 set +e
-cmake --build build --target "${targets[@]}" -- -j"$(nproc)" 2>&1 | progress
+cmake --build "$build" --target "${targets[@]}" -- -j"$(nproc)" 2>&1 | progress
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" -ne 0 ]; then

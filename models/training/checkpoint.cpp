@@ -218,7 +218,8 @@ json parse_object(const std::string& text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, or out_of_range for a number too large for a double ("1e999").
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 3: ...".
     std::string msg = e.what();
     const auto pos = msg.find("] ");

@@ -189,6 +189,11 @@ TEST(Checkpoint, ConfigJsonDefaultsAndErrors) {
   EXPECT_NE(message(R"({"model": "d2l",)").find("ck/config.json: invalid JSON"), std::string::npos);
   EXPECT_NE(message("[1, 2]").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(message(R"({"dropout": 1.5})").find("dropout"), std::string::npos);
+  // A number too large for a double is nlohmann's out_of_range, not a parse_error (found by
+  // fuzzing: tests/fuzz/regressions/config_json/number_overflow); it too is a runtime_error.
+  EXPECT_EQ(message(R"({"dropout": 1e999})"), "ck/config.json: invalid JSON: number overflow parsing '1e999'");
+  EXPECT_NE(message("2222E000000222222222222220000").find("ck/config.json: invalid JSON: number overflow"),
+            std::string::npos);
 }
 
 TEST(Checkpoint, CorruptFilesAreRefusedNamingTheFile) {
