@@ -8,6 +8,7 @@
 // forward and backward, so the recomputed values equal the forward's.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,7 +19,13 @@
 #include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/ops_attention.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
+#include "autograd/ops_matmul.h"
 #include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
+#include "autograd/ops_softmax.h"
+#include "autograd/random.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -139,6 +146,42 @@ Tensor additive_attention_scores(const Tensor& query, const Tensor& keys, const 
     if (dq.defined()) ctx.accumulate(0, std::move(dq));
     if (dw_parts.defined()) ctx.accumulate(2, sum(dw_parts, {0}));
   });
+}
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
+                                    Generator* gen, Tensor* weights) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("scaled_dot_product_attention: " + why + ": query " + query.shape().str() + ", key " +
+                                key.shape().str() + ", value " + value.shape().str() +
+                                (attn_mask.defined() ? ", attn_mask " + attn_mask.shape().str() : std::string()));
+  };
+  if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2) fail("query, key and value need at least 2 dims");
+  if (query.size(-1) != key.size(-1)) fail("query and key differ in their last dim");
+  if (key.size(-2) != value.size(-2)) fail("key and value differ in length");
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0)) fail("dropout_p must be in [0, 1)");
+  if (dropout_p > 0.0 && gen == nullptr) fail("dropout_p > 0 needs a generator");
+  if (is_causal && attn_mask.defined()) fail("is_causal and attn_mask together");
+  const std::int64_t L = query.size(-2), S = key.size(-2);
+  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  Tensor scores = matmul(query, transpose(key, -2, -1)) * s;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) scores = masked_fill(scores, triu(Tensor::ones({L, S}, DType::i64), 1), neg_inf);
+  if (attn_mask.defined()) {
+    if (attn_mask.dtype() == DType::i64) {
+      Tensor blocked = Tensor::empty(attn_mask.shape(), DType::i64);  // masked_fill wants nonzero = blocked
+      const std::int64_t* m = attn_mask.data<std::int64_t>();
+      std::int64_t* b = blocked.data<std::int64_t>();
+      for (std::int64_t i = 0; i < attn_mask.numel(); ++i) b[i] = m[i] == 0;
+      scores = masked_fill(scores, blocked, neg_inf);
+    } else {
+      scores = scores + attn_mask;
+    }
+  }
+  Tensor attn = softmax(scores, -1);
+  if (weights) *weights = attn;
+  if (dropout_p > 0.0) attn = dropout(attn, dropout_p, *gen, true);
+  return matmul(attn, value);
 }
 
 }  // namespace tg

@@ -8,6 +8,7 @@
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/multihead_attention.h"
 #include "nn/normalization.h"
 #include "nn/optim.h"
 #include "nn/rnn.h"

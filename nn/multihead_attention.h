@@ -1,0 +1,65 @@
+#pragma once
+// torch.nn.MultiheadAttention (PyTorch 1.13): parameters, state_dict keys, initialisation and
+// forward semantics, computed through tg::scaled_dot_product_attention.
+//
+// Masks: tapegrad has no bool dtype, so PyTorch's bool masks are i64 here (nonzero = true). As in
+// PyTorch's MultiheadAttention, a true entry of key_padding_mask (N, S) or attn_mask (L, S) /
+// (N * num_heads, L, S) means "may NOT attend" (the opposite of scaled_dot_product_attention's i64
+// mask); a floating mask is added to the scores.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "autograd/tensor.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace tg {
+class Generator;
+}
+
+namespace tg::nn {
+
+/// Options of MultiheadAttention, named as torch's constructor arguments.
+struct MultiheadAttentionOptions {
+  std::int64_t embed_dim;
+  std::int64_t num_heads;
+  double dropout = 0.0;
+  bool bias = true;
+  std::int64_t kdim = 0;  ///< 0: embed_dim
+  std::int64_t vdim = 0;  ///< 0: embed_dim
+  bool batch_first = false;
+  std::shared_ptr<Generator> generator;  ///< dropout masks (null: the layer's own Generator(0))
+};
+
+/// Parameters (PyTorch's names and order): `in_proj_weight` (3E, E) when kdim == vdim == E, else
+/// `q_proj_weight` (E, E), `k_proj_weight` (E, kdim), `v_proj_weight` (E, vdim); `in_proj_bias`
+/// (3E) with bias; child `out_proj` Linear(E, E, bias). Initialised as torch: xavier_uniform_ on the
+/// input projections, zero biases, out_proj.weight as a Linear.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen);
+  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads, Generator& gen)
+      : MultiheadAttention(MultiheadAttentionOptions{.embed_dim = embed_dim, .num_heads = num_heads}, gen) {}
+
+  /// query (L, N, E) ((N, L, E) with batch_first; (L, E) unbatched), key (S, N, kdim), value
+  /// (S, N, vdim) -> {output like query, weights}. Weights, when need_weights: (N, L, S) averaged over
+  /// heads, or (N, num_heads, L, S) when !average_attn_weights (unbatched: without N); else undefined.
+  /// The weights are differentiable, as torch's, but taken before dropout (torch's are after it).
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                                     const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);
+  std::string extra_repr() const override;
+  const MultiheadAttentionOptions& options() const { return options_; }
+
+  Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
+  std::shared_ptr<Linear> out_proj;
+
+ private:
+  MultiheadAttentionOptions options_;
+  std::int64_t kdim_, vdim_;
+  std::shared_ptr<Generator> gen_;
+};
+
+}  // namespace tg::nn

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Builds tests/data/torch_mha_fixture.npz: PyTorch 1.13 reference values for
+tests/nn/test_multihead_attention.cpp.
+
+Run by hand (the C++ test does not need PyTorch):  /usr/bin/python3 tests/data/make_mha_fixture.py
+Float64 throughout, fixed seed, eval mode (no dropout). Keys are "<case>.<what>".
+
+Cases: each runs nn.MultiheadAttention(...) on query/key/value, with the masks given as float
+tensors of 0 / 1 ("1" = may not attend; the C++ test turns them into i64 masks), and stores its
+state_dict ("<case>.state.<name>"), the output, the weights, and the gradients of
+sum(out * r) + sum(weights * rw) w.r.t. query, key, value and every parameter.
+  self     E=8, 2 heads, batch_first=False, (L=5, N=3, E) self-attention, key_padding_mask
+  cross    E=8, 4 heads, kdim=6, vdim=5, batch_first=True, (N=2, L=3) x (N=2, S=4), attn_mask (L, S),
+           per-head weights (average_attn_weights=False)
+"""
+import os
+
+import numpy as np
+import torch
+from torch import nn
+
+torch.set_default_dtype(torch.float64)
+torch.manual_seed(0)
+OUT = {}
+
+
+def put(key, tensor):
+    OUT[key] = tensor.detach().cpu().numpy().astype(np.float64)
+
+
+def run(name, mha, q, k, v, kpm=None, am=None, average=True):
+    mha.eval()
+    with torch.no_grad():
+        if mha.in_proj_bias is not None:
+            mha.in_proj_bias.uniform_(-0.3, 0.3)
+            mha.out_proj.bias.uniform_(-0.3, 0.3)
+    for n, p in mha.state_dict().items():
+        put(name + ".state." + n, p)
+    q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+    out, w = mha(q, k, v, key_padding_mask=None if kpm is None else kpm.bool(),
+                 attn_mask=None if am is None else am.bool(), need_weights=True, average_attn_weights=average)
+    r, rw = torch.randn_like(out), torch.randn_like(w)
+    ((out * r).sum() + (w * rw).sum()).backward()
+    for key, t in (("query", q), ("key", k), ("value", v), ("out", out), ("weights", w), ("r", r), ("rw", rw)):
+        put(name + "." + key, t)
+    if kpm is not None:
+        put(name + ".key_padding_mask", kpm)
+    if am is not None:
+        put(name + ".attn_mask", am)
+    for key, t in (("query", q), ("key", k), ("value", v)):
+        put(name + ".grad." + key, t.grad)
+    for n, p in mha.named_parameters():
+        put(name + ".grad." + n, p.grad)
+
+
+x = torch.randn(5, 3, 8)
+kpm = torch.zeros(3, 5)
+kpm[0, 4] = 1
+kpm[2, 2:] = 1
+run("self", nn.MultiheadAttention(8, 2), x, x, x, kpm=kpm)
+
+am = torch.zeros(3, 4)
+am[0, 3] = 1
+am[2, 0] = 1
+run("cross", nn.MultiheadAttention(8, 4, kdim=6, vdim=5, batch_first=True),
+    torch.randn(2, 3, 8), torch.randn(2, 4, 6), torch.randn(2, 4, 5), am=am, average=False)
+
+np.savez(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_mha_fixture.npz"), **OUT)
+print("wrote", len(OUT), "arrays")
