@@ -179,7 +179,7 @@ class BackwardContext {
   /// (a product added with beta = 1, a slice added where it belongs: no temporary per time step);
   /// make() when there is none yet (or zeros, then add_into); compact() first when input i is a leaf
   /// that allows compact gradients and has none yet (autograd/compact_grad.h). Every path gives the
-  /// same values; which one runs is the tape's business, not the op's.
+  /// same gradient up to rounding; which one runs is the tape's business, not the op's.
   template <class Term>
     requires(!std::is_convertible_v<const Term&, Tensor>)
   void accumulate(int i, const Term& term);
