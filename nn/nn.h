@@ -13,4 +13,5 @@
 #include "nn/optim.h"
 #include "nn/rnn.h"
 #include "nn/serialize.h"
+#include "nn/transformer.h"
 #include "nn/utils.h"

@@ -12,6 +12,7 @@ sum(out * r) + sum(weights * rw) w.r.t. query, key, value and every parameter.
   self     E=8, 2 heads, batch_first=False, (L=5, N=3, E) self-attention, key_padding_mask
   cross    E=8, 4 heads, kdim=6, vdim=5, batch_first=True, (N=2, L=3) x (N=2, S=4), attn_mask (L, S),
            per-head weights (average_attn_weights=False)
+and nn.TransformerEncoderLayer cases (enc_post, enc_pre: below), same layout with "src".
 """
 import os
 
@@ -64,6 +65,42 @@ am[0, 3] = 1
 am[2, 0] = 1
 run("cross", nn.MultiheadAttention(8, 4, kdim=6, vdim=5, batch_first=True),
     torch.randn(2, 3, 8), torch.randn(2, 4, 6), torch.randn(2, 4, 5), am=am, average=False)
+
+
+
+def run_layer(name, layer, src, mask=None, kpm=None):
+    layer.eval()
+    with torch.no_grad():
+        for m in (layer.norm1, layer.norm2):
+            m.weight.uniform_(0.5, 1.5)
+            m.bias.uniform_(-0.5, 0.5)
+        layer.self_attn.in_proj_bias.uniform_(-0.3, 0.3)
+    for n, p in layer.state_dict().items():
+        put(name + ".state." + n, p)
+    src = src.clone().requires_grad_()
+    out = layer(src, src_mask=None if mask is None else mask.bool(),
+                src_key_padding_mask=None if kpm is None else kpm.bool())
+    r = torch.randn_like(out)
+    (out * r).sum().backward()
+    for key, t in (("src", src), ("out", out), ("r", r), ("grad.src", src.grad)):
+        put(name + "." + key, t)
+    if mask is not None:
+        put(name + ".src_mask", mask)
+    if kpm is not None:
+        put(name + ".key_padding_mask", kpm)
+    for n, p in layer.named_parameters():
+        put(name + ".grad." + n, p.grad)
+
+
+# Encoder layers (appended after the attention cases, so those keep their values):
+#   enc_post  d_model 8, 2 heads, ff 16, relu, post-norm, (S=5, N=3), key_padding_mask
+#   enc_pre   d_model 8, 4 heads, ff 12, gelu, norm_first, batch_first, (N=2, S=4), causal src_mask
+kpm2 = torch.zeros(3, 5)
+kpm2[1, 3:] = 1
+run_layer("enc_post", nn.TransformerEncoderLayer(8, 2, dim_feedforward=16), torch.randn(5, 3, 8), kpm=kpm2)
+causal = torch.triu(torch.ones(4, 4), diagonal=1)
+run_layer("enc_pre", nn.TransformerEncoderLayer(8, 4, dim_feedforward=12, activation="gelu", norm_first=True,
+                                                batch_first=True), torch.randn(2, 4, 8), mask=causal)
 
 np.savez(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_mha_fixture.npz"), **OUT)
 print("wrote", len(OUT), "arrays")

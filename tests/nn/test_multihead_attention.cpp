@@ -18,6 +18,7 @@
 #include "autograd/random.h"
 #include "nn/multihead_attention.h"
 #include "nn/serialize.h"
+#include "nn/transformer.h"
 
 namespace {
 
@@ -184,4 +185,74 @@ TEST(MultiheadAttention, ErrorsNameTheLayerAndShapes) {
   EXPECT_THROW(mha.forward(Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}),
                            Tensor::zeros({3, 4}, DType::i64)),
                std::invalid_argument);
+}
+
+// ---- TransformerEncoderLayer -------------------------------------------------------------------
+
+namespace {
+
+void check_layer_against_torch(tg::nn::TransformerEncoderLayer& layer, const std::string& name) {
+  layer.to(DType::f64);
+  layer.eval();
+  const NamedTensors state = state_of(name);
+  std::vector<std::string> ours, theirs;
+  for (const auto& [n, _] : layer.named_parameters()) ours.push_back(n);
+  for (const auto& [n, _] : state) theirs.push_back(n);
+  ASSERT_EQ(ours, theirs);
+  layer.load_state_dict(state);
+  const Tensor src = get(name + ".src").detach().clone().requires_grad_();
+  Tensor mask, kpm;
+  for (const auto& [n, t] : fixture()) {
+    if (n == name + ".src_mask") mask = as_i64(t);
+    if (n == name + ".key_padding_mask") kpm = as_i64(t);
+  }
+  const Tensor out = layer.forward(src, mask, kpm);
+  tg::sum(out * get(name + ".r")).backward();
+  double worst = 0;
+  auto expect_close = [&](const Tensor& got, const std::string& key) {
+    const double err = max_error(got, get(key));
+    EXPECT_LE(err, 1e-12) << key;
+    worst = std::max(worst, err);
+  };
+  expect_close(out, name + ".out");
+  expect_close(src.grad(), name + ".grad.src");
+  for (const auto& [n, p] : layer.named_parameters()) expect_close(p.grad(), name + ".grad." + n);
+  std::cout << "[ fixture  ] " << name << ": max abs error vs PyTorch " << worst << "\n";
+}
+
+}  // namespace
+
+TEST(TransformerEncoderLayer, PostNormReluWithKeyPaddingMatchesTorch) {
+  Generator gen(0);
+  tg::nn::TransformerEncoderLayer layer({.d_model = 8, .nhead = 2, .dim_feedforward = 16}, gen);
+  check_layer_against_torch(layer, "enc_post");
+}
+
+TEST(TransformerEncoderLayer, PreNormGeluBatchFirstCausalMatchesTorch) {
+  Generator gen(0);
+  tg::nn::TransformerEncoderLayer layer({.d_model = 8,
+                                         .nhead = 4,
+                                         .dim_feedforward = 12,
+                                         .activation = tg::nn::TransformerActivation::gelu,
+                                         .batch_first = true,
+                                         .norm_first = true},
+                                        gen);
+  check_layer_against_torch(layer, "enc_pre");
+}
+
+TEST(TransformerEncoderLayer, GradchecksAndDropoutOnlyInTraining) {
+  Generator gen(4);
+  tg::nn::TransformerEncoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .norm_first = true}, gen);
+  layer.to(DType::f64);
+  layer.eval();
+  const Tensor src = Tensor::normal({3, 2, 4}, 0, 1, gen, DType::f64).requires_grad_();
+  std::vector<Tensor> inputs = {src};
+  for (const auto& [_, p] : layer.named_parameters()) inputs.push_back(p);
+  const auto report = tg::gradcheck([&](const std::vector<Tensor>& in) { return layer.forward(in[0]); }, inputs);
+  EXPECT_TRUE(report.ok) << report.message;
+  const std::vector<double> a = layer.forward(src).to_vector<double>(), b = layer.forward(src).to_vector<double>();
+  EXPECT_EQ(a, b);  // eval: deterministic
+  layer.train();
+  EXPECT_NE(layer.forward(src).to_vector<double>(), a);  // dropout 0.1 in training
+  EXPECT_THROW(tg::nn::TransformerEncoderLayer({.d_model = 4, .nhead = 3}, gen), std::invalid_argument);
 }
