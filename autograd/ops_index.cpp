@@ -97,17 +97,6 @@ struct TableGrad {
 
 // ---- where ---------------------------------------------------------------------------------------
 
-/// Strides of `s` inside the broadcast shape `out` (0 along broadcast or missing dimensions).
-void broadcast_strides(const Shape& s, const Shape& out, std::int64_t* strides) {
-  const int n = out.size(), lead = n - s.size();
-  std::int64_t acc = 1;
-  for (int i = n - 1; i >= 0; --i) {
-    const std::int64_t d = i >= lead ? s[i - lead] : 1;
-    strides[i] = d == 1 ? 0 : acc;
-    acc *= d;
-  }
-}
-
 Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& out) {
   Tensor y = Tensor::empty(out, a.dtype());
   const std::int64_t total = out.numel();
@@ -290,9 +279,9 @@ void for_each_indexed(const Tensor& index, int a, const Shape& target, const Sha
   const int n = index.dim();
   const std::int64_t* idx = index.data<std::int64_t>();
   std::int64_t ts[Shape::kMaxDims] = {}, os[Shape::kMaxDims] = {}, coord[Shape::kMaxDims] = {};
-  for (int d = n - 1, t = 1, o = 1; d >= 0; --d) {
+  for (std::int64_t d = n - 1, t = 1, o = 1; d >= 0; --d) {
     ts[d] = t, os[d] = o;
-    t *= static_cast<int>(target[d]), o *= static_cast<int>(other[d]);
+    t *= target[d], o *= other[d];
   }
   for (std::int64_t p = 0; p < index.numel(); ++p) {
     std::int64_t t_off = 0, o_off = 0;

@@ -108,14 +108,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b.dim() == 2) return folded(a, b);
   // Batch dimensions broadcast. A right operand with a single matrix folds into one GEMM.
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
-  Shape batch;
-  const int n = std::max(batch_a.size(), batch_b.size());
-  for (int i = 0; i < n; ++i) {
-    const int ia = i - (n - batch_a.size()), ib = i - (n - batch_b.size());
-    const std::int64_t da = ia >= 0 ? batch_a[ia] : 1, db = ib >= 0 ? batch_b[ib] : 1;
-    if (da != db && da != 1 && db != 1) shape_error("matmul", a, b, "batch dimensions do not broadcast");
-    batch.push_back(da == 1 ? db : da);
-  }
+  const Shape batch = broadcast_shapes("matmul", batch_a, batch_b);
   Shape out = batch;
   out.push_back(M), out.push_back(N);
   if (batch_b.numel() == 1) return reshape(folded(a, reshape(b, Shape{K, N})), out);

@@ -622,12 +622,9 @@ namespace {
 /// broadcast dims pinned to 0.
 Tensor broadcast_copy(const Tensor& x, const Shape& out) {
   Tensor y = Tensor::empty(out, x.dtype());
-  const int n = out.size(), lead = n - x.dim();
+  const int n = out.size();
   std::int64_t stride[Shape::kMaxDims] = {};
-  for (int d = x.dim() - 1, acc = 1; d >= 0; --d) {
-    stride[d + lead] = x.shape()[d] == 1 ? 0 : acc;
-    acc *= static_cast<int>(x.shape()[d]);
-  }
+  broadcast_strides(x.shape(), out, stride);
   kernels::dispatch_any(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* src = x.data<T>();

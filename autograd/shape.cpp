@@ -56,6 +56,16 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
+void broadcast_strides(const Shape& s, const Shape& out, std::int64_t* strides) {
+  const int n = out.size(), lead = n - s.size();
+  std::int64_t acc = 1;
+  for (int i = n - 1; i >= 0; --i) {
+    const std::int64_t d = i >= lead ? s[i - lead] : 1;
+    strides[i] = d == 1 ? 0 : acc;
+    acc *= d;
+  }
+}
+
 void throw_axis_out_of_range(const char* op, std::int64_t axis, int ndim) {
   throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) +
                               " is out of range for a tensor with " + std::to_string(ndim) + " dimensions");

@@ -60,6 +60,9 @@ std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
 /// NumPy broadcasting of two shapes; throws naming `op` and both shapes when incompatible.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+/// Element strides of a contiguous tensor of shape `s` read inside the broadcast shape `out`
+/// (out.size() entries; 0 along broadcast or missing dimensions).
+void broadcast_strides(const Shape& s, const Shape& out, std::int64_t* strides);
 
 [[noreturn]] void throw_axis_out_of_range(const char* op, std::int64_t axis, int ndim);
 
