@@ -235,39 +235,40 @@ Tensor min(const Tensor& x) { return extreme("min", x, {}, false, false); }
 Tensor amax(const Tensor& x, IntList dims, bool keepdim) { return extreme("amax", x, dims, keepdim, true); }
 Tensor amin(const Tensor& x, IntList dims, bool keepdim) { return extreme("amin", x, dims, keepdim, false); }
 
+namespace {
+
+/// x for a max, -x for a min: the max kernel finds both (its first index; NaN first).
+Tensor signed_for(const Tensor& x, bool is_max) { return is_max ? x.detach() : kernels::unary(kernels::Unary::neg, x.detach()); }
+
+std::tuple<Tensor, Tensor> extreme_along(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
+  const int a = normalize_axis(op, dim, x.dim());
+  if (x.shape()[a] == 0)
+    throw std::invalid_argument(std::string(op) + ": cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
+  const AlongAxis r = along(x, a);
+  Tensor idx;
+  Tensor y = kernels::max(signed_for(r.rows, is_max), 1, true, &idx);  // (M, 1)
+  if (!is_max) y = kernels::unary(kernels::Unary::neg, y);              // negation is exact
+  const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
+  return {reshape(record_taken(op, r.rows, idx, std::move(y)), out), kernels::view_as(idx, out)};
+}
+
+Tensor arg_extreme(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
+  const int a = normalize_axis(op, dim, x.dim());
+  Tensor idx;
+  kernels::max(signed_for(x, is_max), a, keepdim, &idx);
+  return idx;
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> max(const Tensor& x, std::int64_t dim, bool keepdim) {
-  const int a = normalize_axis("max", dim, x.dim());
-  if (x.shape()[a] == 0) throw std::invalid_argument("max: cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
-  const AlongAxis r = along(x, a);
-  Tensor idx;
-  Tensor y = kernels::max(r.rows.detach(), 1, true, &idx);  // (M, 1): the first maximum, NaN first
-  const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
-  return {reshape(record_taken("max", r.rows, idx, std::move(y)), out), kernels::view_as(idx, out)};
+  return extreme_along("max", x, dim, keepdim, true);
 }
-
 std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim) {
-  const int a = normalize_axis("min", dim, x.dim());
-  if (x.shape()[a] == 0) throw std::invalid_argument("min: cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
-  const AlongAxis r = along(x, a);
-  Tensor idx;
-  kernels::max(kernels::unary(kernels::Unary::neg, r.rows.detach()), 1, true, &idx);
-  const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
-  return {reshape(take_rows("min", r.rows, idx), out), kernels::view_as(idx, out)};
+  return extreme_along("min", x, dim, keepdim, false);
 }
-
-Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) {
-  const int a = normalize_axis("argmax", dim, x.dim());
-  Tensor idx;
-  kernels::max(x.detach(), a, keepdim, &idx);
-  return idx;
-}
-
-Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) {
-  const int a = normalize_axis("argmin", dim, x.dim());
-  Tensor idx;
-  kernels::max(kernels::unary(kernels::Unary::neg, x.detach()), a, keepdim, &idx);
-  return idx;
-}
+Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extreme("argmax", x, dim, keepdim, true); }
+Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extreme("argmin", x, dim, keepdim, false); }
 
 Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
   const kernels::Axes ax = axes_or_all("var", dims, x.dim());

@@ -96,6 +96,21 @@ void add_to_slot(Tensor& slot, Tensor grad) {
   else kernels::add_inplace(slot, grad);
 }
 
+/// A second gradient for a leaf holding a compact one: continue densely.
+void densify(AutogradMeta& meta) {
+  if (!meta.compact) return;
+  meta.grad = meta.compact->dense();
+  meta.compact.reset();
+}
+
+/// Input i of `node`, checked to exist.
+NodeInput& input_of(Node& node, int i) {
+  if (i < 0 || static_cast<std::uint32_t>(i) >= node.num_inputs)
+    throw std::logic_error(std::string("internal error in backward of '") + node.name + "': input " +
+                           std::to_string(i) + " does not exist");
+  return t_tape.inputs_of(node)[i];
+}
+
 void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
   if (!(grad.shape() == in.shape) || grad.dtype() != in.dtype)
     throw std::logic_error(std::string("internal error in backward of '") + op + "': gradient for input " +
@@ -111,10 +126,7 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
       return;
     }
   }
-  if (meta.compact) {  // a second gradient for this leaf: continue densely
-    meta.grad = meta.compact->dense();
-    meta.compact.reset();
-  }
+  densify(meta);
   if (!meta.grad.defined()) {
     // A leaf's gradient outlives the pass and may be scaled in place (clipping), so it must own
     // its buffer; an intermediate gradient is read once and dropped, so it can alias.
@@ -138,20 +150,14 @@ bool BackwardContext::needs_grad(int i) const {
 
 void BackwardContext::accumulate(int i, Tensor grad) {
   Node& node = *static_cast<Node*>(node_);
-  if (i < 0 || static_cast<std::uint32_t>(i) >= node.num_inputs)
-    throw std::logic_error(std::string("internal error in backward of '") + node.name + "': input " +
-                           std::to_string(i) + " does not exist");
-  NodeInput& in = t_tape.inputs_of(node)[i];
+  NodeInput& in = input_of(node, i);
   if (!in.meta) return;
   accumulate_into(node.name, i, in, std::move(grad));
 }
 
 void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
   Node& node = *static_cast<Node*>(node_);
-  if (i < 0 || static_cast<std::uint32_t>(i) >= node.num_inputs)
-    throw std::logic_error(std::string("internal error in backward of '") + node.name + "': input " +
-                           std::to_string(i) + " does not exist");
-  NodeInput& in = t_tape.inputs_of(node)[i];
+  NodeInput& in = input_of(node, i);
   if (!in.meta) return;
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
@@ -166,10 +172,7 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
       return;
     }
   }
-  if (meta.compact) {  // a second gradient for this leaf: continue densely
-    meta.grad = meta.compact->dense();
-    meta.compact.reset();
-  }
+  densify(meta);
   // In place when the buffer is this input's alone (a leaf's, or an intermediate's nothing shares).
   if (term.add_into && meta.grad.defined() && (plain_leaf || (!meta.is_leaf && owns_buffer(meta.grad)))) {
     term.add_into(term.term, meta.grad);

@@ -345,10 +345,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
     detail::run_backward(*this, Tensor::ones(shape(), dtype()), retain_graph);
     return;
   }
-  if (!(gradient.shape() == shape()) || gradient.dtype() != dtype())
-    throw std::invalid_argument("backward: seed gradient " + gradient.shape().str() + " does not match output " +
-                                shape().str());
-  detail::run_backward(*this, gradient, retain_graph);
+  detail::run_backward(*this, gradient, retain_graph);  // checks the gradient's shape and dtype
 }
 
 HookHandle Tensor::register_hook(GradHook hook) {
