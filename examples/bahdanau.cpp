@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -97,6 +99,17 @@ const CLI::Validator kMaxSteps = int_range(0, limits::kMaxSteps);
 
 // ---- data sources shared by train and eval ------------------------------------------------
 
+/// A number from a checkpoint's training.json notes; the error names the file and the note.
+template <class T> T note_value(const std::map<std::string, std::string>& notes, const char* key, const std::string& ckpt) {
+  const std::string& text = notes.at(key);
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw UsageError(ckpt + "/training.json: note '" + key + "' = '" + elide(text) + "' is not " +
+                     (std::is_integral_v<T> ? "a whole number" : "a number"));
+  return value;
+}
+
 struct DataArgs {
   std::string data;                 // --data FILE
   std::string task;                 // --task NAME
@@ -146,16 +159,13 @@ struct DataArgs {
     if (n.count("data")) data = n.at("data");
     else if (n.count("task")) task = n.at("task");
     else get("data");
-    try {
-      num_examples = std::stoll(get("num_examples"));
-      task_seed = std::stoll(get("task_seed"));
-      min_len = std::stoll(get("min_len"));
-      max_len = std::stoll(get("max_len"));
-      min_freq = std::stoll(get("min_freq"));
-      holdout = std::stod(get("holdout"));
-    } catch (const std::logic_error&) {
-      throw UsageError(ckpt + "/training.json: malformed data notes");
-    }
+    for (const char* key : {"num_examples", "task_seed", "min_len", "max_len", "min_freq", "holdout"}) get(key);
+    num_examples = note_value<std::int64_t>(n, "num_examples", ckpt);
+    task_seed = note_value<std::int64_t>(n, "task_seed", ckpt);
+    min_len = note_value<std::int64_t>(n, "min_len", ckpt);
+    max_len = note_value<std::int64_t>(n, "max_len", ckpt);
+    min_freq = note_value<std::int64_t>(n, "min_freq", ckpt);
+    holdout = note_value<double>(n, "holdout", ckpt);
   }
 
   std::vector<SentencePair> pairs() const {
@@ -432,8 +442,8 @@ int run_eval(EvalArgs& a) {
     if (!have_data) a.data.from_notes(ck.training->notes, a.model);
     else {
       const auto& n = ck.training->notes;
-      if (n.count("min_freq")) a.data.min_freq = std::stoll(n.at("min_freq"));
-      if (n.count("holdout")) a.data.holdout = std::stod(n.at("holdout"));
+      if (n.count("min_freq")) a.data.min_freq = note_value<std::int64_t>(n, "min_freq", a.model);
+      if (n.count("holdout")) a.data.holdout = note_value<double>(n, "holdout", a.model);
     }
     TranslationData data = a.data.make(ck.config.num_steps, ck.training->seed);
     pairs = a.split == "train" ? data.train_pairs : data.heldout_pairs;
@@ -617,7 +627,7 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--holdout", ta.data.holdout, "Pairs held out for evaluation: a fraction < 1 or a count")
       ->check(kNonNegative);
   ta.opts["batch-size"] = train_cmd->add_option("--batch-size", ta.batch_size, "Minibatch size")
-                              ->check(kPositive)->capture_default_str();
+                              ->check(int_range(1, limits::kMaxBatchSize))->capture_default_str();
   ta.opts["lr"] = train_cmd->add_option("--lr", ta.lr, "Adam learning rate")->check(kPositive)->capture_default_str();
   CLI::Option* epochs_opt = train_cmd->add_option("--epochs", ta.epochs, "Train until this many epochs in total")
                                 ->check(kPositive)->capture_default_str();
@@ -649,7 +659,7 @@ int main(int argc, char** argv) {
       "Translate sentences (arguments, or one per line on stdin); prints one translation per line and nothing else "
       "on stdout");
   translate_cmd->add_option("--model", tr.model, "Checkpoint directory")->required();
-  translate_cmd->add_option("--beam", tr.beam, "Beam size (1 = greedy)")->check(kPositive)->capture_default_str();
+  translate_cmd->add_option("--beam", tr.beam, "Beam size (1 = greedy)")->check(int_range(1, limits::kMaxBeam))->capture_default_str();
   translate_cmd->add_option("--alpha", tr.alpha, "Beam length normalisation: score = log P / steps^alpha")
       ->check(kNonNegative)->capture_default_str();
   translate_cmd->add_option("--max-steps", tr.max_steps, "Longest output (0 = the model's num_steps)")
@@ -676,7 +686,7 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--split", ea.split,
                        "Score the training run's own 'train' or 'heldout' pairs (data and split from training.json)")
       ->check(CLI::IsMember({"train", "heldout"}));
-  eval_cmd->add_option("--beam", ea.beam, "Beam size (1 = greedy)")->check(kPositive);
+  eval_cmd->add_option("--beam", ea.beam, "Beam size (1 = greedy)")->check(int_range(1, limits::kMaxBeam));
   eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kMaxSteps);
   eval_cmd->add_option("--bleu-k", ea.bleu_k, "k of d2l's BLEU")->check(kPositive)->capture_default_str();
   eval_cmd->add_option("--output", ea.output, "Also write the translations, one per line, to this file");
@@ -721,7 +731,7 @@ int main(int argc, char** argv) {
   exp_cmd->add_option("--max-len", xa.o.max_len, "length: longest reverse source; scores: task length")->check(kPositive);
   exp_cmd->add_option("--rounds", xa.o.rounds, "Fresh initialisations per setting")->check(kPositive);
   exp_cmd->add_option("--steps", xa.o.steps, "Optimizer steps per model")->check(kPositive);
-  exp_cmd->add_option("--batch-size", xa.o.batch_size, "Minibatch size")->check(kPositive);
+  exp_cmd->add_option("--batch-size", xa.o.batch_size, "Minibatch size")->check(int_range(1, limits::kMaxBatchSize));
   exp_cmd->add_option("--lr", xa.o.lr, "Adam learning rate")->check(kPositive);
   exp_cmd->add_option("--embed-size", xa.o.embed_size, "Embedding size")->check(kWidth);
   exp_cmd->add_option("--num-hiddens", xa.o.num_hiddens, "Recurrent state size")->check(kWidth);

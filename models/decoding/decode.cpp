@@ -71,10 +71,14 @@ void DecodeOptions::validate() const {
   if (max_steps_ < 0 || max_steps_ > limits::kMaxSteps)  // 0 = the model's num_steps
     throw std::invalid_argument("decode: max_steps = " + std::to_string(max_steps_) + " is out of range [0, " +
                                 std::to_string(limits::kMaxSteps) + "]");
-  if (beam_size_ < 1) throw std::invalid_argument("decode: beam size must be >= 1, got " + std::to_string(beam_size_));
+  if (beam_size_ < 1 || beam_size_ > limits::kMaxBeam)
+    throw std::invalid_argument("decode: beam size = " + std::to_string(beam_size_) + " is out of range [1, " +
+                                std::to_string(limits::kMaxBeam) + "]");
   if (!std::isfinite(length_alpha_) || length_alpha_ < 0)
     throw std::invalid_argument("decode: length_alpha must be finite and >= 0");
-  if (batch_size_ < 1) throw std::invalid_argument("decode: batch_size must be >= 1");
+  if (batch_size_ < 1 || batch_size_ > limits::kMaxBatchSize)
+    throw std::invalid_argument("decode: batch_size = " + std::to_string(batch_size_) + " is out of range [1, " +
+                                std::to_string(limits::kMaxBatchSize) + "]");
 }
 
 std::string Translation::text() const {

@@ -159,11 +159,17 @@ std::vector<SentencePair> make_task(const std::string& name, const TaskOptions& 
     for (const std::string& n : task_names()) known += (known.empty() ? "" : ", ") + n;
     throw std::invalid_argument("make_task: unknown task '" + elide(name) + "'; known tasks: " + known);
   }
-  if (options.count < 0) throw std::invalid_argument("make_task: count must be >= 0, got " + std::to_string(options.count));
-  if (options.min_len < 1 || options.max_len < options.min_len) {
-    throw std::invalid_argument("make_task: need 1 <= min_len <= max_len, got min_len=" +
-                                std::to_string(options.min_len) + ", max_len=" + std::to_string(options.max_len));
+  if (options.count < 0 || options.count > kMaxTaskPairs)
+    throw std::invalid_argument("make_task: count = " + std::to_string(options.count) + " is out of range [0, " +
+                                std::to_string(kMaxTaskPairs) + "]");
+  if (options.min_len < 1 || options.max_len < options.min_len || options.max_len > kMaxTaskLen) {
+    throw std::invalid_argument("make_task: need 1 <= min_len <= max_len <= " + std::to_string(kMaxTaskLen) +
+                                ", got min_len=" + std::to_string(options.min_len) +
+                                ", max_len=" + std::to_string(options.max_len));
   }
+  if (options.count * options.max_len > kMaxTaskTokens)  // both bounded above: no overflow
+    throw std::invalid_argument("make_task: count * max_len = " + std::to_string(options.count * options.max_len) +
+                                " source tokens, more than the limit " + std::to_string(kMaxTaskTokens));
   Generator gen(options.seed);
   return it->second(options, gen);
 }

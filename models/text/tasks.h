@@ -26,11 +26,15 @@
 
 namespace tg::models {
 
-/// Options of make_task. Validated by make_task.
+/// Options of make_task. Validated by make_task, which also refuses more than kMaxTaskTokens
+/// source tokens in all (count * max_len) before generating anything.
+inline constexpr std::int64_t kMaxTaskPairs = std::int64_t{1} << 24;
+inline constexpr std::int64_t kMaxTaskLen = 4096;
+inline constexpr std::int64_t kMaxTaskTokens = std::int64_t{1} << 28;
 struct TaskOptions {
-  std::int64_t count = 1000;  ///< number of pairs (>= 0)
+  std::int64_t count = 1000;  ///< number of pairs (0 ..= kMaxTaskPairs)
   std::int64_t min_len = 1;   ///< shortest source sequence (>= 1; not used by dates)
-  std::int64_t max_len = 8;   ///< longest source sequence (>= min_len; not used by dates)
+  std::int64_t max_len = 8;   ///< longest source sequence (min_len ..= kMaxTaskLen; not used by dates)
   std::uint64_t seed = 0;     ///< the generator seed: same options, same pairs
 };
 

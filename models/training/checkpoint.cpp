@@ -29,6 +29,7 @@
 #include "autograd/error_text.h"
 #include "autograd/random.h"
 #include "models/translators/limits.h"
+#include "models/translators/registry.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 
@@ -238,6 +239,8 @@ void check_known_keys(const json& j, const std::set<std::string>& known, const s
   }
 }
 
+}  // namespace
+
 std::string training_to_json(const TrainingState& s) {
   json j;
   j["step"] = s.step;
@@ -277,10 +280,24 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
       s.notes[k] = v.get<std::string>();
     }
   }
-  if (s.step < 0 || s.epoch < 0 || s.batch_in_epoch < 0 || s.batch_size < 0)
-    bad(source, "step, epoch, batch_in_epoch and batch_size must be >= 0");
+  auto check_count = [&](const char* key, std::int64_t v, std::int64_t hi) {
+    if (v < 0 || v > hi)
+      bad(source, std::string(key) + " = " + std::to_string(v) + " is out of range [0, " + std::to_string(hi) + "]");
+  };
+  check_count("step", s.step, limits::kMaxCount);
+  check_count("epoch", s.epoch, limits::kMaxCount);
+  check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
+  check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
+  auto check_real = [&](const char* key, double v) {  // NaN fails too
+    if (!(v >= 0 && std::isfinite(v))) bad(source, std::string(key) + " = " + std::to_string(v) + " must be finite and >= 0");
+  };
+  check_real("elapsed_s", s.elapsed_s);
+  check_real("lr", s.lr);
+  check_real("clip", s.clip);
   return s;
 }
+
+namespace {
 
 std::string manifest_to_json(const std::map<std::string, std::string>& digests) {
   json j;
@@ -525,6 +542,18 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
   const std::string weights_path = (dir / kWeights).string();
   if (!fs::exists(weights_path)) throw std::runtime_error(weights_path + ": missing");
   const auto entries = nn::load_npz(weights_path);
+  // The config's sizes must account for exactly the values weights.npz holds before the model is
+  // built: otherwise a config with large in-range sizes would allocate up to
+  // limits::kMaxParameters before load_state_dict finds the shapes wrong.
+  if (const auto count = ck.config.model.spec().num_parameters) {
+    std::int64_t stored = 0;
+    for (const auto& [name, tensor] : entries) stored += tensor.numel();
+    const std::int64_t expected = count(ck.config);
+    if (stored != expected)
+      throw std::runtime_error(weights_path + ": holds " + std::to_string(stored) + " values but " +
+                               config_path.string() + "'s sizes give " + std::to_string(expected) +
+                               " parameters (config and weights do not belong together)");
+  }
   Generator gen(0);
   ck.model = make_model(ck.config, gen);
   ck.model->load_state_dict(entries, weights_path);

@@ -92,6 +92,11 @@ std::string config_to_json(const ModelConfig& config);
 /// std::runtime_error prefixed by `source`.
 ModelConfig config_from_json(const std::string& text, const std::string& source = "config.json");
 
+/// TrainingState as a JSON object, and back: the same rules as config_from_json; counts and rates
+/// are range-checked (models/translators/limits.h) with a message naming the field.
+std::string training_to_json(const TrainingState& state);
+TrainingState training_from_json(const std::string& text, const std::string& source = "training.json");
+
 /// Writes a checkpoint to `dir` atomically (see the file comment). `optimizer` and `training`
 /// are optional. config.json takes the model's config with src_vocab/tgt_vocab set to the
 /// vocabulary sizes, which must match the model's. Throws std::runtime_error naming the path on

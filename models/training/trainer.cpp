@@ -24,6 +24,7 @@
 #include "autograd/random.h"
 #include "autograd/tape.h"
 #include "models/decoding/metrics.h"
+#include "models/translators/limits.h"
 #include "nn/dropout.h"
 #include "nn/optim.h"
 #include "nn/rnn.h"
@@ -179,7 +180,8 @@ void TrainOptions::validate() const {
   auto fail = [](const std::string& what) { throw std::invalid_argument("train: " + what); };
   if (steps_ < 0) fail("steps must be >= 0");
   if (steps_ == 0 && epochs_ < 1) fail("epochs must be >= 1 (or give steps)");
-  if (batch_size_ < 1) fail("batch_size must be >= 1");
+  if (batch_size_ < 1 || batch_size_ > limits::kMaxBatchSize)
+    fail("batch_size = " + std::to_string(batch_size_) + " is out of range [1, " + std::to_string(limits::kMaxBatchSize) + "]");
   if (!(lr_ > 0) || !std::isfinite(lr_)) fail("lr must be positive");
   if (!(clip_ >= 0) || !std::isfinite(clip_)) fail("clip must be >= 0 (0 = no clipping)");
   if (threads_ < 0) fail("threads must be >= 0");
@@ -241,6 +243,11 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   st.notes = options.notes();
 
   const std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
+  // Without this a resume into other data would never finish its epoch (no batch left to run).
+  if (st.batch_in_epoch > per_epoch)
+    throw std::invalid_argument("train: " + options.resume_from() + "/training.json: batch_in_epoch = " +
+                                std::to_string(st.batch_in_epoch) + " but an epoch of this data has " +
+                                std::to_string(per_epoch) + " batches (not the data the checkpoint was trained on)");
   const bool by_steps = options.steps() > 0;
   const std::int64_t total_steps = by_steps ? options.steps() : options.epochs() * per_epoch;
   const std::int64_t total_epochs = by_steps ? (total_steps + per_epoch - 1) / per_epoch : options.epochs();

@@ -22,6 +22,13 @@ inline constexpr std::int64_t kMaxLayers = 64;
 /// num_steps (source/target length the model is trained and decodes with) and the decoders'
 /// max_steps: each decoding step is a full pass of the decoder, so this bounds a translation's time.
 inline constexpr std::int64_t kMaxSteps = 4096;
+/// Beam width of beam search: each hypothesis scores the whole target vocabulary every step.
+inline constexpr std::int64_t kMaxBeam = 1024;
+/// Sentence pairs in one minibatch (the command line, TrainOptions and training.json).
+inline constexpr std::int64_t kMaxBatchSize = std::int64_t{1} << 20;
+/// Counts a checkpoint's training.json records (step, epoch, batch within the epoch): 2^53, the
+/// largest integer every JSON reader keeps exactly.
+inline constexpr std::int64_t kMaxCount = std::int64_t{1} << 53;
 /// The parameters the sizes together may give: 2^31 (8 GiB of float32 weights, before gradients
 /// and optimizer state), checked on the exact count before anything is allocated.
 inline constexpr std::int64_t kMaxParameters = std::int64_t{1} << 31;

@@ -162,3 +162,23 @@ TEST(Tasks, TaskInputUsesTheTaskTokenisation) {
   EXPECT_EQ(task_input("primes", "4, 7,11"), "4 7 11");
   EXPECT_THROW(task_input("nope", "x"), std::invalid_argument);
 }
+
+// A crafted training.json note or command line asked for 2^62 pairs or sources of a billion
+// tokens: refused before anything is generated, naming the option.
+TEST(Tasks, SizesAreBoundedBeforeGenerating) {
+  auto error = [](const tg::models::TaskOptions& o) -> std::string {
+    try {
+      tg::models::make_task("reverse", o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  using namespace tg::models;
+  EXPECT_EQ(error({.count = std::int64_t{1} << 62}),
+            "make_task: count = 4611686018427387904 is out of range [0, " + std::to_string(kMaxTaskPairs) + "]");
+  EXPECT_EQ(error({.count = 10, .min_len = 1, .max_len = 1000000000}),
+            "make_task: need 1 <= min_len <= max_len <= 4096, got min_len=1, max_len=1000000000");
+  EXPECT_EQ(error({.count = kMaxTaskPairs, .min_len = 1, .max_len = kMaxTaskLen}).rfind("make_task: count * max_len = ", 0), 0u);
+  EXPECT_EQ(error({.count = 3, .min_len = 2, .max_len = kMaxTaskLen}), "no error");
+}

@@ -411,6 +411,32 @@ TEST(Checkpoint, ManifestRefusesAChangedFileNamingIt) {
   fs::remove_all(root);
 }
 
+// Before the fix the model was built from config.json first: sizes in range but far from the
+// weights' (here about 850 million parameters, 3.4 GB) were allocated before load_state_dict refused the shapes.
+TEST(Checkpoint, ConfigSizesThatDoNotMatchTheWeightsAreRefusedBeforeBuildingTheModel) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  Generator gen(3);
+  auto model = make_model(f.config(), gen);
+  const fs::path ck = root / "ck";
+  save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
+  fs::remove(ck / "manifest.json");  // a crafted checkpoint can carry a matching manifest as well
+  ModelConfig big = f.config();
+  big.embed_size = 4096;
+  big.num_hiddens = 4096;
+  big.num_layers = 4;
+  write_file(ck / "config.json", config_to_json(big));
+  ::testing::internal::CaptureStderr();
+  const std::string err = load_error(ck);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.rfind((ck / "weights.npz").string() + ": holds " + std::to_string(model->num_parameters()) +
+                          " values but " + (ck / "config.json").string() + "'s sizes give ",
+                      0),
+            0u)
+      << err;
+  fs::remove_all(root);
+}
+
 TEST(Checkpoint, WithoutManifestLoadsWithAOneLineNote) {
   const fs::path root = temp_dir();
   Fixture f;

@@ -306,6 +306,29 @@ TEST(Trainer, ResumeDropsLogRowsPastTheCheckpointStep) {
   fs::remove_all(root);
 }
 
+// A checkpoint saved in the middle of an epoch, resumed on data with fewer batches per epoch
+// (or a crafted batch_in_epoch): the epoch could never end, and training looped forever.
+TEST(Trainer, ResumePastTheEndOfAnEpochOfThisDataIsRefused) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false);
+  Generator gen(1);
+  auto model = make_model(tiny_config(data), gen);
+  train(*model, data, TrainOptions(options).steps(3).out_dir((root / "ck").string()));
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_EQ(ck.training->batch_in_epoch, 3);
+  const TranslationData fewer = reverse_data(20);  // 2 batches per epoch
+  try {
+    train(*ck.model, fewer, TrainOptions(options).steps(10).resume_from(ck.dir));
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "train: " + ck.dir +
+                                         "/training.json: batch_in_epoch = 3 but an epoch of this data has 2 "
+                                         "batches (not the data the checkpoint was trained on)");
+  }
+  fs::remove_all(root);
+}
+
 TEST(Trainer, ResumeWithNothingLeftKeepsTheCheckpointAndItsLastLoss) {
   const fs::path root = temp_dir();
   const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch

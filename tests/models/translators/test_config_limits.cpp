@@ -173,3 +173,40 @@ TEST(ConfigLimits, ParameterCountMatchesTheBuiltModel) {
     }
   }
 }
+
+namespace {
+std::string training_error(const std::string& text) {
+  try {
+    training_from_json(text, "ck/training.json");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+// training.json's counts and rates feed the resume position and the command line's defaults.
+TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
+  using limits::kMaxBatchSize;
+  using limits::kMaxCount;
+  EXPECT_EQ(training_error(R"({"batch_size": 2000000000})"),
+            "ck/training.json: batch_size = 2000000000 is out of range [0, " + std::to_string(kMaxBatchSize) + "]");
+  EXPECT_EQ(training_error(R"({"step": -1})"), "ck/training.json: step = -1 is out of range [0, " + std::to_string(kMaxCount) + "]");
+  EXPECT_EQ(training_error(R"({"batch_in_epoch": 9007199254740993})"),
+            "ck/training.json: batch_in_epoch = 9007199254740993 is out of range [0, " + std::to_string(kMaxCount) + "]");
+  EXPECT_EQ(training_error(R"({"lr": -0.5})"), "ck/training.json: lr = -0.500000 must be finite and >= 0");
+  EXPECT_EQ(training_error(R"({"clip": 1e999})").rfind("ck/training.json: ", 0), 0u);
+  EXPECT_EQ(training_error(R"({"elapsed_s": -3})"), "ck/training.json: elapsed_s = -3.000000 must be finite and >= 0");
+  EXPECT_EQ(training_error(R"({"step": 5, "batch_size": 64, "lr": 0.001, "clip": 1, "elapsed_s": 2.5})"), "no error");
+}
+
+TEST(ConfigLimits, BeamAndBatchOfDecodingAreBounded) {
+  try {
+    DecodeOptions().beam_size(1 << 30).validate();
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "decode: beam size = 1073741824 is out of range [1, 1024]");
+  }
+  EXPECT_NO_THROW(DecodeOptions().beam_size(limits::kMaxBeam).validate());
+  EXPECT_THROW(DecodeOptions().batch_size(limits::kMaxBatchSize + 1).validate(), std::invalid_argument);
+}
