@@ -200,6 +200,24 @@ TEST(Transformer, PreNormGeluBatchFirstWithSrcMaskMatchesTorch) {
   });
 }
 
+TEST(Transformer, Float32OutputWithin1e5OfTorchFloat64) {
+  Generator gen(0);
+  Transformer model({.d_model = 8, .nhead = 2, .num_encoder_layers = 2, .num_decoder_layers = 2, .dim_feedforward = 16,
+                     .dropout = 0.0},
+                    gen);
+  model.eval();
+  model.load_state_dict(fixture_state("tfm_post"));  // converted to the model's float32
+  const Tensor out = model.forward(fixture_get("tfm_post.src").to(DType::f32), fixture_get("tfm_post.tgt").to(DType::f32),
+                                   {.tgt_mask = Transformer::generate_square_subsequent_mask(4),
+                                    .src_key_padding_mask = mask("tfm_post.src_key_padding_mask"),
+                                    .tgt_key_padding_mask = mask("tfm_post.tgt_key_padding_mask"),
+                                    .memory_key_padding_mask = mask("tfm_post.memory_key_padding_mask")});
+  EXPECT_EQ(out.dtype(), DType::f32);
+  const double err = fixture_error(out, fixture_get("tfm_post.out"));
+  EXPECT_LE(err, 1e-5);
+  std::cout << "[ fixture  ] tfm_post in float32: max abs error vs PyTorch float64 " << err << "\n";
+}
+
 TEST(Transformer, DefaultsChildrenAndErrors) {
   const tg::nn::TransformerOptions defaults;
   EXPECT_EQ(defaults.d_model, 512);
