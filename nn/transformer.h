@@ -105,7 +105,8 @@ class TransformerDecoderLayer : public Module {
   /// causal tgt_mask (no tgt_key_padding_mask) for those positions, at the cost of the new rows
   /// only. The memory's keys and values are projected at the first call and reused: pass the same
   /// memory each step, or a fresh cache for a new one. No attention dropout here, so this throws in
-  /// training mode with dropout > 0 (use forward() to train). Batched inputs only.
+  /// training mode with dropout > 0 (use forward() to train). Batched inputs only; no memory_mask
+  /// or tgt_key_padding_mask. Each step appends to the cache with concat (a copy of the cache).
   Tensor forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderLayerCache& cache,
                       const Tensor& memory_key_padding_mask = Tensor());
 
