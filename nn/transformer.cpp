@@ -160,7 +160,10 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
     return dropout2->forward(
         std::get<0>(multihead_attn->forward(x, memory, memory, memory_key_padding_mask, false, memory_mask)));
   };
-  Tensor x = tgt;
+  return residual_blocks(tgt, self_block, cross_block);
+}
+
+Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const Block& self_block, const Block& cross_block) {
   if (options_.norm_first) {
     x = x + self_block(norm1->forward(x));
     x = x + cross_block(norm2->forward(x));
@@ -222,16 +225,7 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
     return dropout2->forward(merge_heads(
         *multihead_attn, scaled_dot_product_attention(q, cache.memory_key, cache.memory_value, mask)));
   };
-  Tensor x = x0;
-  if (options_.norm_first) {
-    x = x + self_block(norm1->forward(x));
-    x = x + cross_block(norm2->forward(x));
-    x = x + feed_forward(norm3->forward(x));
-  } else {
-    x = norm1->forward(x + self_block(x));
-    x = norm2->forward(x + cross_block(x));
-    x = norm3->forward(x + feed_forward(x));
-  }
+  const Tensor x = residual_blocks(x0, self_block, cross_block);
   return bf ? x : transpose(x, 0, 1);
 }
 

@@ -15,6 +15,7 @@
 // PyTorch's inference fast paths (nested tensors, _transformer_encoder_layer_fwd) are not
 // reproduced; they compute the same function.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,6 +122,9 @@ class TransformerDecoderLayer : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
 
  private:
+  using Block = std::function<Tensor(const Tensor&)>;
+  /// The three residual blocks, post-norm or pre-norm, shared by forward and forward_step.
+  Tensor residual_blocks(Tensor x, const Block& self_block, const Block& cross_block);
   Tensor feed_forward(const Tensor& x);
   TransformerDecoderLayerOptions options_;
 };
