@@ -11,6 +11,7 @@
 #include "nn/multihead_attention.h"
 #include "nn/normalization.h"
 #include "nn/optim.h"
+#include "nn/positional_encoding.h"
 #include "nn/rnn.h"
 #include "nn/serialize.h"
 #include "nn/transformer.h"

@@ -1,12 +1,27 @@
 #pragma once
-// torch.nn.TransformerEncoderLayer (PyTorch 1.13): the same children, parameter names and order,
-// defaults and forward (post-norm by default, pre-norm with norm_first), built from
-// MultiheadAttention, Linear, LayerNorm and Dropout.
+// torch.nn.TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder, TransformerDecoder
+// and Transformer (PyTorch 1.13): the same children, parameter names and order (state_dict keys such
+// as "decoder.layers.1.multihead_attn.in_proj_weight"), defaults and forward (post-norm by default,
+// pre-norm with norm_first), built from MultiheadAttention, Linear, LayerNorm and Dropout.
+//
+// Masks are MultiheadAttention's: an i64 mask's nonzero entries may NOT be attended (PyTorch's bool
+// True), a floating mask is added to the scores (e.g. generate_square_subsequent_mask).
+//
+// Stacks copy their layer as PyTorch's _get_clones does with copy.deepcopy: TransformerEncoder(layer, n)
+// holds n clones of `layer` (same options, same initial values, own parameters); the prototype itself
+// is not registered. Transformer then re-draws every parameter of dim > 1 with xavier_uniform_, as
+// torch's _reset_parameters (so the clones' matrices differ, their biases stay equal).
+//
+// PyTorch's inference fast paths (nested tensors, _transformer_encoder_layer_fwd) are not
+// reproduced; they compute the same function.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/tensor.h"
+#include "nn/container.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -22,8 +37,9 @@ namespace tg::nn {
 /// The feed-forward block's activation (torch's "relu" | "gelu").
 enum class TransformerActivation { relu, gelu };
 
-/// Options of TransformerEncoderLayer, named as torch's constructor arguments.
-struct TransformerEncoderLayerOptions {
+/// Options of TransformerEncoderLayer and TransformerDecoderLayer, named as torch's constructor
+/// arguments.
+struct TransformerLayerOptions {
   std::int64_t d_model;
   std::int64_t nhead;
   std::int64_t dim_feedforward = 2048;
@@ -34,6 +50,8 @@ struct TransformerEncoderLayerOptions {
   bool norm_first = false;
   std::shared_ptr<Generator> generator;  ///< dropout masks (null: the layer's own Generator(0))
 };
+using TransformerEncoderLayerOptions = TransformerLayerOptions;
+using TransformerDecoderLayerOptions = TransformerLayerOptions;
 
 /// Children in torch's order: self_attn, linear1 (d_model -> dim_feedforward), dropout, linear2,
 /// norm1, norm2, dropout1, dropout2. state_dict keys as torch's ("self_attn.in_proj_weight", ...).
@@ -44,6 +62,9 @@ class TransformerEncoderLayer : public Module {
   /// src (S, N, E) ((N, S, E) with batch_first); src_mask (S, S) and src_key_padding_mask (N, S)
   /// as MultiheadAttention's (i64 nonzero = may not attend, or floating, added).
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor());
+  /// A new layer with the same options, a copy of every parameter (same dtype and requires_grad)
+  /// and the same training mode: copy.deepcopy. The clone shares options().generator.
+  std::shared_ptr<TransformerEncoderLayer> clone() const;
   std::string extra_repr() const override;
   const TransformerEncoderLayerOptions& options() const { return options_; }
 
@@ -55,6 +76,155 @@ class TransformerEncoderLayer : public Module {
  private:
   Tensor feed_forward(const Tensor& x);
   TransformerEncoderLayerOptions options_;
+};
+
+/// What TransformerDecoderLayer::forward_step keeps between steps: the projected keys and values of
+/// the target positions seen so far, and of the memory (projected at the first step).
+struct TransformerDecoderLayerCache {
+  Tensor self_key, self_value;      ///< (N, nhead, T, d_model / nhead)
+  Tensor memory_key, memory_value;  ///< (N, nhead, S, d_model / nhead)
+  /// Target positions seen so far (T).
+  std::int64_t length() const { return self_key.defined() ? self_key.size(2) : 0; }
+};
+
+/// Children in torch's order: self_attn, multihead_attn, linear1, dropout, linear2, norm1, norm2,
+/// norm3, dropout1, dropout2, dropout3.
+class TransformerDecoderLayer : public Module {
+ public:
+  TransformerDecoderLayer(const TransformerDecoderLayerOptions& options, Generator& gen);
+
+  /// tgt (T, N, E) and memory (S, N, E) ((N, T, E), (N, S, E) with batch_first; unbatched (T, E),
+  /// (S, E)) -> like tgt. tgt_mask (T, T), memory_mask (T, S), tgt_key_padding_mask (N, T),
+  /// memory_key_padding_mask (N, S), as MultiheadAttention's; undefined = none.
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor());
+
+  /// Incremental decoding: `tgt` holds only the new positions (T_new, N, E) (batch_first:
+  /// (N, T_new, E)); they attend causally to themselves and to every position already in `cache`,
+  /// whose self-attention keys and values are appended to. Equals the rows of forward() with a
+  /// causal tgt_mask (no tgt_key_padding_mask) for those positions, at the cost of the new rows
+  /// only. The memory's keys and values are projected at the first call and reused: pass the same
+  /// memory each step, or a fresh cache for a new one. No attention dropout here, so this throws in
+  /// training mode with dropout > 0 (use forward() to train). Batched inputs only; no memory_mask
+  /// or tgt_key_padding_mask. Each step appends to the cache with concat (a copy of the cache).
+  Tensor forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderLayerCache& cache,
+                      const Tensor& memory_key_padding_mask = Tensor());
+
+  /// As TransformerEncoderLayer::clone.
+  std::shared_ptr<TransformerDecoderLayer> clone() const;
+  std::string extra_repr() const override;
+  const TransformerDecoderLayerOptions& options() const { return options_; }
+
+  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+
+ private:
+  using Block = std::function<Tensor(const Tensor&)>;
+  /// The three residual blocks, post-norm or pre-norm, shared by forward and forward_step.
+  Tensor residual_blocks(Tensor x, const Block& self_block, const Block& cross_block);
+  Tensor feed_forward(const Tensor& x);
+  TransformerDecoderLayerOptions options_;
+};
+
+/// torch.nn.TransformerEncoder(encoder_layer, num_layers, norm=None): children "layers" (a
+/// ModuleList of num_layers clones of encoder_layer) and, when given, "norm" applied after the
+/// last layer. (enable_nested_tensor and mask_check concern torch's fast path only.)
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(const TransformerEncoderLayer& encoder_layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+
+  /// As TransformerEncoderLayer::forward, through every layer, then norm.
+  Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor());
+  std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
+  /// Layer `i` (0-based) with its own type.
+  const std::shared_ptr<TransformerEncoderLayer>& layer(std::int64_t i) const { return layers_.at(i); }
+
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;  ///< null without a final norm
+
+ private:
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
+};
+
+/// One TransformerDecoderLayerCache per layer of a TransformerDecoder.
+struct TransformerDecoderCache {
+  std::vector<TransformerDecoderLayerCache> layers;
+  /// Target positions seen so far.
+  std::int64_t length() const { return layers.empty() ? 0 : layers.front().length(); }
+};
+
+/// torch.nn.TransformerDecoder(decoder_layer, num_layers, norm=None): children "layers" and
+/// optional "norm", as TransformerEncoder.
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(const TransformerDecoderLayer& decoder_layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+
+  /// As TransformerDecoderLayer::forward, through every layer, then norm.
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor());
+  /// As TransformerDecoderLayer::forward_step through every layer (cache.layers is sized on first
+  /// use), then norm.
+  Tensor forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderCache& cache,
+                      const Tensor& memory_key_padding_mask = Tensor());
+  std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
+  const std::shared_ptr<TransformerDecoderLayer>& layer(std::int64_t i) const { return layers_.at(i); }
+
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;  ///< null without a final norm
+
+ private:
+  std::vector<std::shared_ptr<TransformerDecoderLayer>> layers_;
+};
+
+/// Options of Transformer, named and defaulted as torch's constructor arguments (custom_encoder and
+/// custom_decoder are not offered).
+struct TransformerOptions {
+  std::int64_t d_model = 512;
+  std::int64_t nhead = 8;
+  std::int64_t num_encoder_layers = 6;
+  std::int64_t num_decoder_layers = 6;
+  std::int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  TransformerActivation activation = TransformerActivation::relu;
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;
+  std::shared_ptr<Generator> generator;  ///< dropout masks (null: the model's own Generator(0))
+};
+
+/// Transformer::forward's optional masks, in torch's argument order (designated initializers:
+/// model.forward(src, tgt, {.tgt_mask = m, .src_key_padding_mask = p})).
+struct TransformerMasks {
+  Tensor src_mask, tgt_mask, memory_mask;
+  Tensor src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask;
+};
+
+/// torch.nn.Transformer: children "encoder" (TransformerEncoder with a final "norm") and "decoder"
+/// (TransformerDecoder with a final "norm"); both norms exist whatever norm_first, as in torch.
+class Transformer : public Module {
+ public:
+  Transformer(const TransformerOptions& options, Generator& gen);
+
+  /// src (S, N, E), tgt (T, N, E) ((N, S, E), (N, T, E) with batch_first) -> (T, N, E): the decoder
+  /// over the encoder's output. Throws std::invalid_argument when the batch sizes differ or a
+  /// feature size is not d_model.
+  Tensor forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks = {});
+  /// (sz, sz) float mask: 0 on and below the diagonal, -inf above (torch's; a causal tgt_mask).
+  static Tensor generate_square_subsequent_mask(std::int64_t sz, DType dtype = DType::f32);
+  std::string extra_repr() const override;
+  const TransformerOptions& options() const { return options_; }
+
+  std::shared_ptr<TransformerEncoder> encoder;
+  std::shared_ptr<TransformerDecoder> decoder;
+
+ private:
+  TransformerOptions options_;
 };
 
 }  // namespace tg::nn

@@ -19,6 +19,8 @@
 #include "nn/multihead_attention.h"
 #include "nn/serialize.h"
 #include "nn/transformer.h"
+#include "layer_test_util.h"
+#include "torch_mha_fixture.h"
 
 namespace {
 
@@ -28,67 +30,38 @@ using tg::Tensor;
 using tg::nn::MultiheadAttention;
 using tg::nn::MultiheadAttentionOptions;
 using tg::nn::NamedTensors;
-
-const NamedTensors& fixture() {
-  static const NamedTensors all = tg::nn::load_npz(TG_TEST_DATA_DIR "/torch_mha_fixture.npz");
-  return all;
-}
-
-Tensor get(const std::string& key) {
-  for (const auto& [n, t] : fixture())
-    if (n == key) return t;
-  throw std::out_of_range("torch_mha_fixture.npz has no '" + key + "'");
-}
-
-NamedTensors state_of(const std::string& name) {
-  const std::string p = name + ".state.";
-  NamedTensors out;
-  for (const auto& [n, t] : fixture())
-    if (n.rfind(p, 0) == 0) out.emplace_back(n.substr(p.size()), t);
-  return out;
-}
-
-/// A 0/1 float mask as tapegrad's i64 mask.
-Tensor as_i64(const Tensor& m) {
-  const std::vector<double> v = m.to_vector<double>();
-  std::vector<std::int64_t> out(v.begin(), v.end());
-  return Tensor::from_vector(out, m.shape());
-}
-
-double max_error(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double err = 0;
-  for (std::size_t i = 0; i < g.size() && i < w.size(); ++i) err = std::max(err, std::abs(g[i] - w[i]));
-  return err;
-}
+using tg::nn::testing::as_i64_mask;
+using tg::nn::testing::fixture_error;
+using tg::nn::testing::fixture_get;
+using tg::nn::testing::fixture_state;
+using tg::nn::testing::mha_fixture;
 
 void check_against_torch(MultiheadAttention& mha, const std::string& name, bool average) {
   mha.to(DType::f64);
   mha.eval();
-  const NamedTensors state = state_of(name);
+  const NamedTensors state = fixture_state(name);
   std::vector<std::string> ours, theirs;
   for (const auto& [n, _] : mha.named_parameters()) ours.push_back(n);
   for (const auto& [n, _] : state) theirs.push_back(n);
   ASSERT_EQ(ours, theirs);
   mha.load_state_dict(state);
-  const Tensor q = get(name + ".query").detach().clone().requires_grad_();
-  const Tensor k = get(name + ".key").detach().clone().requires_grad_();
-  const Tensor v = get(name + ".value").detach().clone().requires_grad_();
+  const Tensor q = fixture_get(name + ".query").detach().clone().requires_grad_();
+  const Tensor k = fixture_get(name + ".key").detach().clone().requires_grad_();
+  const Tensor v = fixture_get(name + ".value").detach().clone().requires_grad_();
   const std::string kpm_key = name + ".key_padding_mask", am_key = name + ".attn_mask";
   Tensor kpm, am;
-  for (const auto& [n, t] : fixture()) {
-    if (n == kpm_key) kpm = as_i64(t);
-    if (n == am_key) am = as_i64(t);
+  for (const auto& [n, t] : mha_fixture()) {
+    if (n == kpm_key) kpm = as_i64_mask(t);
+    if (n == am_key) am = as_i64_mask(t);
   }
   auto [out, w] = mha.forward(q, k, v, kpm, true, am, average);
-  tg::sum(out * get(name + ".r")) .backward();  // out's part
+  tg::sum(out * fixture_get(name + ".r")) .backward();  // out's part
   auto [out2, w2] = mha.forward(q, k, v, kpm, true, am, average);
-  tg::sum(w2 * get(name + ".rw")).backward();   // the weights' part, accumulated
+  tg::sum(w2 * fixture_get(name + ".rw")).backward();   // the weights' part, accumulated
   const double tol = 1e-12;
   double worst = 0;
   auto expect_close = [&](const Tensor& got, const std::string& key) {
-    const double err = max_error(got, get(key));
+    const double err = fixture_error(got, fixture_get(key));
     EXPECT_LE(err, tol) << key;
     worst = std::max(worst, err);
   };
@@ -121,10 +94,13 @@ TEST(MultiheadAttention, GradchecksUnbatchedAndCausal) {
   mha.to(DType::f64);
   const Tensor x = Tensor::normal({3, 4}, 0, 1, gen, DType::f64).requires_grad_();  // unbatched (L, E)
   std::vector<Tensor> inputs = {x};
-  for (const auto& [_, p] : mha.named_parameters()) inputs.push_back(p);
+  for (const Tensor& p : tg::nn::testing::parameter_inputs(mha)) inputs.push_back(p);
   const Tensor causal = tg::triu(Tensor::ones({3, 3}, DType::i64), 1);  // nonzero = may not attend
   const auto report = tg::gradcheck(
-      [&](const std::vector<Tensor>& in) { return std::get<0>(mha.forward(in[0], in[0], in[0], Tensor(), false, causal)); },
+      [&](const std::vector<Tensor>& in) {
+        tg::nn::testing::bind_parameters(mha, in, 1);  // the parameters' own columns, not constants
+        return std::get<0>(mha.forward(in[0], in[0], in[0], Tensor(), false, causal));
+      },
       inputs);
   EXPECT_TRUE(report.ok) << report.message;
 }
@@ -194,23 +170,23 @@ namespace {
 void check_layer_against_torch(tg::nn::TransformerEncoderLayer& layer, const std::string& name) {
   layer.to(DType::f64);
   layer.eval();
-  const NamedTensors state = state_of(name);
+  const NamedTensors state = fixture_state(name);
   std::vector<std::string> ours, theirs;
   for (const auto& [n, _] : layer.named_parameters()) ours.push_back(n);
   for (const auto& [n, _] : state) theirs.push_back(n);
   ASSERT_EQ(ours, theirs);
   layer.load_state_dict(state);
-  const Tensor src = get(name + ".src").detach().clone().requires_grad_();
+  const Tensor src = fixture_get(name + ".src").detach().clone().requires_grad_();
   Tensor mask, kpm;
-  for (const auto& [n, t] : fixture()) {
-    if (n == name + ".src_mask") mask = as_i64(t);
-    if (n == name + ".key_padding_mask") kpm = as_i64(t);
+  for (const auto& [n, t] : mha_fixture()) {
+    if (n == name + ".src_mask") mask = as_i64_mask(t);
+    if (n == name + ".key_padding_mask") kpm = as_i64_mask(t);
   }
   const Tensor out = layer.forward(src, mask, kpm);
-  tg::sum(out * get(name + ".r")).backward();
+  tg::sum(out * fixture_get(name + ".r")).backward();
   double worst = 0;
   auto expect_close = [&](const Tensor& got, const std::string& key) {
-    const double err = max_error(got, get(key));
+    const double err = fixture_error(got, fixture_get(key));
     EXPECT_LE(err, 1e-12) << key;
     worst = std::max(worst, err);
   };
@@ -247,8 +223,13 @@ TEST(TransformerEncoderLayer, GradchecksAndDropoutOnlyInTraining) {
   layer.eval();
   const Tensor src = Tensor::normal({3, 2, 4}, 0, 1, gen, DType::f64).requires_grad_();
   std::vector<Tensor> inputs = {src};
-  for (const auto& [_, p] : layer.named_parameters()) inputs.push_back(p);
-  const auto report = tg::gradcheck([&](const std::vector<Tensor>& in) { return layer.forward(in[0]); }, inputs);
+  for (const Tensor& p : tg::nn::testing::parameter_inputs(layer)) inputs.push_back(p);
+  const auto report = tg::gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        tg::nn::testing::bind_parameters(layer, in, 1);  // the parameters' own columns, not constants
+        return layer.forward(in[0]);
+      },
+      inputs);
   EXPECT_TRUE(report.ok) << report.message;
   const std::vector<double> a = layer.forward(src).to_vector<double>(), b = layer.forward(src).to_vector<double>();
   EXPECT_EQ(a, b);  // eval: deterministic

@@ -1,0 +1,76 @@
+#pragma once
+// Position information for attention models: the fixed sinusoidal encoding of Vaswani et al. (2017)
+// as PyTorch's Transformer tutorial writes it (PositionalEncoding(d_model, dropout, max_len)), and a
+// learned position embedding table. Both add the positions to their input and apply dropout:
+// forward(x, start) = dropout(x + P[start : start + T]), where T is x's sequence length.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "autograd/tensor.h"
+#include "nn/dropout.h"
+#include "nn/module.h"
+
+namespace tg {
+class Generator;
+}
+
+namespace tg::nn {
+
+/// Options of SinusoidalPositionalEncoding and LearnedPositionalEmbedding.
+struct PositionalEncodingOptions {
+  std::int64_t d_model;
+  std::int64_t max_len = 5000;  ///< positions available: start + T <= max_len
+  double dropout = 0.1;         ///< applied after the addition (the tutorial's default)
+  bool batch_first = false;     ///< x is (T, N, E) by default, (N, T, E) with batch_first; (T, E) unbatched
+  std::shared_ptr<Generator> generator;  ///< dropout masks (null: the module's own Generator(0))
+};
+
+/// The (max_len, d_model) sinusoidal table: P[p, 2i] = sin(p w_i), P[p, 2i + 1] = cos(p w_i) with
+/// w_i = exp(2i * -ln(10000) / d_model), computed in double (the tutorial's formula; an odd d_model
+/// has one more sine column than cosine columns).
+Tensor sinusoidal_position_table(std::int64_t max_len, std::int64_t d_model, DType dtype = DType::f32);
+
+/// Fixed sinusoidal positions. The table is a buffer, not a parameter: it is not in
+/// named_parameters() or the state_dict (the tutorial registers it as buffer "pe"; it is a function
+/// of d_model and max_len, so nothing is lost) and gets no gradient. It follows x's dtype (f32/f64).
+class SinusoidalPositionalEncoding : public Module {
+ public:
+  explicit SinusoidalPositionalEncoding(const PositionalEncodingOptions& options);
+
+  /// dropout(x + table[start : start + T]); start > 0 for incremental decoding. Throws
+  /// std::invalid_argument when x's last dim is not d_model or the positions exceed max_len.
+  Tensor forward(const Tensor& x, std::int64_t start = 0);
+  Tensor operator()(const Tensor& x, std::int64_t start = 0) { return forward(x, start); }
+  /// The table, (max_len, d_model), float64.
+  const Tensor& pe() const { return pe64_; }
+  const PositionalEncodingOptions& options() const { return options_; }
+  std::string extra_repr() const override;
+
+  std::shared_ptr<Dropout> dropout;
+
+ private:
+  PositionalEncodingOptions options_;
+  Tensor pe32_, pe64_;
+};
+
+/// Learned positions: parameter "weight" (max_len, d_model) ~ N(0, 1) from `gen`, as an
+/// nn.Embedding(max_len, d_model) (so such a PyTorch table loads with load_state_dict).
+class LearnedPositionalEmbedding : public Module {
+ public:
+  LearnedPositionalEmbedding(const PositionalEncodingOptions& options, Generator& gen);
+
+  /// dropout(x + weight[start : start + T]); errors as SinusoidalPositionalEncoding.
+  Tensor forward(const Tensor& x, std::int64_t start = 0);
+  Tensor operator()(const Tensor& x, std::int64_t start = 0) { return forward(x, start); }
+  const PositionalEncodingOptions& options() const { return options_; }
+  std::string extra_repr() const override;
+
+  Tensor weight;  ///< (max_len, d_model)
+  std::shared_ptr<Dropout> dropout;
+
+ private:
+  PositionalEncodingOptions options_;
+};
+
+}  // namespace tg::nn
