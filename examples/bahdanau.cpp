@@ -4,7 +4,7 @@
 //   bahdanau translate --model ckpt --heatmap att.svg "the 3 rd of march 1 9 9 7"
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
 //   bahdanau eval --model ckpt --split heldout
-//   bahdanau bleu --hyp out.txt --ref ref.txt
+//   bahdanau bleu --hyp out.txt --ref ref.txt --metric sacrebleu
 //   bahdanau experiment length --quick --out-dir out/experiments/length
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
@@ -37,6 +37,7 @@
 #include "models/experiments/experiments.h"
 #include "models/plots/heatmap.h"
 #include "models/decoding/metrics.h"
+#include "models/decoding/sacrebleu.h"
 #include "models/plots/plot.h"
 #include "models/translators/limits.h"
 #include "models/translators/registry.h"
@@ -465,15 +466,38 @@ int run_eval(EvalArgs& a) {
 
 // ---- bleu -----------------------------------------------------------------------------------
 
-int run_bleu(const std::string& hyp_path, const std::string& ref_path, int d2l_k) {
-  const auto hyp = read_lines(hyp_path);
-  const auto ref = read_lines(ref_path);
+struct BleuArgs {
+  std::string hyp, ref;
+  int d2l_k = 0;
+  std::string metric = "bleu4", tokenize = "13a";
+  CLI::Option* tokenize_opt = nullptr;
+};
+
+int run_bleu(const BleuArgs& a) {
+  const auto hyp = read_lines(a.hyp);
+  const auto ref = read_lines(a.ref);
   if (hyp.size() != ref.size())
-    throw UsageError(hyp_path + " has " + std::to_string(hyp.size()) + " lines but " + ref_path + " has " +
+    throw UsageError(a.hyp + " has " + std::to_string(hyp.size()) + " lines but " + a.ref + " has " +
                      std::to_string(ref.size()));
-  if (d2l_k > 0) {  // d2l's sentence-level BLEU-k, one score per line
-    for (std::size_t i = 0; i < hyp.size(); ++i) std::printf("%.3f\n", bleu_d2l(hyp[i], ref[i], d2l_k));
+  if (a.tokenize_opt->count() > 0 && a.metric != "sacrebleu")
+    throw UsageError("--tokenize applies to --metric sacrebleu only");
+  if (a.d2l_k > 0) {  // d2l's sentence-level BLEU-k, one score per line
+    if (a.metric != "bleu4") throw UsageError("--d2l-k cannot be combined with --metric " + a.metric);
+    for (std::size_t i = 0; i < hyp.size(); ++i) std::printf("%.3f\n", bleu_d2l(hyp[i], ref[i], a.d2l_k));
     return 0;
+  }
+  try {
+    if (a.metric == "sacrebleu") {
+      const auto tok = a.tokenize == "13a" ? SacreTokenizer::k13a : SacreTokenizer::kNone;
+      std::printf("%s\n", sacre_bleu(hyp, ref, tok).format().c_str());
+      return 0;
+    }
+    if (a.metric == "chrf") {
+      std::printf("%s\n", sacre_chrf(hyp, ref).format().c_str());
+      return 0;
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(a.hyp + ", " + a.ref + ": " + e.what());
   }
   const BleuResult b = corpus_bleu(hyp, ref, 4);
   std::printf("BLEU-4 %.4f (p1 %.4f p2 %.4f p3 %.4f p4 %.4f, BP %.4f, hyp_len %lld, ref_len %lld)\n", b.score,
@@ -683,12 +707,20 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--threads", ea.threads, "Threads (0 = all cores)");
 
   // bleu
-  std::string hyp, ref;
-  CLI::App* bleu_cmd = app.add_subcommand("bleu", "Corpus BLEU-4 (Papineni et al.) of whitespace-tokenised lines");
-  bleu_cmd->add_option("--hyp", hyp, "System output, one sentence per line")->required();
-  bleu_cmd->add_option("--ref", ref, "References, one per line")->required();
-  int d2l_k = 0;
-  bleu_cmd->add_option("--d2l-k", d2l_k, "Print d2l's sentence-level BLEU-k of each line instead")->check(CLI::Range(1, 8));
+  BleuArgs ba;
+  CLI::App* bleu_cmd = app.add_subcommand(
+      "bleu", "Score a system output against references: corpus BLEU-4 of whitespace tokens (default), "
+              "sacreBLEU-compatible BLEU, or chrF2");
+  bleu_cmd->add_option("--hyp", ba.hyp, "System output, one sentence per line")->required();
+  bleu_cmd->add_option("--ref", ba.ref, "References, one per line")->required();
+  bleu_cmd->add_option("--metric", ba.metric,
+                       "bleu4: BLEU-4 in [0, 1] of whitespace-split lines (Papineni, no smoothing); "
+                       "sacrebleu: BLEU in [0, 100] as sacreBLEU 2.x computes it on detokenised text (13a, exp "
+                       "smoothing), with its signature; chrf: chrF2 as sacreBLEU 2.x")
+      ->check(CLI::IsMember({"bleu4", "sacrebleu", "chrf"}))->capture_default_str();
+  ba.tokenize_opt = bleu_cmd->add_option("--tokenize", ba.tokenize, "sacrebleu: 13a (sacreBLEU's default) or none")
+                        ->check(CLI::IsMember({"13a", "none"}))->capture_default_str();
+  bleu_cmd->add_option("--d2l-k", ba.d2l_k, "Print d2l's sentence-level BLEU-k of each line instead")->check(CLI::Range(1, 8));
 
   // plot
   PlotArgs pa;
@@ -742,7 +774,7 @@ int main(int argc, char** argv) {
     if (train_cmd->parsed()) return run_train(ta);
     if (translate_cmd->parsed()) return run_translate(tr);
     if (eval_cmd->parsed()) return run_eval(ea);
-    if (bleu_cmd->parsed()) return run_bleu(hyp, ref, d2l_k);
+    if (bleu_cmd->parsed()) return run_bleu(ba);
     if (plot_cmd->parsed()) return run_plot(pa);
     if (exp_cmd->parsed()) return run_experiment_cmd(xa);
   } catch (const std::exception& e) {

@@ -312,3 +312,33 @@ TEST_F(Cli, LongValuesGiveAShortFirstLine) {
   EXPECT_EQ(err[1].rfind("bahdanau: error: " + (ck / "config.json").string() + ": unknown key 'xxx", 0), 0u) << err[1];
   EXPECT_EQ(err[2].rfind("  known keys: ablation, ", 0), 0u) << err[2];
 }
+
+TEST_F(Cli, BleuSacrebleuAndChrfModes) {
+  // The committed corpus of tests/models/decoding/test_sacrebleu.cpp, whose values are worked out there.
+  const std::string files = std::string("--hyp ") + TG_TEST_DATA_DIR "/sacrebleu_hyp.txt --ref " TG_TEST_DATA_DIR
+                            "/sacrebleu_ref.txt";
+  CliRun r = run("bleu " + files + " --metric sacrebleu");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x-tapegrad = 53.80 "
+                   "76.5/64.3/45.5/37.5 (BP = 1.000 ratio = 1.062 hyp_len = 17 ref_len = 16)\n");
+  r = run("bleu " + files + " --metric sacrebleu --tokenize none");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|", 0), 0u) << r.out;
+  r = run("bleu " + files + " --metric chrf");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.x-tapegrad = ", 0), 0u) << r.out;
+  r = run("bleu " + files);  // the default stays the whitespace BLEU-4 in [0, 1]
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("BLEU-4 0.", 0), 0u) << r.out;
+  r = run("bleu " + files + " --tokenize none");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--tokenize applies to --metric sacrebleu only"), std::string::npos) << r.err;
+  r = run("bleu " + files + " --metric meteor");
+  EXPECT_EQ(r.status, 2);
+  const fs::path empty_ref = dir() / "empty_ref.txt";
+  std::ofstream(empty_ref) << "a\n\nc\n";
+  r = run("bleu " + std::string("--hyp ") + TG_TEST_DATA_DIR "/sacrebleu_hyp.txt --ref " + empty_ref.string() +
+          " --metric chrf");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("reference line 2 is empty"), std::string::npos) << r.err;
+}
