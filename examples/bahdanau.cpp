@@ -5,6 +5,7 @@
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
 //   bahdanau eval --model ckpt --split heldout
 //   bahdanau bleu --hyp out.txt --ref ref.txt --metric sacrebleu
+//   bahdanau split --data fra.txt --out data/fra-eng --test 5000 --dev 2000
 //   bahdanau experiment length --quick --out-dir out/experiments/length
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
@@ -33,6 +34,7 @@
 #include "models/plots/attention_bars.h"
 #include "models/training/checkpoint.h"
 #include "models/text/data.h"
+#include "models/text/split.h"
 #include "models/decoding/decode.h"
 #include "models/experiments/experiments.h"
 #include "models/plots/heatmap.h"
@@ -106,6 +108,7 @@ struct DataArgs {
   std::int64_t min_len = 1, max_len = 8;
   std::int64_t min_freq = 2;
   double holdout = 0.0;             // < 1: fraction, >= 1: count
+  bool reverse = false;             // --reverse: translate the file's second column into its first
 
   void add_options(CLI::App* app, CLI::Option*& data_opt, CLI::Option*& task_opt, std::int64_t default_task_seed) {
     task_seed = default_task_seed;
@@ -114,6 +117,8 @@ struct DataArgs {
     for (const auto& n : task_names()) names += (names.empty() ? "" : ", ") + n;
     task_opt = app->add_option("--task", task, "Built-in synthetic task: " + names)->check(CLI::IsMember(task_names()));
     data_opt->excludes(task_opt);
+    app->add_flag("--reverse", reverse, "--data: translate the second column into the first (e.g. French to English)")
+        ->needs(data_opt);
     app->add_option("--num-examples", num_examples, "Use the first N pairs of --data, or generate N task pairs (default 1000)")
         ->check(kNonNegative);
     app->add_option("--task-seed", task_seed, "Seed of the --task generator")->capture_default_str();
@@ -124,6 +129,7 @@ struct DataArgs {
   std::map<std::string, std::string> notes() const {
     std::map<std::string, std::string> n;
     if (!data.empty()) n["data"] = data;
+    if (reverse) n["reverse"] = "1";
     if (!task.empty()) n["task"] = task;
     n["num_examples"] = std::to_string(num_examples);
     n["task_seed"] = std::to_string(task_seed);
@@ -144,6 +150,7 @@ struct DataArgs {
       if (it == n.end()) throw UsageError(ckpt + "/training.json does not record the training data; give --data or --task");
       return it->second;
     };
+    reverse = n.count("reverse") && n.at("reverse") == "1";
     if (n.count("data")) data = n.at("data");
     else if (n.count("task")) task = n.at("task");
     else get("data");
@@ -160,8 +167,10 @@ struct DataArgs {
   }
 
   std::vector<SentencePair> pairs() const {
-    if (!data.empty())
-      return read_sentence_pairs(data, num_examples > 0 ? std::optional<std::size_t>(num_examples) : std::nullopt);
+    if (!data.empty()) {
+      auto pairs = read_sentence_pairs(data, num_examples > 0 ? std::optional<std::size_t>(num_examples) : std::nullopt);
+      return reverse ? reverse_pairs(std::move(pairs)) : pairs;
+    }
     if (task.empty()) throw UsageError("give --data FILE or --task NAME");
     return make_task(task, {.count = num_examples > 0 ? num_examples : 1000,
                             .min_len = min_len,
@@ -506,6 +515,35 @@ int run_bleu(const BleuArgs& a) {
   return 0;
 }
 
+// ---- split ----------------------------------------------------------------------------------
+
+struct SplitArgs {
+  std::string data, out;
+  std::int64_t test = 5000, dev = 2000;
+  std::uint64_t seed = 0;
+  bool reverse = false;
+};
+
+int run_split(const SplitArgs& a) {
+  const auto pairs = read_sentence_pairs(a.data);
+  CorpusSplit split;
+  try {
+    split = split_corpus(pairs, CorpusSplitOptions().test(a.test).dev(a.dev).seed(a.seed));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(a.data + ": " + e.what());
+  }
+  if (a.reverse) {  // split in the file's orientation, so both directions share one split
+    split.train = reverse_pairs(std::move(split.train));
+    split.dev = reverse_pairs(std::move(split.dev));
+    split.test = reverse_pairs(std::move(split.test));
+  }
+  write_corpus_split(split, a.out);
+  std::fprintf(stderr, "bahdanau: split %zu pairs of %s into train %zu, dev %zu, test %zu%s; wrote %s/{train,dev,test}"
+               ".{tsv,src.txt,ref.txt}\n", pairs.size(), a.data.c_str(), split.train.size(), split.dev.size(),
+               split.test.size(), a.reverse ? " (reversed)" : "", a.out.c_str());
+  return 0;
+}
+
 // ---- plot ---------------------------------------------------------------------------------
 
 struct PlotArgs {
@@ -722,6 +760,19 @@ int main(int argc, char** argv) {
                         ->check(CLI::IsMember({"13a", "none"}))->capture_default_str();
   bleu_cmd->add_option("--d2l-k", ba.d2l_k, "Print d2l's sentence-level BLEU-k of each line instead")->check(CLI::Range(1, 8));
 
+  // split
+  SplitArgs sa;
+  CLI::App* split_cmd = app.add_subcommand(
+      "split", "Deterministic train/dev/test split of a sentence-pair file (pairs sharing a sentence stay in one "
+               "part), written as DIR/{train,dev,test}.tsv, .src.txt and .ref.txt");
+  split_cmd->add_option("--data", sa.data, "Tab-separated sentence pairs, e.g. fra.txt")->required();
+  split_cmd->add_option("--out", sa.out, "Output directory")->required();
+  split_cmd->add_option("--test", sa.test, "Test pairs")->check(kNonNegative)->capture_default_str();
+  split_cmd->add_option("--dev", sa.dev, "Dev pairs")->check(kNonNegative)->capture_default_str();
+  split_cmd->add_option("--seed", sa.seed, "Mixed into the sentence hash (another seed, another split)")
+      ->capture_default_str();
+  split_cmd->add_flag("--reverse", sa.reverse, "Write the second column as the source (same split as without)");
+
   // plot
   PlotArgs pa;
   CLI::App* plot_cmd = app.add_subcommand("plot", "Curves from one or more --log-csv files on one SVG");
@@ -775,6 +826,7 @@ int main(int argc, char** argv) {
     if (translate_cmd->parsed()) return run_translate(tr);
     if (eval_cmd->parsed()) return run_eval(ea);
     if (bleu_cmd->parsed()) return run_bleu(ba);
+    if (split_cmd->parsed()) return run_split(sa);
     if (plot_cmd->parsed()) return run_plot(pa);
     if (exp_cmd->parsed()) return run_experiment_cmd(xa);
   } catch (const std::exception& e) {

@@ -342,3 +342,24 @@ TEST_F(Cli, BleuSacrebleuAndChrfModes) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("reference line 2 is empty"), std::string::npos) << r.err;
 }
+
+TEST_F(Cli, SplitWritesTheSameFilesEveryTimeAndReverseSwapsColumns) {
+  const std::string data = TG_TEST_DATA_DIR "/fra_head80.tsv";
+  const fs::path a = dir() / "split_a", b = dir() / "split_b", r = dir() / "split_r";
+  CliRun run_a = run("split --data " + data + " --out " + a.string() + " --test 10 --dev 5");
+  ASSERT_EQ(run_a.status, 0) << run_a.err;
+  EXPECT_EQ(run_a.out, "");
+  ASSERT_EQ(run("split --data " + data + " --out " + b.string() + " --test 10 --dev 5").status, 0);
+  ASSERT_EQ(run("split --data " + data + " --out " + r.string() + " --test 10 --dev 5 --reverse").status, 0);
+  for (const char* f : {"train.tsv", "dev.tsv", "test.tsv", "test.src.txt", "test.ref.txt"})
+    EXPECT_EQ(read_file(a / f), read_file(b / f)) << f;
+  EXPECT_EQ(lines(read_file(a / "test.tsv")).size(), 10u);
+  EXPECT_EQ(lines(read_file(a / "dev.tsv")).size(), 5u);
+  EXPECT_EQ(lines(read_file(a / "train.tsv")).size(), 65u);
+  // --reverse: the same split with the columns swapped.
+  EXPECT_EQ(read_file(r / "test.src.txt"), read_file(a / "test.ref.txt"));
+  EXPECT_EQ(read_file(r / "test.ref.txt"), read_file(a / "test.src.txt"));
+  CliRun bad = run("split --data " + data + " --out " + (dir() / "split_bad").string() + " --test 80 --dev 1");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("exceed the corpus"), std::string::npos) << bad.err;
+}
