@@ -35,6 +35,7 @@
 #include "models/training/checkpoint.h"
 #include "models/text/data.h"
 #include "models/text/split.h"
+#include "models/text/subword.h"
 #include "models/decoding/decode.h"
 #include "models/experiments/experiments.h"
 #include "models/plots/heatmap.h"
@@ -109,6 +110,8 @@ struct DataArgs {
   std::int64_t min_freq = 2;
   double holdout = 0.0;             // < 1: fraction, >= 1: count
   bool reverse = false;             // --reverse: translate the file's second column into its first
+  std::int64_t subword = 0;         // train --subword N: SentencePiece pieces (0 = word level)
+  std::string subword_type = "unigram";
 
   void add_options(CLI::App* app, CLI::Option*& data_opt, CLI::Option*& task_opt, std::int64_t default_task_seed) {
     task_seed = default_task_seed;
@@ -130,6 +133,10 @@ struct DataArgs {
     std::map<std::string, std::string> n;
     if (!data.empty()) n["data"] = data;
     if (reverse) n["reverse"] = "1";
+    if (subword > 0) {
+      n["subword"] = std::to_string(subword);
+      n["subword_type"] = subword_type;
+    }
     if (!task.empty()) n["task"] = task;
     n["num_examples"] = std::to_string(num_examples);
     n["task_seed"] = std::to_string(task_seed);
@@ -161,6 +168,8 @@ struct DataArgs {
       max_len = std::stoll(get("max_len"));
       min_freq = std::stoll(get("min_freq"));
       holdout = std::stod(get("holdout"));
+      subword = n.count("subword") ? std::stoll(n.at("subword")) : 0;
+      if (n.count("subword_type")) subword_type = n.at("subword_type");
     } catch (const std::logic_error&) {
       throw UsageError(ckpt + "/training.json: malformed data notes");
     }
@@ -186,10 +195,35 @@ struct DataArgs {
     return Holdout::count(static_cast<std::size_t>(holdout));
   }
 
-  /// The data exactly as train makes it: split with Generator(seed).
-  TranslationData make(std::int64_t num_steps, std::uint64_t seed) const {
+  /// The data exactly as train makes it: split with Generator(seed); tokenised as d2l does, or
+  /// into the pieces of `subword_model`.
+  TranslationData make(std::int64_t num_steps, std::uint64_t seed, const SubwordModel* subword_model = nullptr) const {
     Generator gen(seed);
-    return make_translation_data(pairs(), TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_spec()), gen);
+    const auto options = TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_spec());
+    if (subword_model) return make_translation_data(encode_pairs(pairs(), *subword_model), options, gen);
+    return make_translation_data(pairs(), options, gen);
+  }
+
+  /// The raw pairs of make()'s training or held-out part, in file order (the same rows: the split
+  /// depends only on the seed and the number of pairs).
+  std::vector<SentencePair> raw_part(std::uint64_t seed, bool heldout) const {
+    const auto all = pairs();
+    Generator gen(seed);
+    const auto rows = split_indices(all.size(), holdout_spec(), gen);
+    std::vector<SentencePair> out;
+    for (std::int64_t r : heldout ? rows.second : rows.first) out.push_back(all[static_cast<std::size_t>(r)]);
+    return out;
+  }
+
+  /// A SentencePiece model of `subword` pieces trained on both sides of make()'s training part.
+  SubwordModel train_subword(std::uint64_t seed) const {
+    std::vector<std::string> sentences;
+    for (const auto& p : raw_part(seed, false)) {
+      sentences.push_back(p.src);
+      sentences.push_back(p.tgt);
+    }
+    return SubwordModel::train(sentences,
+                               SubwordOptions().vocab_size(subword).type(parse_subword_type(subword_type, "--subword-type")));
   }
 };
 
@@ -300,7 +334,22 @@ int run_train(TrainArgs& a) {
   }
   if (a.data.data.empty() && a.data.task.empty()) throw UsageError("train: give --data FILE or --task NAME");
 
-  TranslationData data = a.data.make(config.num_steps, a.seed);
+  std::optional<SubwordModel> subword;
+  if (ck && ck->subword) {
+    if (given("subword")) throw UsageError("--subword: " + a.init_from + " already has its tokenizer.model");
+    subword = ck->subword;
+  } else if (ck && given("subword")) {
+    throw UsageError("--subword cannot be added to " + a.init_from + ", whose vocabularies are not subword pieces");
+  } else if (a.data.subword > 0) {
+    if (!SubwordModel::available())
+      throw UsageError("--subword: this build has no SentencePiece (install libsentencepiece-dev, rerun cmake, rebuild)");
+    if (!a.data.task.empty()) throw UsageError("--subword applies to --data sentence pairs, not to --task");
+    if (!given("min-freq")) a.data.min_freq = 1;  // every piece SentencePiece made is kept
+    subword = a.data.train_subword(a.seed);
+    std::fprintf(stderr, "bahdanau: SentencePiece %s model of %lld pieces trained on the training pairs\n",
+                 a.data.subword_type.c_str(), static_cast<long long>(subword->size()));
+  }
+  TranslationData data = a.data.make(config.num_steps, a.seed, subword ? &*subword : nullptr);
   if (data.train.size() == 0) throw UsageError("train: no training pairs");
   std::shared_ptr<Seq2Seq> model;
   if (ck) {
@@ -323,7 +372,7 @@ int run_train(TrainArgs& a) {
 
   TrainOptions opts;
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
-      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes());
+      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes()).subword(subword);
   if (a.steps > 0) opts.steps(a.steps);
   else opts.epochs(a.epochs);
   if (ck && ck->training) opts.resume_from(a.init_from);
@@ -349,8 +398,8 @@ int run_train(TrainArgs& a) {
   }
   if (data.heldout.size() > 0) {
     const EvalReport rep = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
-    std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f, exact match %.4f\n",
-                 static_cast<long long>(rep.count), rep.loss, rep.bleu4, rep.exact_match);
+    std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f%s, exact match %.4f\n",
+                 static_cast<long long>(rep.count), rep.loss, rep.bleu4, subword ? " (of pieces)" : "", rep.exact_match);
   }
   return 0;
 }
@@ -384,9 +433,17 @@ int run_translate(TranslateArgs& a) {
   // A model trained on a built-in task reads that task's tokenisation ("3rd" -> "3 rd").
   if (ck.training && ck.training->notes.count("task"))
     for (auto& s : sentences) s = task_input(ck.training->notes.at("task"), s);
-  const auto out = translate(*ck.model, sentences, ck.src_vocab, ck.tgt_vocab,
-                             DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps));
-  for (const auto& tr : out) std::fprintf(stdout, "%s\n", tr.text().c_str());
+  const DecodeOptions decode_options = DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps);
+  std::vector<Translation> out;
+  if (ck.subword) {  // plain sentences in and out: the pieces stay inside
+    std::vector<std::vector<std::string>> pieces;
+    for (const auto& s : sentences) pieces.push_back(ck.subword->encode(s));
+    out = translate_tokens(*ck.model, pieces, ck.src_vocab, ck.tgt_vocab, decode_options);
+  } else {
+    out = translate(*ck.model, sentences, ck.src_vocab, ck.tgt_vocab, decode_options);
+  }
+  for (const auto& tr : out)
+    std::fprintf(stdout, "%s\n", (ck.subword ? ck.subword->decode(tr.tokens) : tr.text()).c_str());
   std::fflush(stdout);
   if (!a.quiet)  // what the model could not see of an input: one line per input, on stderr
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -435,6 +492,8 @@ int run_eval(EvalArgs& a) {
   set_threads(a.threads);
   Checkpoint ck = load_checkpoint(a.model);
   TokenizedPairs pairs;
+  std::vector<std::string> raw_refs;  // subword checkpoints: the references as written, for sacreBLEU/chrF
+  const SubwordModel* sp = ck.subword ? &*ck.subword : nullptr;
   const bool have_data = a.opts.at("data")->count() > 0 || a.opts.at("task")->count() > 0;
   if (!a.split.empty()) {
     // Reproduce the training run's data and split from the checkpoint's notes.
@@ -445,21 +504,31 @@ int run_eval(EvalArgs& a) {
       if (n.count("min_freq")) a.data.min_freq = std::stoll(n.at("min_freq"));
       if (n.count("holdout")) a.data.holdout = std::stod(n.at("holdout"));
     }
-    TranslationData data = a.data.make(ck.config.num_steps, ck.training->seed);
+    TranslationData data = a.data.make(ck.config.num_steps, ck.training->seed, sp);
     pairs = a.split == "train" ? data.train_pairs : data.heldout_pairs;
+    if (sp)
+      for (const auto& p : a.data.raw_part(ck.training->seed, a.split == "heldout")) raw_refs.push_back(p.tgt);
     if (a.split == "heldout" && pairs.size() == 0)
       throw UsageError(a.model + ": the training run held nothing out (train with --holdout)");
   } else {
     if (!have_data) throw UsageError("eval: give --data FILE, --task NAME or --split train|heldout");
-    pairs = tokenize_pairs(a.data.pairs());
+    const auto raw = a.data.pairs();
+    if (sp) {
+      pairs = encode_pairs(raw, *sp);
+      for (const auto& p : raw) raw_refs.push_back(p.tgt);
+    } else {
+      pairs = tokenize_pairs(raw);
+    }
   }
   EvalOptions eo;
   eo.decode = DecodeOptions().beam_size(a.beam).max_steps(a.max_steps);
   eo.bleu_k = a.bleu_k;
   const EvalReport rep = evaluate(*ck.model, pairs, ck.src_vocab, ck.tgt_vocab, eo);
+  std::vector<std::string> hyps;
+  for (const auto& tr : rep.translations) hyps.push_back(sp ? sp->decode(tr.tokens) : tr.text());
   if (!a.output.empty()) {
     std::string text;
-    for (const auto& tr : rep.translations) text += tr.text() + "\n";
+    for (const auto& h : hyps) text += h + "\n";
     write_file(a.output, text);
   }
   std::printf("pairs           %lld\n", static_cast<long long>(rep.count));
@@ -470,6 +539,13 @@ int run_eval(EvalArgs& a) {
   std::printf("psa             %.4f\n", rep.psa);
   std::printf("lcsr            %.4f\n", rep.lcsr);
   std::printf("loss            %.4f\n", rep.loss);
+  if (sp && !raw_refs.empty()) {  // on plain sentences, as papers report; the lines above score pieces
+    const SacreBleuScore b = sacre_bleu(hyps, raw_refs);
+    const ChrfScore c = sacre_chrf(hyps, raw_refs);
+    std::printf("sacrebleu       %.2f\n", b.score);
+    std::printf("chrf2           %.2f\n", c.score);
+    std::fprintf(stderr, "%s\n%s\n", b.format().c_str(), c.format().c_str());
+  }
   return 0;
 }
 
@@ -674,8 +750,17 @@ int main(int argc, char** argv) {
                              ->check(CLI::IsMember(option_names<AttentionScore>()))->capture_default_str();
   train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
       ->check(int_range(0, limits::kMaxWidth));
-  train_cmd->add_option("--min-freq", ta.data.min_freq, "Tokens seen fewer times become <unk>")
-      ->check(kNonNegative)->capture_default_str();
+  ta.opts["min-freq"] = train_cmd->add_option("--min-freq", ta.data.min_freq,
+                                              "Tokens seen fewer times become <unk> (--subword: default 1)")
+                            ->check(kNonNegative)->capture_default_str();
+  ta.opts["subword"] =
+      train_cmd->add_option("--subword", ta.data.subword,
+                            "Subword vocabulary: train a joint SentencePiece model of about N pieces on both sides of "
+                            "the training pairs (stored in the checkpoint as tokenizer.model); cased, untokenised text "
+                            "in and out")
+          ->check(int_range(8, 1000000));
+  train_cmd->add_option("--subword-type", ta.data.subword_type, "SentencePiece algorithm: unigram or bpe")
+      ->check(CLI::IsMember({"unigram", "bpe"}))->capture_default_str()->needs(ta.opts["subword"]);
   train_cmd->add_option("--holdout", ta.data.holdout, "Pairs held out for evaluation: a fraction < 1 or a count")
       ->check(kNonNegative);
   ta.opts["batch-size"] = train_cmd->add_option("--batch-size", ta.batch_size, "Minibatch size")

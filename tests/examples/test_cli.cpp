@@ -363,3 +363,46 @@ TEST_F(Cli, SplitWritesTheSameFilesEveryTimeAndReverseSwapsColumns) {
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("exceed the corpus"), std::string::npos) << bad.err;
 }
+
+TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
+  const fs::path ck = dir() / "ck_subword";
+  const std::string data = TG_TEST_DATA_DIR "/fra_head80.tsv";
+  CliRun r = run("train --data " + data + " --subword 120 --holdout 10 --model rnnsearch --embed-size 8 --num-hiddens 8 "
+                 "--num-steps 8 --steps 5 --quiet --out " + ck.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(ck / "tokenizer.model"));
+  EXPECT_NE(read_file(ck / "training.json").find("\"subword\": \"120\""), std::string::npos);
+  // Plain sentences in and out: no SentencePiece marks in the output.
+  r = run("translate --model " + ck.string() + " --quiet \"No way!\" \"Wait!\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 2u) << r.out;
+  EXPECT_EQ(r.out.find("\xe2\x96\x81"), std::string::npos) << r.out;  // U+2581 (the piece marker)
+  r = run("eval --model " + ck.string() + " --split heldout --beam 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("sacrebleu "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chrf2 "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|"), std::string::npos) << r.err;
+  // Resuming keeps the tokenizer; asking for another one is refused.
+  r = run("train --init-from " + ck.string() + " --steps 6 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(ck / "tokenizer.model"));
+  r = run("train --init-from " + ck.string() + " --steps 7 --subword 100 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("already has its tokenizer.model"), std::string::npos) << r.err;
+  r = run("train --task reverse --subword 100 --steps 1 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--subword applies to --data"), std::string::npos) << r.err;
+
+  // A damaged tokenizer.model: a one-line error naming the file.
+  const fs::path bad = dir() / "ck_subword_bad";
+  fs::copy(ck, bad);
+  std::ofstream(bad / "tokenizer.model", std::ios::binary | std::ios::trunc) << "garbage";
+  r = run("translate --model " + bad.string() + " Hi.");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("tokenizer.model does not match its SHA-256"), std::string::npos) << r.err;
+  fs::remove(bad / "manifest.json");
+  r = run("translate --model " + bad.string() + " Hi.");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find((bad / "tokenizer.model").string() + ": not a valid SentencePiece model"), std::string::npos)
+      << r.err;
+}
