@@ -406,10 +406,37 @@ int run_train(TrainArgs& a) {
 
 // ---- translate ------------------------------------------------------------------------------
 
+/// Decoding flags shared by translate and eval.
+struct DecodeArgs {
+  std::int64_t beam = 1, max_steps = 0, max_len_b = 0;
+  double alpha = 1.0, max_len_a = 0.0;
+  std::string length_penalty = "steps";
+
+  void add_options(CLI::App* app) {
+    app->add_option("--beam", beam, "Beam size (1 = greedy)")->check(kPositive)->capture_default_str();
+    app->add_option("--alpha", alpha, "Beam length normalisation exponent (GNMT uses 0.6 with --length-penalty gnmt)")
+        ->check(kNonNegative)->capture_default_str();
+    app->add_option("--length-penalty", length_penalty,
+                    "Beam score: steps = log P / steps^alpha, gnmt = log P / ((5 + steps) / 6)^alpha")
+        ->check(CLI::IsMember({"steps", "gnmt"}))->capture_default_str();
+    app->add_option("--max-steps", max_steps,
+                    "Longest output (0 = the model's num_steps, or no cap below the limit when --max-len-a/b are set)")
+        ->check(kMaxSteps);
+    app->add_option("--max-len-a", max_len_a,
+                    "Per-sentence limit relative to the source, as fairseq: floor(a * source_len + b) steps, "
+                    "source_len = tokens + <eos> as the model sees them")
+        ->check(CLI::Range(0.0, static_cast<double>(limits::kMaxSteps)));
+    app->add_option("--max-len-b", max_len_b, "See --max-len-a")->check(kMaxSteps);
+  }
+  DecodeOptions options() const {
+    return DecodeOptions().beam_size(beam).length_alpha(alpha).max_steps(max_steps).max_len_a(max_len_a)
+        .max_len_b(max_len_b).length_penalty(parse_length_penalty(length_penalty, "--length-penalty"));
+  }
+};
+
 struct TranslateArgs {
   std::string model;
-  std::int64_t beam = 1, max_steps = 0;
-  double alpha = 1.0;
+  DecodeArgs decode;
   std::string heatmap, attention_out, bars;
   bool show_attention = false, quiet = false;
   int threads = 0;
@@ -433,7 +460,7 @@ int run_translate(TranslateArgs& a) {
   // A model trained on a built-in task reads that task's tokenisation ("3rd" -> "3 rd").
   if (ck.training && ck.training->notes.count("task"))
     for (auto& s : sentences) s = task_input(ck.training->notes.at("task"), s);
-  const DecodeOptions decode_options = DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps);
+  const DecodeOptions decode_options = a.decode.options();
   std::vector<Translation> out;
   if (ck.subword) {  // plain sentences in and out: the pieces stay inside
     std::vector<std::vector<std::string>> pieces;
@@ -481,7 +508,7 @@ struct EvalArgs {
   std::string model;
   DataArgs data;
   std::string split;
-  std::int64_t beam = 1, max_steps = 0;
+  DecodeArgs decode;
   int bleu_k = 2;
   int threads = 0;
   std::string output;
@@ -521,7 +548,7 @@ int run_eval(EvalArgs& a) {
     }
   }
   EvalOptions eo;
-  eo.decode = DecodeOptions().beam_size(a.beam).max_steps(a.max_steps);
+  eo.decode = a.decode.options();
   eo.bleu_k = a.bleu_k;
   const EvalReport rep = evaluate(*ck.model, pairs, ck.src_vocab, ck.tgt_vocab, eo);
   std::vector<std::string> hyps;
@@ -796,11 +823,7 @@ int main(int argc, char** argv) {
       "Translate sentences (arguments, or one per line on stdin); prints one translation per line and nothing else "
       "on stdout");
   translate_cmd->add_option("--model", tr.model, "Checkpoint directory")->required();
-  translate_cmd->add_option("--beam", tr.beam, "Beam size (1 = greedy)")->check(kPositive)->capture_default_str();
-  translate_cmd->add_option("--alpha", tr.alpha, "Beam length normalisation: score = log P / steps^alpha")
-      ->check(kNonNegative)->capture_default_str();
-  translate_cmd->add_option("--max-steps", tr.max_steps, "Longest output (0 = the model's num_steps)")
-      ->check(kMaxSteps);
+  tr.decode.add_options(translate_cmd);
   translate_cmd->add_option("--heatmap", tr.heatmap, "Write the first sentence's attention as an SVG heatmap");
   translate_cmd->add_option("--attention-out", tr.attention_out,
                             "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
@@ -823,8 +846,7 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--split", ea.split,
                        "Score the training run's own 'train' or 'heldout' pairs (data and split from training.json)")
       ->check(CLI::IsMember({"train", "heldout"}));
-  eval_cmd->add_option("--beam", ea.beam, "Beam size (1 = greedy)")->check(kPositive);
-  eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kMaxSteps);
+  ea.decode.add_options(eval_cmd);
   eval_cmd->add_option("--bleu-k", ea.bleu_k, "k of d2l's BLEU")->check(kPositive)->capture_default_str();
   eval_cmd->add_option("--output", ea.output, "Also write the translations, one per line, to this file");
   eval_cmd->add_option("--threads", ea.threads, "Threads (0 = all cores)");

@@ -377,7 +377,11 @@ TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(lines(r.out).size(), 2u) << r.out;
   EXPECT_EQ(r.out.find("\xe2\x96\x81"), std::string::npos) << r.out;  // U+2581 (the piece marker)
-  r = run("eval --model " + ck.string() + " --split heldout --beam 2");
+  r = run("translate --model " + ck.string() + " --quiet --beam 3 --length-penalty gnmt --alpha 0.6 --max-len-a 1.2 "
+          "--max-len-b 3 \"No way!\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u) << r.out;
+  r = run("eval --model " + ck.string() + " --split heldout --beam 2 --length-penalty gnmt --alpha 0.6");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("sacrebleu "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("chrf2 "), std::string::npos) << r.out;
