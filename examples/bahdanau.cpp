@@ -1,6 +1,7 @@
 // bahdanau: train, run and score attention translators from the command line.
 //
 //   bahdanau train --task dates --steps 2000 --out ckpt --log-csv loss.csv
+//   bahdanau train --data data/fra-eng/train.tsv --subword 8000 --model rnnsearch --out ckpt
 //   bahdanau translate --model ckpt --heatmap att.svg "the 3 rd of march 1 9 9 7"
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
 //   bahdanau eval --model ckpt --split heldout
@@ -837,7 +838,8 @@ int main(int argc, char** argv) {
 
   // eval
   EvalArgs ea;
-  CLI::App* eval_cmd = app.add_subcommand("eval", "Score a checkpoint: BLEU-4, d2l's BLEU-k, exact match, token accuracy");
+  CLI::App* eval_cmd = app.add_subcommand("eval", "Score a checkpoint: BLEU-4, d2l's BLEU-k, exact match, token accuracy; subword checkpoints also "
+                 "sacreBLEU-compatible BLEU and chrF2 on the decoded sentences");
   eval_cmd->add_option("--model", ea.model, "Checkpoint directory")->required();
   CLI::Option *edata = nullptr, *etask = nullptr;
   ea.data.add_options(eval_cmd, edata, etask, 1);
