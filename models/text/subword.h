@@ -78,6 +78,7 @@ class SubwordModel {
   std::int64_t size() const;
 
  private:
+  SubwordModel() = default;  // only the factories make one, so impl_ is never null
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
