@@ -28,7 +28,9 @@ set(TG_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)
 #   - TBB::tbb stays: tapegradConfig.cmake finds it with find_dependency(TBB);
 #   - OpenSSL::Crypto stays: tapegradConfig.cmake finds it with find_dependency(OpenSSL);
 #   - libzip (PkgConfig::LIBZIP, a target local to this build) becomes tapegrad::zip, which
-#     tapegradConfig.cmake creates from pkg-config or, failing that, find_library.
+#     tapegradConfig.cmake creates from pkg-config or, failing that, find_library;
+#   - SentencePiece (PkgConfig::SENTENCEPIECE, when the build found it) becomes
+#     tapegrad::sentencepiece, which tapegradConfig.cmake creates from pkg-config.
 set(_tg_header_only xtensor xsimd xtl nlohmann_json::nlohmann_json)
 get_target_property(_tg_interface tapegrad INTERFACE_LINK_LIBRARIES)
 if(_tg_interface)
@@ -45,6 +47,9 @@ if(_tg_interface)
       list(APPEND _tg_rewritten "$<BUILD_INTERFACE:${_tg_item}>")
     elseif(_tg_dep STREQUAL "PkgConfig::LIBZIP")
       list(APPEND _tg_rewritten "$<BUILD_INTERFACE:${_tg_item}>" "$<INSTALL_INTERFACE:$<LINK_ONLY:tapegrad::zip>>")
+    elseif(_tg_dep STREQUAL "PkgConfig::SENTENCEPIECE")
+      list(APPEND _tg_rewritten "$<BUILD_INTERFACE:${_tg_item}>"
+           "$<INSTALL_INTERFACE:$<LINK_ONLY:tapegrad::sentencepiece>>")
     else()
       if(NOT _tg_dep STREQUAL "TBB::tbb" AND NOT _tg_dep STREQUAL "OpenSSL::Crypto" AND NOT _tg_dep MATCHES "^\\$<BUILD_INTERFACE:")
         message(WARNING "cmake/install.cmake: tapegrad links '${_tg_dep}', which the installed package "

@@ -1,10 +1,12 @@
 // bahdanau: train, run and score attention translators from the command line.
 //
 //   bahdanau train --task dates --steps 2000 --out ckpt --log-csv loss.csv
+//   bahdanau train --data data/fra-eng/train.tsv --subword 8000 --model rnnsearch --out ckpt
 //   bahdanau translate --model ckpt --heatmap att.svg "the 3 rd of march 1 9 9 7"
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
 //   bahdanau eval --model ckpt --split heldout
-//   bahdanau bleu --hyp out.txt --ref ref.txt
+//   bahdanau bleu --hyp out.txt --ref ref.txt --metric sacrebleu
+//   bahdanau split --data fra.txt --out data/fra-eng --test 5000 --dev 2000
 //   bahdanau experiment length --quick --out-dir out/experiments/length
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
@@ -35,10 +37,13 @@
 #include "models/plots/attention_bars.h"
 #include "models/training/checkpoint.h"
 #include "models/text/data.h"
+#include "models/text/split.h"
+#include "models/text/subword.h"
 #include "models/decoding/decode.h"
 #include "models/experiments/experiments.h"
 #include "models/plots/heatmap.h"
 #include "models/decoding/metrics.h"
+#include "models/decoding/sacrebleu.h"
 #include "models/plots/plot.h"
 #include "models/translators/limits.h"
 #include "models/translators/registry.h"
@@ -118,6 +123,9 @@ struct DataArgs {
   std::int64_t min_len = 1, max_len = 8;
   std::int64_t min_freq = 2;
   double holdout = 0.0;             // < 1: fraction, >= 1: count
+  bool reverse = false;             // --reverse: translate the file's second column into its first
+  std::int64_t subword = 0;         // train --subword N: SentencePiece pieces (0 = word level)
+  std::string subword_type = "unigram";
 
   void add_options(CLI::App* app, CLI::Option*& data_opt, CLI::Option*& task_opt, std::int64_t default_task_seed) {
     task_seed = default_task_seed;
@@ -126,6 +134,8 @@ struct DataArgs {
     for (const auto& n : task_names()) names += (names.empty() ? "" : ", ") + n;
     task_opt = app->add_option("--task", task, "Built-in synthetic task: " + names)->check(CLI::IsMember(task_names()));
     data_opt->excludes(task_opt);
+    app->add_flag("--reverse", reverse, "--data: translate the second column into the first (e.g. French to English)")
+        ->needs(data_opt);
     app->add_option("--num-examples", num_examples, "Use the first N pairs of --data, or generate N task pairs (default 1000)")
         ->check(kNonNegative);
     app->add_option("--task-seed", task_seed, "Seed of the --task generator")->capture_default_str();
@@ -136,6 +146,11 @@ struct DataArgs {
   std::map<std::string, std::string> notes() const {
     std::map<std::string, std::string> n;
     if (!data.empty()) n["data"] = data;
+    if (reverse) n["reverse"] = "1";
+    if (subword > 0) {
+      n["subword"] = std::to_string(subword);
+      n["subword_type"] = subword_type;
+    }
     if (!task.empty()) n["task"] = task;
     n["num_examples"] = std::to_string(num_examples);
     n["task_seed"] = std::to_string(task_seed);
@@ -156,6 +171,7 @@ struct DataArgs {
       if (it == n.end()) throw UsageError(ckpt + "/training.json does not record the training data; give --data or --task");
       return it->second;
     };
+    reverse = n.count("reverse") && n.at("reverse") == "1";
     if (n.count("data")) data = n.at("data");
     else if (n.count("task")) task = n.at("task");
     else get("data");
@@ -166,11 +182,15 @@ struct DataArgs {
     max_len = note_value<std::int64_t>(n, "max_len", ckpt);
     min_freq = note_value<std::int64_t>(n, "min_freq", ckpt);
     holdout = note_value<double>(n, "holdout", ckpt);
+    subword = n.count("subword") ? note_value<std::int64_t>(n, "subword", ckpt) : 0;
+    if (n.count("subword_type")) subword_type = n.at("subword_type");
   }
 
   std::vector<SentencePair> pairs() const {
-    if (!data.empty())
-      return read_sentence_pairs(data, num_examples > 0 ? std::optional<std::size_t>(num_examples) : std::nullopt);
+    if (!data.empty()) {
+      auto pairs = read_sentence_pairs(data, num_examples > 0 ? std::optional<std::size_t>(num_examples) : std::nullopt);
+      return reverse ? reverse_pairs(std::move(pairs)) : pairs;
+    }
     if (task.empty()) throw UsageError("give --data FILE or --task NAME");
     return make_task(task, {.count = num_examples > 0 ? num_examples : 1000,
                             .min_len = min_len,
@@ -186,10 +206,35 @@ struct DataArgs {
     return Holdout::count(static_cast<std::size_t>(holdout));
   }
 
-  /// The data exactly as train makes it: split with Generator(seed).
-  TranslationData make(std::int64_t num_steps, std::uint64_t seed) const {
+  /// The data exactly as train makes it: split with Generator(seed); tokenised as d2l does, or
+  /// into the pieces of `subword_model`.
+  TranslationData make(std::int64_t num_steps, std::uint64_t seed, const SubwordModel* subword_model = nullptr) const {
     Generator gen(seed);
-    return make_translation_data(pairs(), TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_spec()), gen);
+    const auto options = TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_spec());
+    if (subword_model) return make_translation_data(encode_pairs(pairs(), *subword_model), options, gen);
+    return make_translation_data(pairs(), options, gen);
+  }
+
+  /// The raw pairs of make()'s training or held-out part, in file order (the same rows: the split
+  /// depends only on the seed and the number of pairs).
+  std::vector<SentencePair> raw_part(std::uint64_t seed, bool heldout) const {
+    const auto all = pairs();
+    Generator gen(seed);
+    const auto rows = split_indices(all.size(), holdout_spec(), gen);
+    std::vector<SentencePair> out;
+    for (std::int64_t r : heldout ? rows.second : rows.first) out.push_back(all[static_cast<std::size_t>(r)]);
+    return out;
+  }
+
+  /// A SentencePiece model of `subword` pieces trained on both sides of make()'s training part.
+  SubwordModel train_subword(std::uint64_t seed) const {
+    std::vector<std::string> sentences;
+    for (const auto& p : raw_part(seed, false)) {
+      sentences.push_back(p.src);
+      sentences.push_back(p.tgt);
+    }
+    return SubwordModel::train(sentences,
+                               SubwordOptions().vocab_size(subword).type(parse_subword_type(subword_type, "--subword-type")));
   }
 };
 
@@ -300,7 +345,22 @@ int run_train(TrainArgs& a) {
   }
   if (a.data.data.empty() && a.data.task.empty()) throw UsageError("train: give --data FILE or --task NAME");
 
-  TranslationData data = a.data.make(config.num_steps, a.seed);
+  std::optional<SubwordModel> subword;
+  if (ck && ck->subword) {
+    if (given("subword")) throw UsageError("--subword: " + a.init_from + " already has its tokenizer.model");
+    subword = ck->subword;
+  } else if (ck && given("subword")) {
+    throw UsageError("--subword cannot be added to " + a.init_from + ", whose vocabularies are not subword pieces");
+  } else if (a.data.subword > 0) {
+    if (!SubwordModel::available())
+      throw UsageError("--subword: this build has no SentencePiece (install libsentencepiece-dev, rerun cmake, rebuild)");
+    if (!a.data.task.empty()) throw UsageError("--subword applies to --data sentence pairs, not to --task");
+    if (!given("min-freq")) a.data.min_freq = 1;  // every piece SentencePiece made is kept
+    subword = a.data.train_subword(a.seed);
+    std::fprintf(stderr, "bahdanau: SentencePiece %s model of %lld pieces trained on the training pairs\n",
+                 a.data.subword_type.c_str(), static_cast<long long>(subword->size()));
+  }
+  TranslationData data = a.data.make(config.num_steps, a.seed, subword ? &*subword : nullptr);
   if (data.train.size() == 0) throw UsageError("train: no training pairs");
   std::shared_ptr<Seq2Seq> model;
   if (ck) {
@@ -323,7 +383,7 @@ int run_train(TrainArgs& a) {
 
   TrainOptions opts;
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
-      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes());
+      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes()).subword(subword);
   if (a.steps > 0) opts.steps(a.steps);
   else opts.epochs(a.epochs);
   if (ck && ck->training) opts.resume_from(a.init_from);
@@ -349,18 +409,45 @@ int run_train(TrainArgs& a) {
   }
   if (data.heldout.size() > 0) {
     const EvalReport rep = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
-    std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f, exact match %.4f\n",
-                 static_cast<long long>(rep.count), rep.loss, rep.bleu4, rep.exact_match);
+    std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f%s, exact match %.4f\n",
+                 static_cast<long long>(rep.count), rep.loss, rep.bleu4, subword ? " (of pieces)" : "", rep.exact_match);
   }
   return 0;
 }
 
 // ---- translate ------------------------------------------------------------------------------
 
+/// Decoding flags shared by translate and eval.
+struct DecodeArgs {
+  std::int64_t beam = 1, max_steps = 0, max_len_b = 0;
+  double alpha = 1.0, max_len_a = 0.0;
+  std::string length_penalty = "steps";
+
+  void add_options(CLI::App* app) {
+    app->add_option("--beam", beam, "Beam size (1 = greedy)")->check(int_range(1, limits::kMaxBeam))->capture_default_str();
+    app->add_option("--alpha", alpha, "Beam length normalisation exponent (GNMT uses 0.6 with --length-penalty gnmt)")
+        ->check(kNonNegative)->capture_default_str();
+    app->add_option("--length-penalty", length_penalty,
+                    "Beam score: steps = log P / steps^alpha, gnmt = log P / ((5 + steps) / 6)^alpha")
+        ->check(CLI::IsMember({"steps", "gnmt"}))->capture_default_str();
+    app->add_option("--max-steps", max_steps,
+                    "Longest output (0 = the model's num_steps, or no cap below the limit when --max-len-a/b are set)")
+        ->check(kMaxSteps);
+    app->add_option("--max-len-a", max_len_a,
+                    "Per-sentence limit relative to the source, as fairseq: floor(a * source_len + b) steps, "
+                    "source_len = tokens + <eos> as the model sees them")
+        ->check(CLI::Range(0.0, static_cast<double>(limits::kMaxSteps)));
+    app->add_option("--max-len-b", max_len_b, "See --max-len-a")->check(kMaxSteps);
+  }
+  DecodeOptions options() const {
+    return DecodeOptions().beam_size(beam).length_alpha(alpha).max_steps(max_steps).max_len_a(max_len_a)
+        .max_len_b(max_len_b).length_penalty(parse_length_penalty(length_penalty, "--length-penalty"));
+  }
+};
+
 struct TranslateArgs {
   std::string model;
-  std::int64_t beam = 1, max_steps = 0;
-  double alpha = 1.0;
+  DecodeArgs decode;
   std::string heatmap, attention_out, bars;
   bool show_attention = false, quiet = false;
   int threads = 0;
@@ -384,9 +471,17 @@ int run_translate(TranslateArgs& a) {
   // A model trained on a built-in task reads that task's tokenisation ("3rd" -> "3 rd").
   if (ck.training && ck.training->notes.count("task"))
     for (auto& s : sentences) s = task_input(ck.training->notes.at("task"), s);
-  const auto out = translate(*ck.model, sentences, ck.src_vocab, ck.tgt_vocab,
-                             DecodeOptions().beam_size(a.beam).length_alpha(a.alpha).max_steps(a.max_steps));
-  for (const auto& tr : out) std::fprintf(stdout, "%s\n", tr.text().c_str());
+  const DecodeOptions decode_options = a.decode.options();
+  std::vector<Translation> out;
+  if (ck.subword) {  // plain sentences in and out: the pieces stay inside
+    std::vector<std::vector<std::string>> pieces;
+    for (const auto& s : sentences) pieces.push_back(ck.subword->encode(s));
+    out = translate_tokens(*ck.model, pieces, ck.src_vocab, ck.tgt_vocab, decode_options);
+  } else {
+    out = translate(*ck.model, sentences, ck.src_vocab, ck.tgt_vocab, decode_options);
+  }
+  for (const auto& tr : out)
+    std::fprintf(stdout, "%s\n", (ck.subword ? ck.subword->decode(tr.tokens) : tr.text()).c_str());
   std::fflush(stdout);
   if (!a.quiet)  // what the model could not see of an input: one line per input, on stderr
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -424,7 +519,7 @@ struct EvalArgs {
   std::string model;
   DataArgs data;
   std::string split;
-  std::int64_t beam = 1, max_steps = 0;
+  DecodeArgs decode;
   int bleu_k = 2;
   int threads = 0;
   std::string output;
@@ -435,6 +530,8 @@ int run_eval(EvalArgs& a) {
   set_threads(a.threads);
   Checkpoint ck = load_checkpoint(a.model);
   TokenizedPairs pairs;
+  std::vector<std::string> raw_refs;  // subword checkpoints: the references as written, for sacreBLEU/chrF
+  const SubwordModel* sp = ck.subword ? &*ck.subword : nullptr;
   const bool have_data = a.opts.at("data")->count() > 0 || a.opts.at("task")->count() > 0;
   if (!a.split.empty()) {
     // Reproduce the training run's data and split from the checkpoint's notes.
@@ -445,21 +542,31 @@ int run_eval(EvalArgs& a) {
       if (n.count("min_freq")) a.data.min_freq = note_value<std::int64_t>(n, "min_freq", a.model);
       if (n.count("holdout")) a.data.holdout = note_value<double>(n, "holdout", a.model);
     }
-    TranslationData data = a.data.make(ck.config.num_steps, ck.training->seed);
+    TranslationData data = a.data.make(ck.config.num_steps, ck.training->seed, sp);
     pairs = a.split == "train" ? data.train_pairs : data.heldout_pairs;
+    if (sp)
+      for (const auto& p : a.data.raw_part(ck.training->seed, a.split == "heldout")) raw_refs.push_back(p.tgt);
     if (a.split == "heldout" && pairs.size() == 0)
       throw UsageError(a.model + ": the training run held nothing out (train with --holdout)");
   } else {
     if (!have_data) throw UsageError("eval: give --data FILE, --task NAME or --split train|heldout");
-    pairs = tokenize_pairs(a.data.pairs());
+    const auto raw = a.data.pairs();
+    if (sp) {
+      pairs = encode_pairs(raw, *sp);
+      for (const auto& p : raw) raw_refs.push_back(p.tgt);
+    } else {
+      pairs = tokenize_pairs(raw);
+    }
   }
   EvalOptions eo;
-  eo.decode = DecodeOptions().beam_size(a.beam).max_steps(a.max_steps);
+  eo.decode = a.decode.options();
   eo.bleu_k = a.bleu_k;
   const EvalReport rep = evaluate(*ck.model, pairs, ck.src_vocab, ck.tgt_vocab, eo);
+  std::vector<std::string> hyps;
+  for (const auto& tr : rep.translations) hyps.push_back(sp ? sp->decode(tr.tokens) : tr.text());
   if (!a.output.empty()) {
     std::string text;
-    for (const auto& tr : rep.translations) text += tr.text() + "\n";
+    for (const auto& h : hyps) text += h + "\n";
     write_file(a.output, text);
   }
   std::printf("pairs           %lld\n", static_cast<long long>(rep.count));
@@ -470,25 +577,84 @@ int run_eval(EvalArgs& a) {
   std::printf("psa             %.4f\n", rep.psa);
   std::printf("lcsr            %.4f\n", rep.lcsr);
   std::printf("loss            %.4f\n", rep.loss);
+  if (sp && !raw_refs.empty()) {  // on plain sentences, as papers report; the lines above score pieces
+    const SacreBleuScore b = sacre_bleu(hyps, raw_refs);
+    const ChrfScore c = sacre_chrf(hyps, raw_refs);
+    std::printf("sacrebleu       %.2f\n", b.score);
+    std::printf("chrf2           %.2f\n", c.score);
+    std::fprintf(stderr, "%s\n%s\n", b.format().c_str(), c.format().c_str());
+  }
   return 0;
 }
 
 // ---- bleu -----------------------------------------------------------------------------------
 
-int run_bleu(const std::string& hyp_path, const std::string& ref_path, int d2l_k) {
-  const auto hyp = read_lines(hyp_path);
-  const auto ref = read_lines(ref_path);
+struct BleuArgs {
+  std::string hyp, ref;
+  int d2l_k = 0;
+  std::string metric = "bleu4", tokenize = "13a";
+  CLI::Option* tokenize_opt = nullptr;
+};
+
+int run_bleu(const BleuArgs& a) {
+  const auto hyp = read_lines(a.hyp);
+  const auto ref = read_lines(a.ref);
   if (hyp.size() != ref.size())
-    throw UsageError(hyp_path + " has " + std::to_string(hyp.size()) + " lines but " + ref_path + " has " +
+    throw UsageError(a.hyp + " has " + std::to_string(hyp.size()) + " lines but " + a.ref + " has " +
                      std::to_string(ref.size()));
-  if (d2l_k > 0) {  // d2l's sentence-level BLEU-k, one score per line
-    for (std::size_t i = 0; i < hyp.size(); ++i) std::printf("%.3f\n", bleu_d2l(hyp[i], ref[i], d2l_k));
+  if (a.tokenize_opt->count() > 0 && a.metric != "sacrebleu")
+    throw UsageError("--tokenize applies to --metric sacrebleu only");
+  if (a.d2l_k > 0) {  // d2l's sentence-level BLEU-k, one score per line
+    if (a.metric != "bleu4") throw UsageError("--d2l-k cannot be combined with --metric " + a.metric);
+    for (std::size_t i = 0; i < hyp.size(); ++i) std::printf("%.3f\n", bleu_d2l(hyp[i], ref[i], a.d2l_k));
     return 0;
+  }
+  try {
+    if (a.metric == "sacrebleu") {
+      const auto tok = a.tokenize == "13a" ? SacreTokenizer::k13a : SacreTokenizer::kNone;
+      std::printf("%s\n", sacre_bleu(hyp, ref, tok).format().c_str());
+      return 0;
+    }
+    if (a.metric == "chrf") {
+      std::printf("%s\n", sacre_chrf(hyp, ref).format().c_str());
+      return 0;
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(a.hyp + ", " + a.ref + ": " + e.what());
   }
   const BleuResult b = corpus_bleu(hyp, ref, 4);
   std::printf("BLEU-4 %.4f (p1 %.4f p2 %.4f p3 %.4f p4 %.4f, BP %.4f, hyp_len %lld, ref_len %lld)\n", b.score,
               b.precisions[0], b.precisions[1], b.precisions[2], b.precisions[3], b.brevity_penalty,
               static_cast<long long>(b.hyp_len), static_cast<long long>(b.ref_len));
+  return 0;
+}
+
+// ---- split ----------------------------------------------------------------------------------
+
+struct SplitArgs {
+  std::string data, out;
+  std::int64_t test = 5000, dev = 2000;
+  std::uint64_t seed = 0;
+  bool reverse = false;
+};
+
+int run_split(const SplitArgs& a) {
+  const auto pairs = read_sentence_pairs(a.data);
+  CorpusSplit split;
+  try {
+    split = split_corpus(pairs, CorpusSplitOptions().test(a.test).dev(a.dev).seed(a.seed));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(a.data + ": " + e.what());
+  }
+  if (a.reverse) {  // split in the file's orientation, so both directions share one split
+    split.train = reverse_pairs(std::move(split.train));
+    split.dev = reverse_pairs(std::move(split.dev));
+    split.test = reverse_pairs(std::move(split.test));
+  }
+  write_corpus_split(split, a.out);
+  std::fprintf(stderr, "bahdanau: split %zu pairs of %s into train %zu, dev %zu, test %zu%s; wrote %s/{train,dev,test}"
+               ".{tsv,src.txt,ref.txt}\n", pairs.size(), a.data.c_str(), split.train.size(), split.dev.size(),
+               split.test.size(), a.reverse ? " (reversed)" : "", a.out.c_str());
   return 0;
 }
 
@@ -622,8 +788,17 @@ int main(int argc, char** argv) {
                              ->check(CLI::IsMember(option_names<AttentionScore>()))->capture_default_str();
   train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
       ->check(int_range(0, limits::kMaxWidth));
-  train_cmd->add_option("--min-freq", ta.data.min_freq, "Tokens seen fewer times become <unk>")
-      ->check(kNonNegative)->capture_default_str();
+  ta.opts["min-freq"] = train_cmd->add_option("--min-freq", ta.data.min_freq,
+                                              "Tokens seen fewer times become <unk> (--subword: default 1)")
+                            ->check(kNonNegative)->capture_default_str();
+  ta.opts["subword"] =
+      train_cmd->add_option("--subword", ta.data.subword,
+                            "Subword vocabulary: train a joint SentencePiece model of about N pieces on both sides of "
+                            "the training pairs (stored in the checkpoint as tokenizer.model); cased, untokenised text "
+                            "in and out")
+          ->check(int_range(8, 1000000));
+  train_cmd->add_option("--subword-type", ta.data.subword_type, "SentencePiece algorithm: unigram or bpe")
+      ->check(CLI::IsMember({"unigram", "bpe"}))->capture_default_str()->needs(ta.opts["subword"]);
   train_cmd->add_option("--holdout", ta.data.holdout, "Pairs held out for evaluation: a fraction < 1 or a count")
       ->check(kNonNegative);
   ta.opts["batch-size"] = train_cmd->add_option("--batch-size", ta.batch_size, "Minibatch size")
@@ -659,11 +834,7 @@ int main(int argc, char** argv) {
       "Translate sentences (arguments, or one per line on stdin); prints one translation per line and nothing else "
       "on stdout");
   translate_cmd->add_option("--model", tr.model, "Checkpoint directory")->required();
-  translate_cmd->add_option("--beam", tr.beam, "Beam size (1 = greedy)")->check(int_range(1, limits::kMaxBeam))->capture_default_str();
-  translate_cmd->add_option("--alpha", tr.alpha, "Beam length normalisation: score = log P / steps^alpha")
-      ->check(kNonNegative)->capture_default_str();
-  translate_cmd->add_option("--max-steps", tr.max_steps, "Longest output (0 = the model's num_steps)")
-      ->check(kMaxSteps);
+  tr.decode.add_options(translate_cmd);
   translate_cmd->add_option("--heatmap", tr.heatmap, "Write the first sentence's attention as an SVG heatmap");
   translate_cmd->add_option("--attention-out", tr.attention_out,
                             "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
@@ -677,7 +848,8 @@ int main(int argc, char** argv) {
 
   // eval
   EvalArgs ea;
-  CLI::App* eval_cmd = app.add_subcommand("eval", "Score a checkpoint: BLEU-4, d2l's BLEU-k, exact match, token accuracy");
+  CLI::App* eval_cmd = app.add_subcommand("eval", "Score a checkpoint: BLEU-4, d2l's BLEU-k, exact match, token accuracy; subword checkpoints also "
+                 "sacreBLEU-compatible BLEU and chrF2 on the decoded sentences");
   eval_cmd->add_option("--model", ea.model, "Checkpoint directory")->required();
   CLI::Option *edata = nullptr, *etask = nullptr;
   ea.data.add_options(eval_cmd, edata, etask, 1);
@@ -686,19 +858,39 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--split", ea.split,
                        "Score the training run's own 'train' or 'heldout' pairs (data and split from training.json)")
       ->check(CLI::IsMember({"train", "heldout"}));
-  eval_cmd->add_option("--beam", ea.beam, "Beam size (1 = greedy)")->check(int_range(1, limits::kMaxBeam));
-  eval_cmd->add_option("--max-steps", ea.max_steps, "Longest output (0 = the model's num_steps)")->check(kMaxSteps);
+  ea.decode.add_options(eval_cmd);
   eval_cmd->add_option("--bleu-k", ea.bleu_k, "k of d2l's BLEU")->check(kPositive)->capture_default_str();
   eval_cmd->add_option("--output", ea.output, "Also write the translations, one per line, to this file");
   eval_cmd->add_option("--threads", ea.threads, "Threads (0 = all cores)");
 
   // bleu
-  std::string hyp, ref;
-  CLI::App* bleu_cmd = app.add_subcommand("bleu", "Corpus BLEU-4 (Papineni et al.) of whitespace-tokenised lines");
-  bleu_cmd->add_option("--hyp", hyp, "System output, one sentence per line")->required();
-  bleu_cmd->add_option("--ref", ref, "References, one per line")->required();
-  int d2l_k = 0;
-  bleu_cmd->add_option("--d2l-k", d2l_k, "Print d2l's sentence-level BLEU-k of each line instead")->check(CLI::Range(1, 8));
+  BleuArgs ba;
+  CLI::App* bleu_cmd = app.add_subcommand(
+      "bleu", "Score a system output against references: corpus BLEU-4 of whitespace tokens (default), "
+              "sacreBLEU-compatible BLEU, or chrF2");
+  bleu_cmd->add_option("--hyp", ba.hyp, "System output, one sentence per line")->required();
+  bleu_cmd->add_option("--ref", ba.ref, "References, one per line")->required();
+  bleu_cmd->add_option("--metric", ba.metric,
+                       "bleu4: BLEU-4 in [0, 1] of whitespace-split lines (Papineni, no smoothing); "
+                       "sacrebleu: BLEU in [0, 100] as sacreBLEU 2.x computes it on detokenised text (13a, exp "
+                       "smoothing), with its signature; chrf: chrF2 as sacreBLEU 2.x")
+      ->check(CLI::IsMember({"bleu4", "sacrebleu", "chrf"}))->capture_default_str();
+  ba.tokenize_opt = bleu_cmd->add_option("--tokenize", ba.tokenize, "sacrebleu: 13a (sacreBLEU's default) or none")
+                        ->check(CLI::IsMember({"13a", "none"}))->capture_default_str();
+  bleu_cmd->add_option("--d2l-k", ba.d2l_k, "Print d2l's sentence-level BLEU-k of each line instead")->check(CLI::Range(1, 8));
+
+  // split
+  SplitArgs sa;
+  CLI::App* split_cmd = app.add_subcommand(
+      "split", "Deterministic train/dev/test split of a sentence-pair file (pairs sharing a sentence stay in one "
+               "part), written as DIR/{train,dev,test}.tsv, .src.txt and .ref.txt");
+  split_cmd->add_option("--data", sa.data, "Tab-separated sentence pairs, e.g. fra.txt")->required();
+  split_cmd->add_option("--out", sa.out, "Output directory")->required();
+  split_cmd->add_option("--test", sa.test, "Test pairs")->check(kNonNegative)->capture_default_str();
+  split_cmd->add_option("--dev", sa.dev, "Dev pairs")->check(kNonNegative)->capture_default_str();
+  split_cmd->add_option("--seed", sa.seed, "Mixed into the sentence hash (another seed, another split)")
+      ->capture_default_str();
+  split_cmd->add_flag("--reverse", sa.reverse, "Write the second column as the source (same split as without)");
 
   // plot
   PlotArgs pa;
@@ -752,7 +944,8 @@ int main(int argc, char** argv) {
     if (train_cmd->parsed()) return run_train(ta);
     if (translate_cmd->parsed()) return run_translate(tr);
     if (eval_cmd->parsed()) return run_eval(ea);
-    if (bleu_cmd->parsed()) return run_bleu(hyp, ref, d2l_k);
+    if (bleu_cmd->parsed()) return run_bleu(ba);
+    if (split_cmd->parsed()) return run_split(sa);
     if (plot_cmd->parsed()) return run_plot(pa);
     if (exp_cmd->parsed()) return run_experiment_cmd(xa);
   } catch (const std::exception& e) {

@@ -23,6 +23,7 @@ MAIN_PACKAGES=(
   libzip-dev                                      # .npz checkpoints
   libssl-dev                                      # SHA-256 of checkpoint files (manifest.json)
   libcli11-dev nlohmann-json3-dev                 # command line, config files
+  libsentencepiece-dev                            # subword vocabularies (bahdanau train --subword)
 )
 TEST_PACKAGES=(
   libgtest-dev libbenchmark-dev                   # tests and benchmarks (the suite smoke-tests them)

@@ -67,6 +67,30 @@ Tensor ids_tensor(const std::vector<std::int64_t>& ids) {
 
 }  // namespace
 
+const char* to_string(LengthPenalty p) { return p == LengthPenalty::kGnmt ? "gnmt" : "steps"; }
+
+LengthPenalty parse_length_penalty(const std::string& name, const std::string& what) {
+  if (name == "steps") return LengthPenalty::kSteps;
+  if (name == "gnmt") return LengthPenalty::kGnmt;
+  throw std::invalid_argument(what + ": expected steps or gnmt, got '" + name + "'");
+}
+
+std::vector<std::int64_t> DecodeOptions::step_limits(const std::vector<std::int64_t>& valid_lens,
+                                                     std::int64_t num_steps) const {
+  const std::int64_t cap = max_steps_ > 0 ? max_steps_ : relative_max_len() ? limits::kMaxSteps : num_steps;
+  std::vector<std::int64_t> out;
+  out.reserve(valid_lens.size());
+  for (std::int64_t len : valid_lens) {
+    std::int64_t limit = cap;
+    if (relative_max_len()) {
+      const double v = std::floor(max_len_a_ * static_cast<double>(len) + static_cast<double>(max_len_b_));
+      limit = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::min<double>(v, static_cast<double>(cap))), 1, cap);
+    }
+    out.push_back(std::max<std::int64_t>(limit, 1));
+  }
+  return out;
+}
+
 void DecodeOptions::validate() const {
   if (max_steps_ < 0 || max_steps_ > limits::kMaxSteps)  // 0 = the model's num_steps
     throw std::invalid_argument("decode: max_steps = " + std::to_string(max_steps_) + " is out of range [0, " +
@@ -79,6 +103,11 @@ void DecodeOptions::validate() const {
   if (batch_size_ < 1 || batch_size_ > limits::kMaxBatchSize)
     throw std::invalid_argument("decode: batch_size = " + std::to_string(batch_size_) + " is out of range [1, " +
                                 std::to_string(limits::kMaxBatchSize) + "]");
+  if (!std::isfinite(max_len_a_) || max_len_a_ < 0 || max_len_a_ > limits::kMaxSteps)
+    throw std::invalid_argument("decode: max_len_a must be in [0, " + std::to_string(limits::kMaxSteps) + "]");
+  if (max_len_b_ < 0 || max_len_b_ > limits::kMaxSteps)
+    throw std::invalid_argument("decode: max_len_b = " + std::to_string(max_len_b_) + " is out of range [0, " +
+                                std::to_string(limits::kMaxSteps) + "]");
 }
 
 std::string Translation::text() const {
@@ -130,7 +159,7 @@ namespace {
 // Greedy decoding of a batch whose model is already in eval mode (the mode is shared by the
 // slices that run at once, so no slice sets it); grad mode is per thread, so it sets its own.
 std::vector<Translation> greedy_rows(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
-                                     std::int64_t max_steps, bool keep_attention) {
+                                     const std::vector<std::int64_t>& limits, bool keep_attention) {
   NoGradGuard no_grad;
   const std::int64_t B = src.size(0), S = src.size(1);
   std::vector<Translation> out(static_cast<std::size_t>(B));
@@ -143,6 +172,7 @@ std::vector<Translation> greedy_rows(Seq2Seq& model, const Tensor& src, const Te
   std::int64_t remaining = B;
   std::vector<std::int64_t> bests(static_cast<std::size_t>(B));
   std::vector<double> best_lp(static_cast<std::size_t>(B)), att;
+  const std::int64_t max_steps = *std::max_element(limits.begin(), limits.end());
   for (std::int64_t t = 0; t < max_steps && remaining > 0; ++t) {
     const Tensor logits = model.step(ids_tensor(y), state);
     const std::int64_t V = logits.size(1);
@@ -163,6 +193,10 @@ std::vector<Translation> greedy_rows(Seq2Seq& model, const Tensor& src, const Te
         --remaining;
       } else {
         tr.ids.push_back(best);
+        if (t + 1 >= limits[b]) {  // this sentence's step limit: stops without <eos>
+          done[b] = true;
+          --remaining;
+        }
       }
     }
   }
@@ -185,15 +219,28 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
                                        std::int64_t max_steps, bool keep_attention) {
   check_sources(src, src_valid_len, "greedy_decode");
   if (max_steps < 1) throw std::invalid_argument("greedy_decode: max_steps must be >= 1");
-  nn::EvalModeGuard eval(model);
+  return greedy_decode(model, src, src_valid_len, std::vector<std::int64_t>(static_cast<std::size_t>(src.size(0)), max_steps),
+                       keep_attention);
+}
+
+std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
+                                       const std::vector<std::int64_t>& step_limits, bool keep_attention) {
+  check_sources(src, src_valid_len, "greedy_decode");
   const std::int64_t B = src.size(0);
+  if (static_cast<std::int64_t>(step_limits.size()) != B)
+    throw std::invalid_argument("greedy_decode: " + std::to_string(step_limits.size()) + " step limits for " +
+                                std::to_string(B) + " sentences");
+  for (std::int64_t v : step_limits)
+    if (v < 1) throw std::invalid_argument("greedy_decode: step limits must be >= 1");
+  nn::EvalModeGuard eval(model);
   const auto slices = static_cast<int>(std::min<std::int64_t>(num_threads(), B / kMinRowsPerSlice));
-  if (slices <= 1) return greedy_rows(model, src, src_valid_len, max_steps, keep_attention);
+  if (slices <= 1) return greedy_rows(model, src, src_valid_len, step_limits, keep_attention);
   std::vector<Translation> out(static_cast<std::size_t>(B));
   run_tasks(slices, [&](int i) {
     const std::int64_t begin = B * i / slices, end = B * (i + 1) / slices;
+    const std::vector<std::int64_t> limits(step_limits.begin() + begin, step_limits.begin() + end);
     std::vector<Translation> slice = greedy_rows(model, narrow(src, 0, begin, end - begin),
-                                                 narrow(src_valid_len, 0, begin, end - begin), max_steps, keep_attention);
+                                                 narrow(src_valid_len, 0, begin, end - begin), limits, keep_attention);
     std::move(slice.begin(), slice.end(), out.begin() + begin);
   });
   return out;
@@ -208,106 +255,162 @@ struct Hypothesis {
   bool ended = false;
 };
 
-Translation beam_one(Seq2Seq& model, const Tensor& src, const Tensor& valid_len, std::int64_t k,
-                     std::int64_t max_steps, double alpha) {
-  const std::int64_t S = src.size(1);
-  const std::int64_t len = valid_len.to_vector<std::int64_t>()[0];
-  DecoderState state = model.begin(src, valid_len);
-  std::vector<Hypothesis> alive(1);
+// One sentence's search within a group.
+struct SentenceBeam {
+  std::vector<Hypothesis> alive{1};  // starts with the empty hypothesis
   std::vector<Hypothesis> finished;
-  std::vector<std::int64_t> y{Vocab::kBos};
+  std::int64_t limit = 0;            // step limit
+  std::int64_t len = 0;              // source valid length (attention rows are cut to it)
+  bool done = false;
+};
+
+double length_penalty(LengthPenalty p, double steps, double alpha) {
+  if (p == LengthPenalty::kGnmt) return std::pow((5.0 + steps) / 6.0, alpha);
+  return std::pow(std::max(steps, 1.0), alpha);
+}
+
+// Beam search over a group of sentences whose live hypotheses share one batch: the rows of the
+// batch are the live hypotheses of the unfinished sentences, in sentence order.
+std::vector<Translation> beam_group(Seq2Seq& model, const Tensor& src, const Tensor& valid_len,
+                                    const std::vector<std::int64_t>& limits, std::int64_t k, double alpha,
+                                    LengthPenalty penalty) {
+  const std::int64_t G = src.size(0), S = src.size(1);
+  const std::vector<std::int64_t> lens = valid_len.to_vector<std::int64_t>();
+  std::vector<SentenceBeam> beams(static_cast<std::size_t>(G));
+  for (std::int64_t g = 0; g < G; ++g) beams[g].limit = limits[g], beams[g].len = lens[g];
+  DecoderState state = model.begin(src, valid_len);
+  std::vector<std::int64_t> y(static_cast<std::size_t>(G), Vocab::kBos);
 
   struct Candidate {
     double log_prob;
     std::int64_t beam, token;
   };
-  for (std::int64_t t = 0; t < max_steps; ++t) {
+  // Best first; ties by beam then token, so the order never depends on the sort's internals.
+  auto better = [](const Candidate& a, const Candidate& b) {
+    if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;
+    if (a.beam != b.beam) return a.beam < b.beam;
+    return a.token < b.token;
+  };
+  std::vector<Candidate> cands;
+  for (std::int64_t t = 0;; ++t) {
     const Tensor logits = model.step(ids_tensor(y), state);
     const auto lp = log_probs(logits);
     std::vector<double> att;
     if (state.attention.defined()) att = state.attention.to_vector<double>();
 
-    std::vector<Candidate> cands;
-    for (std::size_t b = 0; b < alive.size(); ++b)
-      for (std::size_t v = 0; v < lp[b].size(); ++v)
-        cands.push_back({.log_prob = alive[b].log_prob + lp[b][v],
-                         .beam = static_cast<std::int64_t>(b),
-                         .token = static_cast<std::int64_t>(v)});
-    // Best first; ties by beam then token, so the order never depends on the sort's internals.
-    auto better = [](const Candidate& a, const Candidate& b) {
-      if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;
-      if (a.beam != b.beam) return a.beam < b.beam;
-      return a.token < b.token;
-    };
-    const auto keep = std::min<std::size_t>(cands.size(), static_cast<std::size_t>(2 * k));
-    std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(), better);
-
-    std::vector<Hypothesis> next;
     std::vector<std::int64_t> parents, next_y;
-    for (std::size_t r = 0; r < keep; ++r) {
-      const Candidate& c = cands[r];
-      const bool is_eos = c.token == Vocab::kEos;
-      if (is_eos && r >= static_cast<std::size_t>(k)) continue;
-      if (!is_eos && static_cast<std::int64_t>(next.size()) >= k) continue;
-      Hypothesis h = alive[c.beam];
-      h.log_prob = c.log_prob;
-      if (!att.empty()) h.attention.push_back(attention_row(att, S, c.beam, len));
-      if (is_eos) {
-        h.ended = true;
-        finished.push_back(std::move(h));
+    std::int64_t row0 = 0;  // first batch row of the current sentence
+    for (SentenceBeam& sb : beams) {
+      if (sb.done) continue;
+      const auto rows = static_cast<std::int64_t>(sb.alive.size());
+      cands.clear();
+      for (std::int64_t b = 0; b < rows; ++b)
+        for (std::size_t v = 0; v < lp[row0 + b].size(); ++v)
+          cands.push_back({.log_prob = sb.alive[b].log_prob + lp[row0 + b][v], .beam = b,
+                           .token = static_cast<std::int64_t>(v)});
+      const auto keep = std::min<std::size_t>(cands.size(), static_cast<std::size_t>(2 * k));
+      std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(), better);
+
+      std::vector<Hypothesis> next;
+      std::vector<std::int64_t> my_parents, my_y;
+      for (std::size_t r = 0; r < keep; ++r) {
+        const Candidate& c = cands[r];
+        const bool is_eos = c.token == Vocab::kEos;
+        if (is_eos && r >= static_cast<std::size_t>(k)) continue;
+        if (!is_eos && static_cast<std::int64_t>(next.size()) >= k) continue;
+        Hypothesis h = sb.alive[c.beam];
+        h.log_prob = c.log_prob;
+        if (!att.empty()) h.attention.push_back(attention_row(att, S, row0 + c.beam, sb.len));
+        if (is_eos) {
+          h.ended = true;
+          sb.finished.push_back(std::move(h));
+        } else {
+          h.ids.push_back(c.token);
+          next.push_back(std::move(h));
+          my_parents.push_back(row0 + c.beam);
+          my_y.push_back(c.token);
+        }
+      }
+      row0 += rows;
+      if (static_cast<std::int64_t>(sb.finished.size()) >= k || next.empty()) {
+        sb.done = true;
+      } else if (t + 1 >= sb.limit) {
+        for (auto& h : next) sb.finished.push_back(std::move(h));
+        sb.done = true;
       } else {
-        h.ids.push_back(c.token);
-        next.push_back(std::move(h));
-        parents.push_back(c.beam);
-        next_y.push_back(c.token);
+        sb.alive = std::move(next);
+        parents.insert(parents.end(), my_parents.begin(), my_parents.end());
+        next_y.insert(next_y.end(), my_y.begin(), my_y.end());
       }
     }
-    if (static_cast<std::int64_t>(finished.size()) >= k || next.empty()) break;
-    if (t + 1 == max_steps) {
-      for (auto& h : next) finished.push_back(std::move(h));
-      break;
-    }
+    if (parents.empty()) break;  // every sentence is done
     state = state.reorder(ids_tensor(parents));
-    alive = std::move(next);
     y = std::move(next_y);
   }
 
-  auto normalised = [&](const Hypothesis& h) {
-    const double steps = static_cast<double>(h.ids.size()) + (h.ended ? 1.0 : 0.0);
-    return h.log_prob / std::pow(std::max(steps, 1.0), alpha);
-  };
-  // The first best in finishing order wins ties (stable, like the greedy decoder's argmax).
-  const Hypothesis* best = &finished.front();
-  for (const auto& h : finished)
-    if (normalised(h) > normalised(*best)) best = &h;
-  Translation tr;
-  tr.ids = best->ids;
-  tr.attention = best->attention;
-  tr.ended = best->ended;
-  tr.log_prob = best->log_prob;
-  tr.score = normalised(*best);
-  return tr;
+  std::vector<Translation> out(static_cast<std::size_t>(G));
+  for (std::int64_t g = 0; g < G; ++g) {
+    const auto& finished = beams[g].finished;
+    auto normalised = [&](const Hypothesis& h) {
+      const double steps = static_cast<double>(h.ids.size()) + (h.ended ? 1.0 : 0.0);
+      return h.log_prob / length_penalty(penalty, steps, alpha);
+    };
+    // The first best in finishing order wins ties (stable, like the greedy decoder's argmax).
+    const Hypothesis* best = &finished.front();
+    for (const auto& h : finished)
+      if (normalised(h) > normalised(*best)) best = &h;
+    Translation& tr = out[g];
+    tr.ids = best->ids;
+    tr.attention = best->attention;
+    tr.ended = best->ended;
+    tr.log_prob = best->log_prob;
+    tr.score = normalised(*best);
+  }
+  return out;
 }
+
+// Hypothesis rows per beam-search batch: groups of max(1, kBeamRows / k) sentences.
+constexpr std::int64_t kBeamRows = 64;
 
 }  // namespace
 
 std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
                                      std::int64_t beam_size, std::int64_t max_steps, double length_alpha) {
   check_sources(src, src_valid_len, "beam_search");
-  DecodeOptions().beam_size(beam_size).max_steps(max_steps).length_alpha(length_alpha).validate();
+  const DecodeOptions options = DecodeOptions().beam_size(beam_size).max_steps(max_steps).length_alpha(length_alpha);
+  options.validate();
   if (max_steps < 1) throw std::invalid_argument("beam_search: max_steps must be >= 1");
+  return beam_search(model, src, src_valid_len, std::vector<std::int64_t>(static_cast<std::size_t>(src.size(0)), max_steps),
+                     options);
+}
+
+std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
+                                     const std::vector<std::int64_t>& step_limits, const DecodeOptions& options) {
+  check_sources(src, src_valid_len, "beam_search");
+  options.validate();
+  const std::int64_t B = src.size(0), k = options.beam_size();
+  if (static_cast<std::int64_t>(step_limits.size()) != B)
+    throw std::invalid_argument("beam_search: " + std::to_string(step_limits.size()) + " step limits for " +
+                                std::to_string(B) + " sentences");
+  for (std::int64_t v : step_limits)
+    if (v < 1) throw std::invalid_argument("beam_search: step limits must be >= 1");
   nn::EvalModeGuard eval(model);
-  // Sentences are independent searches: with several threads, each takes a contiguous share of
-  // them (a sentence's search is the same code on any thread, so the same bits; tested).
-  const std::int64_t B = src.size(0);
   std::vector<Translation> out(static_cast<std::size_t>(B));
   if (B == 0) return out;
-  const auto shares = static_cast<int>(std::min<std::int64_t>(num_threads(), B));
+  // Fixed groups, whatever the thread count, so every result is the same bits on any number of
+  // threads; the threads take groups in turn.
+  const std::int64_t per_group = std::max<std::int64_t>(1, kBeamRows / k);
+  const std::int64_t groups = (B + per_group - 1) / per_group;
+  const auto shares = static_cast<int>(std::min<std::int64_t>(num_threads(), groups));
   run_tasks(shares, [&](int i) {
     NoGradGuard no_grad;  // per thread
-    for (std::int64_t b = B * i / shares; b < B * (i + 1) / shares; ++b)
-      out[static_cast<std::size_t>(b)] = beam_one(model, narrow(src, 0, b, 1), narrow(src_valid_len, 0, b, 1), beam_size,
-                                                  max_steps, length_alpha);
+    for (std::int64_t g = i; g < groups; g += shares) {
+      const std::int64_t begin = g * per_group, n = std::min(per_group, B - begin);
+      const std::vector<std::int64_t> limits(step_limits.begin() + begin, step_limits.begin() + begin + n);
+      auto part = beam_group(model, narrow(src, 0, begin, n), narrow(src_valid_len, 0, begin, n), limits, k,
+                             options.length_alpha(), options.length_penalty());
+      std::move(part.begin(), part.end(), out.begin() + begin);
+    }
   });
   return out;
 }
@@ -316,14 +419,15 @@ std::vector<Translation> decode(Seq2Seq& model, const Tensor& src, const Tensor&
                                 const DecodeOptions& options) {
   options.validate();
   check_sources(src, src_valid_len, "decode");
-  const std::int64_t max_steps = options.max_steps() > 0 ? options.max_steps() : model.config().num_steps;
-  if (options.beam_size() > 1)
-    return beam_search(model, src, src_valid_len, options.beam_size(), max_steps, options.length_alpha());
+  const std::vector<std::int64_t> limits =
+      options.step_limits(src_valid_len.to_vector<std::int64_t>(), model.config().num_steps);
+  if (options.beam_size() > 1) return beam_search(model, src, src_valid_len, limits, options);
   std::vector<Translation> out;
   const std::int64_t B = src.size(0), bs = options.batch_size();
   for (std::int64_t start = 0; start < B; start += bs) {
     const std::int64_t n = std::min(bs, B - start);
-    auto part = greedy_decode(model, narrow(src, 0, start, n), narrow(src_valid_len, 0, start, n), max_steps);
+    auto part = greedy_decode(model, narrow(src, 0, start, n), narrow(src_valid_len, 0, start, n),
+                              std::vector<std::int64_t>(limits.begin() + start, limits.begin() + start + n));
     for (auto& tr : part) out.push_back(std::move(tr));
   }
   return out;

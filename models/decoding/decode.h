@@ -26,12 +26,30 @@
 
 namespace tg::models {
 
+/// How beam search normalises a finished hypothesis' log-probability by its length (steps = output
+/// tokens, plus one for `<eos>` if produced).
+enum class LengthPenalty {
+  kSteps,  ///< score = log P / steps^alpha (alpha 1: mean log-probability per step)
+  kGnmt,   ///< score = log P / ((5 + steps) / 6)^alpha (Wu et al. 2016, GNMT; alpha 0.6 there)
+};
+/// "steps" / "gnmt".
+const char* to_string(LengthPenalty p);
+/// Parses "steps" / "gnmt"; throws std::invalid_argument naming `what` otherwise.
+LengthPenalty parse_length_penalty(const std::string& name, const std::string& what = "length penalty");
+
 /// Options of decode() / translate(). Chainable setters; validate() checks them.
 class DecodeOptions {
  public:
   /// Maximum number of output tokens (`<eos>` included), at most limits::kMaxSteps; 0 (default) =
-  /// the model's num_steps.
+  /// the model's num_steps, or limits::kMaxSteps when max_len_a/max_len_b are set.
   DecodeOptions& max_steps(std::int64_t v) { max_steps_ = v; return *this; }
+  /// Per-sentence limit relative to the source, as fairseq's --max-len-a/--max-len-b: a sentence
+  /// stops after floor(a * source_len + b) steps (at least 1; at most max_steps), with source_len
+  /// its valid length as the model sees it (tokens plus `<eos>`). Both 0 (default): no such limit.
+  DecodeOptions& max_len_a(double v) { max_len_a_ = v; return *this; }
+  DecodeOptions& max_len_b(std::int64_t v) { max_len_b_ = v; return *this; }
+  /// The beam's length normalisation (default kSteps; see LengthPenalty).
+  DecodeOptions& length_penalty(LengthPenalty v) { length_penalty_ = v; return *this; }
   /// 1 (default) = greedy decoding; k > 1 = beam search with k hypotheses.
   DecodeOptions& beam_size(std::int64_t v) { beam_size_ = v; return *this; }
   /// Beam search ranks finished hypotheses by log P / steps^alpha, with steps the number of
@@ -39,13 +57,22 @@ class DecodeOptions {
   /// raw log-probability (favours short outputs), 1 (default) by the mean log-probability per
   /// step.
   DecodeOptions& length_alpha(double v) { length_alpha_ = v; return *this; }
-  /// Sentences decoded together by the greedy decoder (default 64).
+  /// Sentences decoded together by the greedy decoder (default 64). Beam search decodes groups of
+  /// max(1, 64 / beam_size) sentences as one batch, whatever this is.
   DecodeOptions& batch_size(std::int64_t v) { batch_size_ = v; return *this; }
 
   std::int64_t max_steps() const { return max_steps_; }
   std::int64_t beam_size() const { return beam_size_; }
   double length_alpha() const { return length_alpha_; }
   std::int64_t batch_size() const { return batch_size_; }
+  double max_len_a() const { return max_len_a_; }
+  std::int64_t max_len_b() const { return max_len_b_; }
+  LengthPenalty length_penalty() const { return length_penalty_; }
+  /// True if max_len_a or max_len_b is set.
+  bool relative_max_len() const { return max_len_a_ > 0 || max_len_b_ > 0; }
+  /// The step limit of each sentence of a batch with these valid lengths, given the model's
+  /// num_steps (the max_steps 0 default).
+  std::vector<std::int64_t> step_limits(const std::vector<std::int64_t>& valid_lens, std::int64_t num_steps) const;
   /// Throws std::invalid_argument naming the first bad option.
   void validate() const;
 
@@ -54,6 +81,9 @@ class DecodeOptions {
   std::int64_t beam_size_ = 1;
   double length_alpha_ = 1.0;
   std::int64_t batch_size_ = 64;
+  double max_len_a_ = 0.0;
+  std::int64_t max_len_b_ = 0;
+  LengthPenalty length_penalty_ = LengthPenalty::kSteps;
 };
 
 /// The result of decoding one sentence.
@@ -75,7 +105,7 @@ struct Translation {
   /// Empty for models without attention (rnnencdec).
   std::vector<std::vector<float>> attention;
   double log_prob = 0.0;             ///< sum of the log-probabilities of every step (the `<eos>` step included)
-  double score = 0.0;                ///< beam: log_prob / steps^alpha; greedy: log_prob
+  double score = 0.0;                ///< beam: log_prob / its length penalty; greedy: log_prob
 
   /// Number of decoding steps: ids.size() + (ended ? 1 : 0).
   std::int64_t steps() const { return static_cast<std::int64_t>(ids.size()) + (ended ? 1 : 0); }
@@ -109,20 +139,28 @@ SourceBatch encode_sources(const std::vector<std::vector<std::string>>& sentence
 /// at the weights).
 std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
                                        std::int64_t max_steps, bool keep_attention = true);
+/// The same with a step limit per sentence (each >= 1).
+std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
+                                       const std::vector<std::int64_t>& step_limits, bool keep_attention = true);
 
-/// Beam search over each sentence of the batch (the k hypotheses of one sentence run as one batch
-/// of k rows; DecoderState::reorder follows the surviving hypotheses; with several threads, each
-/// searches a share of the sentences). At each step the
-/// 2k best continuations by cumulative log-probability are scanned in order: a continuation ending
-/// in `<eos>` that ranks among the first k is finished; the others fill the k live hypotheses.
-/// Search stops once k hypotheses have finished, no live hypothesis is left, or after max_steps
-/// steps (live hypotheses then count as finished without `<eos>`). The best finished hypothesis by
-/// log_prob / steps^alpha is returned. beam_size = 1 gives exactly the greedy result.
+/// Batched beam search: groups of max(1, 64 / k) sentences are searched together, the live
+/// hypotheses of all of them as the rows of one batch (DecoderState::reorder follows the
+/// survivors and drops the rows of finished sentences); with several threads, groups run at once.
+/// The groups do not depend on the thread count, so neither do the results. For each sentence, at
+/// each step the 2k best continuations by cumulative log-probability are scanned in order: a
+/// continuation ending in `<eos>` that ranks among the first k is finished; the others fill the k
+/// live hypotheses. A sentence stops once k hypotheses have finished, no live hypothesis is left,
+/// or after its step limit (live hypotheses then count as finished without `<eos>`). The best
+/// finished hypothesis by the length-normalised score (LengthPenalty) is returned. beam_size = 1
+/// gives exactly the greedy result.
 std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
                                      std::int64_t beam_size, std::int64_t max_steps, double length_alpha = 1.0);
+/// The same with options' beam size, length penalty and alpha, and per-sentence step limits.
+std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
+                                     const std::vector<std::int64_t>& step_limits, const DecodeOptions& options);
 
 /// greedy_decode (beam_size 1, in batches of options.batch_size()) or beam_search on encoded
-/// sources; max_steps 0 means the model's num_steps.
+/// sources, with DecodeOptions::step_limits.
 std::vector<Translation> decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
                                 const DecodeOptions& options = DecodeOptions());
 

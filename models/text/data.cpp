@@ -245,7 +245,11 @@ void TranslationDataOptions::validate() const {
 TranslationData make_translation_data(const std::vector<SentencePair>& pairs, const TranslationDataOptions& options,
                                       Generator& gen) {
   options.validate();
-  TokenizedPairs all = tokenize_pairs(pairs);
+  return make_translation_data(tokenize_pairs(pairs), options, gen);
+}
+
+TranslationData make_translation_data(TokenizedPairs all, const TranslationDataOptions& options, Generator& gen) {
+  options.validate();
   auto [train_rows, heldout_rows] = split_indices(all.size(), options.holdout(), gen);
   const auto pick = [&all](const std::vector<std::int64_t>& rows) {
     TokenizedPairs out;

@@ -183,6 +183,9 @@ struct TranslationData {
 /// not applied here (the caller chose the pairs).
 TranslationData make_translation_data(const std::vector<SentencePair>& pairs, const TranslationDataOptions& options,
                                       Generator& gen);
+/// The same from pairs already tokenised (e.g. into subword pieces): split, vocabularies and
+/// encoding exactly as above, so the same `gen` state picks the same rows.
+TranslationData make_translation_data(TokenizedPairs pairs, const TranslationDataOptions& options, Generator& gen);
 /// read_sentence_pairs(path, options.max_pairs()) followed by make_translation_data.
 TranslationData load_translation_data(const std::string& path, const TranslationDataOptions& options, Generator& gen);
 

@@ -47,11 +47,12 @@ constexpr const char* kTgtVocab = "tgt_vocab.txt";
 constexpr const char* kOptimizer = "optimizer.npz";
 constexpr const char* kTraining = "training.json";
 constexpr const char* kManifest = "manifest.json";
+constexpr const char* kTokenizer = "tokenizer.model";
 constexpr std::int64_t kManifestVersion = 1;
 
 const std::set<std::string>& checkpoint_files() {
   static const std::set<std::string> files{kConfig,    kWeights,  kSrcVocab, kTgtVocab,
-                                           kOptimizer, kTraining, kManifest};
+                                           kOptimizer, kTraining, kManifest, kTokenizer};
   return files;
 }
 
@@ -429,7 +430,8 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
 }
 
 void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Vocab& src_vocab,
-                     const Vocab& tgt_vocab, const nn::Optimizer* optimizer, const TrainingState* training) {
+                     const Vocab& tgt_vocab, const nn::Optimizer* optimizer, const TrainingState* training,
+                     const SubwordModel* subword) {
   fs::path dir = fs::path(dir_arg).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();  // "ckpt/" -> "ckpt"
   if (dir.empty() || dir == "." || dir == "..") throw std::runtime_error(dir_arg + ": not a usable checkpoint path");
@@ -473,6 +475,10 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     if (training) {
       write_text(tmp / kTraining, training_to_json(*training));
       done(kTraining);
+    }
+    if (subword) {
+      subword->save((tmp / kTokenizer).string());
+      done(kTokenizer);
     }
     // Last, so a manifest exists only beside complete files: the digests of everything above.
     std::map<std::string, std::string> digests;
@@ -561,6 +567,21 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
   const fs::path training_path = dir / kTraining;
   if (fs::exists(training_path)) ck.training = training_from_json(read_text(training_path), training_path.string());
   ck.has_optimizer = fs::exists(dir / kOptimizer);
+
+  const fs::path tokenizer_path = dir / kTokenizer;
+  if (fs::exists(tokenizer_path)) {
+    ck.subword = SubwordModel::load(tokenizer_path.string());
+    // Every piece the model was trained with must be one the tokenizer produces.
+    for (const auto& [vocab, file] : {std::pair{&ck.src_vocab, kSrcVocab}, std::pair{&ck.tgt_vocab, kTgtVocab}}) {
+      const auto& tokens = vocab->tokens();
+      for (std::size_t id = Vocab::reserved_tokens().size(); id < tokens.size(); ++id)
+        if (!ck.subword->has_piece(tokens[id]))
+          throw std::runtime_error(tokenizer_path.string() + " does not match " + (dir / file).string() + ": token '" +
+                                   tokens[id] + "' (id " + std::to_string(id) + ") is not one of its pieces");
+    }
+  } else if (ck.training && ck.training->notes.count("subword")) {
+    throw std::runtime_error(tokenizer_path.string() + ": missing (training.json records a subword model)");
+  }
   return ck;
 }
 

@@ -8,6 +8,9 @@
 //   DIR/tgt_vocab.txt
 //   DIR/optimizer.npz   optional: Optimizer::state_dict (Adam moments and step counts)
 //   DIR/training.json   optional: TrainingState (progress, training options, free-form notes)
+//   DIR/tokenizer.model optional: the SentencePiece model of subword vocabularies (SubwordModel);
+//                       the vocabularies then hold its pieces, and translate/eval encode and
+//                       decode through it
 //   DIR/manifest.json   written last: {"format_version": 1, "sha256": {file: hex digest, ...}} for
 //                       every other file above that the checkpoint holds
 //
@@ -39,7 +42,9 @@
 // types and invalid values are refused), both vocabularies are read, weights.npz is read fully
 // (its zip CRCs are verified) and its names and shapes are checked against the model. Any problem
 // throws std::runtime_error whose message starts with the offending file's path; nothing is
-// half-loaded.
+// half-loaded. tokenizer.model must parse as a SentencePiece model and hold every non-reserved token
+// of both vocabularies ("DIR/tokenizer.model does not match DIR/src_vocab.txt: ..."); a
+// training.json that records a subword model (note "subword") without the file is refused.
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -49,6 +54,7 @@
 #include <string>
 
 #include "models/translators/seq2seq.h"
+#include "models/text/subword.h"
 #include "models/text/text.h"
 
 namespace tg::nn {
@@ -83,6 +89,7 @@ struct Checkpoint {
   std::shared_ptr<Seq2Seq> model;          ///< make_model(config) with weights.npz loaded
   std::optional<TrainingState> training;   ///< present if training.json exists
   bool has_optimizer = false;              ///< optimizer.npz exists (load it with load_optimizer_state)
+  std::optional<SubwordModel> subword;     ///< tokenizer.model, if the vocabularies are subword pieces
 };
 
 /// ModelConfig as a JSON object (every field, pretty-printed).
@@ -98,11 +105,12 @@ std::string training_to_json(const TrainingState& state);
 TrainingState training_from_json(const std::string& text, const std::string& source = "training.json");
 
 /// Writes a checkpoint to `dir` atomically (see the file comment). `optimizer` and `training`
-/// are optional. config.json takes the model's config with src_vocab/tgt_vocab set to the
+/// are optional; `subword`, if given, is stored as tokenizer.model. config.json takes the model's config with src_vocab/tgt_vocab set to the
 /// vocabulary sizes, which must match the model's. Throws std::runtime_error naming the path on
 /// failure, leaving any previous checkpoint at `dir` intact.
 void save_checkpoint(const std::string& dir, const Seq2Seq& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
-                     const nn::Optimizer* optimizer = nullptr, const TrainingState* training = nullptr);
+                     const nn::Optimizer* optimizer = nullptr, const TrainingState* training = nullptr,
+                     const SubwordModel* subword = nullptr);
 
 /// Removes the `DIR.tmp-XXXXXX` directories that killed saves of `dir` left, exactly as a successful
 /// save_checkpoint does after it (same rules; best effort, errors ignored). For a writer of `dir`

@@ -272,7 +272,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   auto checkpoint = [&] {
     st.elapsed_s = elapsed_before + seconds();
     if (options.out_dir().empty()) return;
-    save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+    save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
+                    options.subword() ? &*options.subword() : nullptr);
     result.saved = true;
   };
   result.total_steps = total_steps;
@@ -341,7 +342,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     st = *saved;
     std::error_code ec;
     if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
-      save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st);
+      save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
+                    options.subword() ? &*options.subword() : nullptr);
       result.saved = true;
     } else if (!options.out_dir().empty()) {
       // No save follows to clean up after a run killed inside its final save.

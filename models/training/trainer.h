@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,9 @@ class TrainOptions {
   TrainOptions& history(std::int64_t v) { history_ = v; return *this; }
   /// Stored in the checkpoint's TrainingState::notes.
   TrainOptions& notes(std::map<std::string, std::string> v) { notes_ = std::move(v); return *this; }
+  /// The SentencePiece model the data was encoded with, saved in every checkpoint as
+  /// tokenizer.model (default none: word- or character-level vocabularies).
+  TrainOptions& subword(std::optional<SubwordModel> v) { subword_ = std::move(v); return *this; }
 
   std::int64_t epochs() const { return epochs_; }
   std::int64_t steps() const { return steps_; }
@@ -88,6 +92,7 @@ class TrainOptions {
   const std::string& resume_from() const { return resume_from_; }
   std::int64_t history() const { return history_; }
   const std::map<std::string, std::string>& notes() const { return notes_; }
+  const std::optional<SubwordModel>& subword() const { return subword_; }
   /// Throws std::invalid_argument naming the first bad option.
   void validate() const;
 
@@ -107,6 +112,7 @@ class TrainOptions {
   std::string resume_from_;
   std::int64_t history_ = 4096;
   std::map<std::string, std::string> notes_;
+  std::optional<SubwordModel> subword_;
 };
 
 /// One optimizer step, as logged.

@@ -312,3 +312,104 @@ TEST_F(Cli, LongValuesGiveAShortFirstLine) {
   EXPECT_EQ(err[1].rfind("bahdanau: error: " + (ck / "config.json").string() + ": unknown key 'xxx", 0), 0u) << err[1];
   EXPECT_EQ(err[2].rfind("  known keys: ablation, ", 0), 0u) << err[2];
 }
+
+TEST_F(Cli, BleuSacrebleuAndChrfModes) {
+  // The committed corpus of tests/models/decoding/test_sacrebleu.cpp, whose values are worked out there.
+  const std::string files = std::string("--hyp ") + TG_TEST_DATA_DIR "/sacrebleu_hyp.txt --ref " TG_TEST_DATA_DIR
+                            "/sacrebleu_ref.txt";
+  CliRun r = run("bleu " + files + " --metric sacrebleu");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x-tapegrad = 53.80 "
+                   "76.5/64.3/45.5/37.5 (BP = 1.000 ratio = 1.062 hyp_len = 17 ref_len = 16)\n");
+  r = run("bleu " + files + " --metric sacrebleu --tokenize none");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|", 0), 0u) << r.out;
+  r = run("bleu " + files + " --metric chrf");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.x-tapegrad = ", 0), 0u) << r.out;
+  r = run("bleu " + files);  // the default stays the whitespace BLEU-4 in [0, 1]
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("BLEU-4 0.", 0), 0u) << r.out;
+  r = run("bleu " + files + " --tokenize none");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--tokenize applies to --metric sacrebleu only"), std::string::npos) << r.err;
+  r = run("bleu " + files + " --metric meteor");
+  EXPECT_EQ(r.status, 2);
+  const fs::path empty_ref = dir() / "empty_ref.txt";
+  std::ofstream(empty_ref) << "a\n\nc\n";
+  r = run("bleu " + std::string("--hyp ") + TG_TEST_DATA_DIR "/sacrebleu_hyp.txt --ref " + empty_ref.string() +
+          " --metric chrf");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("reference line 2 is empty"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, SplitWritesTheSameFilesEveryTimeAndReverseSwapsColumns) {
+  const std::string data = TG_TEST_DATA_DIR "/fra_head80.tsv";
+  const fs::path a = dir() / "split_a", b = dir() / "split_b", r = dir() / "split_r";
+  CliRun run_a = run("split --data " + data + " --out " + a.string() + " --test 10 --dev 5");
+  ASSERT_EQ(run_a.status, 0) << run_a.err;
+  EXPECT_EQ(run_a.out, "");
+  ASSERT_EQ(run("split --data " + data + " --out " + b.string() + " --test 10 --dev 5").status, 0);
+  ASSERT_EQ(run("split --data " + data + " --out " + r.string() + " --test 10 --dev 5 --reverse").status, 0);
+  for (const char* f : {"train.tsv", "dev.tsv", "test.tsv", "test.src.txt", "test.ref.txt"})
+    EXPECT_EQ(read_file(a / f), read_file(b / f)) << f;
+  EXPECT_EQ(lines(read_file(a / "test.tsv")).size(), 10u);
+  EXPECT_EQ(lines(read_file(a / "dev.tsv")).size(), 5u);
+  EXPECT_EQ(lines(read_file(a / "train.tsv")).size(), 65u);
+  // --reverse: the same split with the columns swapped.
+  EXPECT_EQ(read_file(r / "test.src.txt"), read_file(a / "test.ref.txt"));
+  EXPECT_EQ(read_file(r / "test.ref.txt"), read_file(a / "test.src.txt"));
+  CliRun bad = run("split --data " + data + " --out " + (dir() / "split_bad").string() + " --test 80 --dev 1");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("exceed the corpus"), std::string::npos) << bad.err;
+}
+
+TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
+  if (run("train --data " TG_TEST_DATA_DIR "/fra_head80.tsv --subword 120 --steps 1 --quiet").err.find(
+          "no SentencePiece") != std::string::npos)
+    GTEST_SKIP() << "built without SentencePiece (libsentencepiece-dev)";
+  const fs::path ck = dir() / "ck_subword";
+  const std::string data = TG_TEST_DATA_DIR "/fra_head80.tsv";
+  CliRun r = run("train --data " + data + " --subword 120 --holdout 10 --model rnnsearch --embed-size 8 --num-hiddens 8 "
+                 "--num-steps 8 --steps 5 --quiet --out " + ck.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(ck / "tokenizer.model"));
+  EXPECT_NE(read_file(ck / "training.json").find("\"subword\": \"120\""), std::string::npos);
+  // Plain sentences in and out: no SentencePiece marks in the output.
+  r = run("translate --model " + ck.string() + " --quiet \"No way!\" \"Wait!\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 2u) << r.out;
+  EXPECT_EQ(r.out.find("\xe2\x96\x81"), std::string::npos) << r.out;  // U+2581 (the piece marker)
+  r = run("translate --model " + ck.string() + " --quiet --beam 3 --length-penalty gnmt --alpha 0.6 --max-len-a 1.2 "
+          "--max-len-b 3 \"No way!\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u) << r.out;
+  r = run("eval --model " + ck.string() + " --split heldout --beam 2 --length-penalty gnmt --alpha 0.6");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("sacrebleu "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chrf2 "), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|"), std::string::npos) << r.err;
+  // Resuming keeps the tokenizer; asking for another one is refused.
+  r = run("train --init-from " + ck.string() + " --steps 6 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(ck / "tokenizer.model"));
+  r = run("train --init-from " + ck.string() + " --steps 7 --subword 100 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("already has its tokenizer.model"), std::string::npos) << r.err;
+  r = run("train --task reverse --subword 100 --steps 1 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--subword applies to --data"), std::string::npos) << r.err;
+
+  // A damaged tokenizer.model: a one-line error naming the file.
+  const fs::path bad = dir() / "ck_subword_bad";
+  fs::copy(ck, bad);
+  std::ofstream(bad / "tokenizer.model", std::ios::binary | std::ios::trunc) << "garbage";
+  r = run("translate --model " + bad.string() + " Hi.");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("tokenizer.model does not match its SHA-256"), std::string::npos) << r.err;
+  fs::remove(bad / "manifest.json");
+  r = run("translate --model " + bad.string() + " Hi.");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find((bad / "tokenizer.model").string() + ": not a valid SentencePiece model"), std::string::npos)
+      << r.err;
+}

@@ -10,6 +10,7 @@
 #include "../scripted_model.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
@@ -371,5 +372,81 @@ TEST(Decode, BeamOnTwoThreadsEqualsOneThreadBitForBit) {
       EXPECT_EQ(one[i].attention, two[i].attention) << model_name << " sentence " << i;
     }
     EXPECT_TRUE(beam_search(*model, ids({}, {0, num_steps}), ids({}, {0}), 3, num_steps).empty());
+  }
+}
+
+TEST(Decode, GnmtLengthPenaltyPicksAnotherHypothesisThanPerStepNormalisation) {
+  // Beam 4 finishes, in order: <eos> (P 0.3, 1 step), A <eos> (0.35, 2), A A <eos> (0.175, 3),
+  // A A A <eos> (0.1575, 4).
+  //   steps, alpha 1:  log P / steps           -> -1.204, -0.525, -0.581, -0.462: A A A wins
+  //   gnmt, alpha 1:   log P / ((5 + steps)/6) -> -1.204, -0.900, -1.307, -1.232: A wins
+  Script script = [](std::int64_t, const std::vector<std::int64_t>& prefix) {
+    if (prefix.empty()) return dist({{Vocab::kEos, 0.3}, {kA, 0.7}});
+    if (prefix.size() < 3) return dist({{kA, 0.5}, {Vocab::kEos, 0.5}});
+    return dist({{Vocab::kEos, 0.9}, {kA, 0.1}});
+  };
+  ScriptedModel model(fake_config(), script);
+  const Tensor src = ids({7, Vocab::kEos, 1, 1, 1, 1}, {1, 6});
+  const Tensor len = ids({2}, {1});
+  const auto steps = beam_search(model, src, len, {6}, DecodeOptions().beam_size(4).length_alpha(1.0));
+  EXPECT_EQ(steps[0].ids, (std::vector<std::int64_t>{kA, kA, kA}));
+  EXPECT_NEAR(steps[0].score, std::log(0.7 * 0.5 * 0.5 * 0.9) / 4.0, 1e-4);
+  const auto gnmt = beam_search(model, src, len, {6},
+                                DecodeOptions().beam_size(4).length_alpha(1.0).length_penalty(LengthPenalty::kGnmt));
+  EXPECT_EQ(gnmt[0].ids, (std::vector<std::int64_t>{kA}));
+  EXPECT_TRUE(gnmt[0].ended);
+  EXPECT_NEAR(gnmt[0].log_prob, std::log(0.35), 1e-4);
+  EXPECT_NEAR(gnmt[0].score, gnmt[0].log_prob / (7.0 / 6.0), 1e-12);
+  // alpha 0.6 (GNMT's value): lp = (7/6)^0.6 for A <eos>.
+  const auto gnmt06 = decode(model, src, len,
+                             DecodeOptions().beam_size(4).length_alpha(0.6).length_penalty(LengthPenalty::kGnmt));
+  EXPECT_NEAR(gnmt06[0].score, gnmt06[0].log_prob / std::pow((5.0 + gnmt06[0].steps()) / 6.0, 0.6), 1e-12);
+  EXPECT_EQ(parse_length_penalty("gnmt"), LengthPenalty::kGnmt);
+  EXPECT_STREQ(to_string(LengthPenalty::kSteps), "steps");
+  EXPECT_THROW(parse_length_penalty("wu"), std::invalid_argument);
+}
+
+TEST(Decode, StepLimitsRelativeToTheSource) {
+  // floor(a * len + b), capped by max_steps (default: limits::kMaxSteps once a or b is set).
+  const DecodeOptions rel = DecodeOptions().max_len_a(1.5).max_len_b(2);
+  EXPECT_EQ(rel.step_limits({3, 10}, 6), (std::vector<std::int64_t>{6, 17}));
+  EXPECT_EQ(DecodeOptions(rel).max_steps(10).step_limits({3, 10}, 6), (std::vector<std::int64_t>{6, 10}));
+  EXPECT_EQ(DecodeOptions().step_limits({3, 10}, 6), (std::vector<std::int64_t>{6, 6}));  // the model's num_steps
+  EXPECT_EQ(DecodeOptions().max_len_b(1).step_limits({3, 10}, 6), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_EQ(DecodeOptions().max_len_a(0.1).step_limits({3}, 6), (std::vector<std::int64_t>{1}));  // at least 1
+  EXPECT_THROW(DecodeOptions().max_len_a(-1).validate(), std::invalid_argument);
+  EXPECT_THROW(DecodeOptions().max_len_b(-1).validate(), std::invalid_argument);
+
+  // A model that never ends: each sentence stops at its own limit, greedy and beam alike.
+  Script script = [](std::int64_t, const std::vector<std::int64_t>&) { return dist({{kA, 0.9}}); };
+  ScriptedModel model(fake_config(), script);
+  const Tensor src = ids({7, Vocab::kEos, 1, 1, 1, 1, 7, 8, 9, 7, Vocab::kEos, 1}, {2, 6});
+  const Tensor len = ids({2, 5}, {2});
+  for (std::int64_t beam : {1, 3}) {
+    const auto out = decode(model, src, len, DecodeOptions().beam_size(beam).max_len_a(2).max_len_b(1));
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(out[0].ids.size(), 5u) << beam;   // 2 * 2 + 1
+    EXPECT_EQ(out[1].ids.size(), 11u) << beam;  // 2 * 5 + 1, beyond the model's num_steps (6)
+    EXPECT_FALSE(out[0].ended);
+    EXPECT_FALSE(out[1].ended);
+  }
+}
+
+TEST(Decode, BatchedBeamMatchesEachSentenceAlone) {
+  // Groups of 64 / k sentences share a batch; a sentence's search must not depend on its neighbours
+  // (beyond float rounding of different batch sizes).
+  for (const std::string model_name : {"d2l", "rnnsearch", "rnnencdec"}) {
+    const std::int64_t num_steps = 7, B = 9;
+    auto model = small_model(model_name, "additive", 17, 13, 8, 12, num_steps, 21);
+    const Sources in = random_sources(B, num_steps, 7, 17, 5);
+    const auto all = beam_search(*model, in.src, in.valid, 3, num_steps);
+    ASSERT_EQ(all.size(), static_cast<std::size_t>(B));
+    for (std::int64_t i = 0; i < B; ++i) {
+      const auto one = beam_search(*model, narrow(in.src, 0, i, 1), narrow(in.valid, 0, i, 1), 3, num_steps);
+      EXPECT_EQ(one[0].ids, all[i].ids) << model_name << " sentence " << i;
+      EXPECT_EQ(one[0].ended, all[i].ended) << model_name << " sentence " << i;
+      EXPECT_NEAR(one[0].log_prob, all[i].log_prob, 1e-5) << model_name << " sentence " << i;
+      EXPECT_EQ(one[0].attention.size(), all[i].attention.size());
+    }
   }
 }
