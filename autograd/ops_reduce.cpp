@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "autograd/kernels/compare.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/reduce.h"
@@ -59,6 +60,7 @@ Tensor expand_grad(const Tensor& g, const Shape& input, const kernels::Axes& axe
 
 Tensor sum(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("sum", axes, x.dim());
+  if (x.dtype() == DType::i64 || x.dtype() == DType::b8) return kernels::sum_integral(x, ax, keepdim);  // int64, as PyTorch
   return record("sum", kernels::sum(x, ax, keepdim), {x}, [ax, shape = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, expand_grad(ctx.grad_output(), shape, ax));
   });

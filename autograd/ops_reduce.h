@@ -11,6 +11,7 @@
 
 namespace tg {
 
+// Sums of int64 and bool tensors are int64 (exact; not differentiable), as PyTorch.
 Tensor sum(const Tensor& x);  // over everything, 0-dim result
 Tensor sum(const Tensor& x, IntList axes, bool keepdim = false);
 Tensor mean(const Tensor& x);
