@@ -250,8 +250,12 @@ std::tuple<Tensor, Tensor> extreme_along(const char* op, const Tensor& x, std::i
   Tensor idx;
   Tensor y = kernels::max(signed_for(r.rows, is_max), 1, true, &idx);  // (M, 1)
   if (!is_max) y = kernels::unary(kernels::Unary::neg, y);              // negation is exact
-  const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
-  return {reshape(record_taken(op, r.rows, idx, std::move(y)), out), kernels::view_as(idx, out)};
+  // The rows are in the order of transpose(x, a, last), not of x's other dims: back through it.
+  Shape kept = r.moved;
+  kept[r.last] = 1;
+  const AlongAxis one{Tensor(), kept, r.a, r.last};
+  auto out = [&](const Tensor& t) { return keepdim ? one.back(t) : squeeze(one.back(t), a); };
+  return {out(record_taken(op, r.rows, idx, std::move(y))), out(idx)};
 }
 
 Tensor arg_extreme(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
