@@ -2,6 +2,7 @@
 // loops in autograd/kernels/compare.cpp. Nothing is recorded: the results have no gradient.
 #include "autograd/ops_compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -186,6 +187,26 @@ Tensor count_nonzero(const Tensor& x, IntList dims) {
   ax.normalize();
   if (ax.empty()) ax = all_axes(x.dim());
   return count(x, ax, false, nullptr);
+}
+
+Tensor nonzero(const Tensor& x) {
+  check_defined("nonzero", x, "x");
+  const Tensor b = as_bool(x);
+  const bool* pb = b.data<bool>();
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < b.numel(); ++i) n += pb[i];
+  const int nd = x.dim();
+  Tensor y = Tensor::empty({n, nd}, DType::i64);
+  std::int64_t* py = y.data<std::int64_t>();
+  std::int64_t coord[Shape::kMaxDims] = {};
+  for (std::int64_t i = 0; i < b.numel(); ++i) {
+    if (pb[i]) py = std::copy(coord, coord + nd, py);
+    for (int d = nd - 1; d >= 0; --d) {  // next coordinate, odometer-style
+      if (++coord[d] < x.shape()[d]) break;
+      coord[d] = 0;
+    }
+  }
+  return y;
 }
 
 }  // namespace tg

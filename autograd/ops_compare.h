@@ -83,5 +83,8 @@ Tensor all(const Tensor& x);
 Tensor all(const Tensor& x, std::int64_t dim, bool keepdim = false);
 /// Number of nonzero elements over `dims` (empty: every dim) as int64 (torch.count_nonzero).
 Tensor count_nonzero(const Tensor& x, IntList dims = {});
+/// The indices of the nonzero elements in row-major order, as an (n, x.dim()) int64 tensor
+/// (torch.nonzero; a 0-dim x gives (n, 0)).
+Tensor nonzero(const Tensor& x);
 
 }  // namespace tg

@@ -285,6 +285,17 @@ TEST(BoolReduce, AnyAllCountNonzeroSum) {
   EXPECT_EQ(sum(Tensor::zeros({0}, DType::b8)).to_vector<std::int64_t>(), I({0}));
 }
 
+TEST(BoolReduce, Nonzero) {
+  const Tensor nz = nonzero(bools({false, true, false, true, true, false}, {2, 3}));
+  EXPECT_EQ(nz.dtype(), DType::i64);
+  EXPECT_EQ(nz.shape(), Shape({3, 2}));
+  EXPECT_EQ(nz.to_vector<std::int64_t>(), I({0, 1, 1, 0, 1, 1}));
+  EXPECT_EQ(nonzero(Tensor::from_values({0, kNaN, 2}, {3}, DType::f32)).to_vector<std::int64_t>(), I({1, 2}));
+  EXPECT_EQ(nonzero(Tensor::zeros({2, 2})).shape(), Shape({0, 2}));
+  EXPECT_EQ(nonzero(Tensor::scalar(3)).shape(), Shape({1, 0}));
+  EXPECT_EQ(nonzero(Tensor::zeros({0, 4})).shape(), Shape({0, 2}));
+}
+
 // ---- bool masks in where, masked_fill and attention ----------------------------------------------
 
 TEST(BoolMasks, WhereAndMaskedFill) {

@@ -130,6 +130,7 @@ const std::map<std::string, Op>& table() {
       {"any_dim", [](const Ts& x, const Ts&) { return one(any(x[0], 1)); }},
       {"all_dim", [](const Ts& x, const Ts&) { return one(all(x[0], 1)); }},
       {"count_nonzero", [](const Ts& x, const Ts&) { return one(count_nonzero(x[0], {0})); }},
+      {"nonzero", [](const Ts& x, const Ts&) { return one(nonzero(x[0])); }},
   };
   return ops;
 }
@@ -199,7 +200,7 @@ TEST(TorchOpsFixture, ValuesAndGradientsMatchPyTorch) {
     if (differentiable) {
       EXPECT_EQ(out.dtype(), DType::f64);
     } else {  // comparisons: bool results (count_nonzero: int64), no gradient
-      EXPECT_EQ(out.dtype(), name == "count_nonzero" ? DType::i64 : DType::b8);
+      EXPECT_EQ(out.dtype(), name == "count_nonzero" || name == "nonzero" ? DType::i64 : DType::b8);
       EXPECT_FALSE(out.requires_grad());
     }
     EXPECT_LE(worst_error(out, want, name), kTol) << name << " output";

@@ -27,7 +27,7 @@ OUT = {}
 
 def put(key, t):
     assert key not in OUT, key
-    OUT[key] = t.detach().cpu().numpy().astype(np.float64)
+    OUT[key] = t.detach().cpu().numpy().astype(np.float64, order="C")  # C order (0-dim stays 0-dim)
 
 
 def case(name, fn, xs, ints=(), grad=True):
@@ -167,6 +167,7 @@ case("max_dim0_3d", lambda x: torch.max(x, 0), [distinct(3, 4, 5)])
 case("min_dim1_4d_keepdim", lambda x: torch.min(x, 1, keepdim=True), [distinct(2, 3, 4, 2)])
 case("where_bool", lambda a, b, m: torch.where(m.bool(), a, b), [randn(3, 4), randn(4)],
      [torch.tensor([[1, 0, 0, 1], [0, 0, 1, 1], [1, 1, 1, 0]])])
+case("nonzero", torch.nonzero, [a], grad=False)
 case("masked_fill_bool", lambda x, m: x.masked_fill(m.bool(), -2.5), [randn(2, 3, 4)], [torch.tensor([[1, 0, 0, 1]])])
 
 np.savez(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_ops_fixture.npz"), **OUT)
