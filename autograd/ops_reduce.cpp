@@ -11,7 +11,9 @@
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
+#include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
@@ -291,10 +293,21 @@ Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
 Tensor var(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
   return var(x, dims, Correction{unbiased ? 1 : 0}, keepdim);
 }
-Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+namespace {
+/// sqrt(v) with torch.std's gradient where v == 0: 0, not 0.5 / 0 = inf (times 0: NaN). The 1 put under
+/// the root there keeps both branches of where finite, and the result stays composed of primitives.
+Tensor std_of_var(const Tensor& v) {
+  const Tensor zero = v == 0.0;
+  return where(zero, Tensor::scalar(0.0, v.dtype()), sqrt(where(zero, Tensor::scalar(1.0, v.dtype()), v)));
 }
-Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) { return sqrt(var(x, dims, unbiased, keepdim)); }
+}  // namespace
+
+Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
+  return std_of_var(var(x, dims, correction, keepdim));
+}
+Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
+  return std_of_var(var(x, dims, unbiased, keepdim));
+}
 
 Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim) {
   const kernels::Axes ax = axes_or_all("logsumexp", dims, x.dim());

@@ -170,5 +170,26 @@ case("where_bool", lambda a, b, m: torch.where(m.bool(), a, b), [randn(3, 4), ra
 case("nonzero", torch.nonzero, [a], grad=False)
 case("masked_fill_bool", lambda x, m: x.masked_fill(m.bool(), -2.5), [randn(2, 3, 4)], [torch.tensor([[1, 0, 0, 1]])])
 
+# ---- edge cases with documented gradients at kinks, zeros and ties ------------------------------
+t = torch.tensor
+case("edge_abs_zero", torch.abs, [t([0.0, -1.0, 2.0])])
+case("edge_clamp_at_bounds", lambda x: torch.clamp(x, -0.5, 0.5), [t([-0.5, 0.5, 0.0, 1.0, -1.0])])
+case("edge_clamp_crossed", lambda x: torch.clamp(x, 0.5, -0.5), [t([-1.0, 0.0, 1.0])])
+case("edge_maximum_ties", torch.maximum, [t([1.0, 2.0, 3.0]), t([1.0, 0.0, 3.0])])
+case("edge_minimum_ties", torch.minimum, [t([1.0, 2.0, 3.0]), t([1.0, 0.0, 4.0])])
+case("edge_leaky_relu_zero", lambda x: F.leaky_relu(x, 0.2), [t([0.0, -1.0, 1.0])])
+case("edge_elu_zero", lambda x: F.elu(x, 0.5), [t([0.0, -1.0, 1.0])])
+case("edge_softplus_threshold", lambda x: F.softplus(x, 1.0, 2.0), [t([2.0, 2.5, 1.5])])
+case("edge_pow_zero_base", torch.pow, [t([0.0, 0.0, 2.0, 0.0]), t([0.0, 2.0, 3.0, 0.5])])
+case("edge_prod_one_zero", lambda x: torch.prod(x, 1), [t([[2.0, 0.0, 3.0], [1.0, 2.0, 3.0]])])
+case("edge_prod_two_zeros", torch.prod, [t([2.0, 0.0, 3.0, 0.0])])
+case("edge_cumprod_zeros", lambda x: torch.cumprod(x, 0), [t([2.0, 0.0, 3.0, 0.0, 4.0])])
+case("edge_amax_ties", lambda x: torch.amax(x, 1), [t([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])])
+case("edge_max_all_ties", torch.max, [t([[1.0, 3.0], [3.0, 0.0]])])
+case("edge_norm_zero", lambda x: torch.linalg.vector_norm(x, 2, 1), [t([[0.0, 0.0], [3.0, 4.0]])])
+case("edge_std_constant", lambda x: torch.std(x, 1), [t([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]])])
+case("edge_var_single", lambda x: torch.var(x, 1, correction=0), [t([[2.0], [3.0]])])
+case("edge_sign_zero", torch.sign, [t([0.0, -0.0, 2.0])])
+
 np.savez(os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_ops_fixture.npz"), **OUT)
 print(len(OUT), "arrays,", len({k.split(".")[0] for k in OUT}), "cases")
