@@ -150,6 +150,20 @@ const std::map<std::string, Op>& table() {
       {"edge_std_constant", [](const Ts& x, const Ts&) { return one(tg::std(x[0], {1})); }},
       {"edge_var_single", [](const Ts& x, const Ts&) { return one(var(x[0], {1}, Correction{0})); }},
       {"edge_sign_zero", [](const Ts& x, const Ts&) { return one(sign(x[0])); }},
+      {"edge_sign_nan", [](const Ts& x, const Ts&) { return one(sign(x[0])); }},
+      {"edge_abs_nan", [](const Ts& x, const Ts&) { return one(abs(x[0])); }},
+      {"edge_clamp_nan", [](const Ts& x, const Ts&) { return one(clamp(x[0], -1.0, 1.0)); }},
+      {"edge_maximum_nan", [](const Ts& x, const Ts&) { return one(maximum(x[0], x[1])); }},
+      {"edge_minimum_nan", [](const Ts& x, const Ts&) { return one(minimum(x[0], x[1])); }},
+      {"edge_pow_negative_base", [](const Ts& x, const Ts&) { return one(pow(x[0], x[1])); }},
+      {"edge_reciprocal_zero", [](const Ts& x, const Ts&) { return one(reciprocal(x[0])); }},
+      {"edge_log1p_minus1", [](const Ts& x, const Ts&) { return one(log1p(x[0])); }},
+      {"edge_rsqrt_zero_inf", [](const Ts& x, const Ts&) { return one(rsqrt(x[0])); }},
+      {"edge_max_dim_nan", [](const Ts& x, const Ts&) { return max(x[0], 1); }},
+      {"edge_sort_nan", [](const Ts& x, const Ts&) { return sort(x[0], 0); }},
+      {"edge_logsumexp_inf", [](const Ts& x, const Ts&) { return one(logsumexp(x[0], {1})); }},
+      {"edge_softplus_large", [](const Ts& x, const Ts&) { return one(softplus(x[0])); }},
+      {"edge_gelu_tails", [](const Ts& x, const Ts&) { return one(gelu(x[0])); }},
   };
   return ops;
 }
