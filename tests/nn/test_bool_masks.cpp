@@ -46,8 +46,11 @@ TEST(BoolMasks, MultiheadAttentionMasksMatchI64AndFloat) {
   const std::vector<double> w = wb.to_vector<double>();  // (N, L, S)
   for (int n = 0; n < 2; ++n)
     for (int l = 0; l < 3; ++l)
-      for (int s = 0; s < 4; ++s)
-        if (kpm.at({n, s}) != 0 || am.at({l, s}) != 0) EXPECT_EQ(w[(n * 3 + l) * 4 + s], 0.0);
+      for (int s = 0; s < 4; ++s) {
+        if (kpm.at({n, s}) != 0 || am.at({l, s}) != 0) {
+          EXPECT_EQ(w[(n * 3 + l) * 4 + s], 0.0);
+        }
+      }
 }
 
 TEST(BoolDTypeSerialize, NpyAndNpzRoundTrip) {
