@@ -72,6 +72,9 @@ Tensor sum(const Tensor& x) { return sum(x, AllAxes(x), false); }
 
 Tensor mean(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("mean", axes, x.dim());
+  if (!is_floating(x.dtype()))  // sum would count a bool tensor, but a mean has no integer dtype (as PyTorch)
+    throw std::invalid_argument("mean: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
+                                x.shape().str());
   std::int64_t count = 1;
   for (int a : ax) count *= x.shape()[a];
   if (count == 0) throw std::invalid_argument("mean: reducing " + x.shape().str() + " over an empty axis");
