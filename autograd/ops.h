@@ -3,6 +3,7 @@
 // implemented beside its backward in autograd/ops_<family>.cpp; code inside the library includes only
 // the families it uses, so adding an op recompiles that family's users only.
 #include "autograd/ops_attention.h"
+#include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"

@@ -19,6 +19,7 @@
 #include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/ops_attention.h"
+#include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
@@ -168,12 +169,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) scores = masked_fill(scores, triu(Tensor::ones({L, S}, DType::i64), 1), neg_inf);
   if (attn_mask.defined()) {
-    if (attn_mask.dtype() == DType::i64) {
-      Tensor blocked = Tensor::empty(attn_mask.shape(), DType::i64);  // masked_fill wants nonzero = blocked
-      const std::int64_t* m = attn_mask.data<std::int64_t>();
-      std::int64_t* b = blocked.data<std::int64_t>();
-      for (std::int64_t i = 0; i < attn_mask.numel(); ++i) b[i] = m[i] == 0;
-      scores = masked_fill(scores, blocked, neg_inf);
+    if (!is_floating(attn_mask.dtype())) {
+      scores = masked_fill(scores, logical_not(attn_mask), neg_inf);  // masked_fill wants true = blocked
     } else {
       scores = scores + attn_mask;
     }

@@ -17,8 +17,8 @@ class Generator;
 /// softmax(q kᵀ * scale + mask) v, as torch.nn.functional.scaled_dot_product_attention (PyTorch
 /// 2.x; composed of matmul and softmax, so every gradient flows): query (..., L, E), key (..., S, E),
 /// value (..., S, Ev) -> (..., L, Ev), batch dims broadcast. `attn_mask` broadcasts to (..., L, S):
-/// an i64 mask says where attention may go (nonzero = allowed; PyTorch's bool True, tapegrad has no
-/// bool dtype), a floating one is added to the scores. `is_causal` allows position l to see
+/// a bool mask says where attention may go (true = allowed, as PyTorch; an i64 mask is read the same
+/// way, nonzero = allowed), a floating one is added to the scores. `is_causal` allows position l to see
 /// s <= l only (no attn_mask with it). `scale` <= 0 means 1/sqrt(E). Dropout (p in [0, 1)) on the
 /// weights takes its masks from `gen`, which is needed when p > 0. A query with no allowed key
 /// gets NaN, as PyTorch. With `weights`, the attention weights (before dropout; differentiable) go there.

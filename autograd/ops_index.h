@@ -26,9 +26,12 @@ Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const T
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::int64_t dim);
 /// weight (V, D) gathered at i64 ids of any shape -> ids.shape + (D); backward scatter-adds.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
-/// cond ? a : b elementwise with broadcasting of all three; cond is nonzero = true (any dtype).
+/// cond ? a : b elementwise with broadcasting of all three (torch.where). cond is bool, as PyTorch;
+/// a cond of another dtype is read as nonzero = true (PyTorch refuses it), which older callers use.
+/// a and b must have one dtype (PyTorch promotes them).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-/// x with `value` wherever mask (broadcast to x) is nonzero; no gradient flows there.
+/// x with `value` wherever mask (broadcast to x) is true (torch.masked_fill); no gradient flows
+/// there. A mask of another dtype than bool is read as nonzero = true (PyTorch refuses it).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
 /// !training or p == 0 (returns x itself; `gen` is not advanced). The mask comes from `gen`, one

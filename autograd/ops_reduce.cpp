@@ -6,11 +6,14 @@
 #include <stdexcept>
 #include <vector>
 
+#include "autograd/kernels/compare.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
+#include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
@@ -59,6 +62,7 @@ Tensor expand_grad(const Tensor& g, const Shape& input, const kernels::Axes& axe
 
 Tensor sum(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("sum", axes, x.dim());
+  if (x.dtype() == DType::i64 || x.dtype() == DType::b8) return kernels::sum_integral(x, ax, keepdim);  // int64, as PyTorch
   return record("sum", kernels::sum(x, ax, keepdim), {x}, [ax, shape = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, expand_grad(ctx.grad_output(), shape, ax));
   });
@@ -68,6 +72,9 @@ Tensor sum(const Tensor& x) { return sum(x, AllAxes(x), false); }
 
 Tensor mean(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("mean", axes, x.dim());
+  if (!is_floating(x.dtype()))  // sum would count a bool tensor, but a mean has no integer dtype (as PyTorch)
+    throw std::invalid_argument("mean: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
+                                x.shape().str());
   std::int64_t count = 1;
   for (int a : ax) count *= x.shape()[a];
   if (count == 0) throw std::invalid_argument("mean: reducing " + x.shape().str() + " over an empty axis");
@@ -248,8 +255,12 @@ std::tuple<Tensor, Tensor> extreme_along(const char* op, const Tensor& x, std::i
   Tensor idx;
   Tensor y = kernels::max(signed_for(r.rows, is_max), 1, true, &idx);  // (M, 1)
   if (!is_max) y = kernels::unary(kernels::Unary::neg, y);              // negation is exact
-  const Shape out = kernels::reduced_shape(x.shape(), {a}, keepdim);
-  return {reshape(record_taken(op, r.rows, idx, std::move(y)), out), kernels::view_as(idx, out)};
+  // The rows are in the order of transpose(x, a, last), not of x's other dims: back through it.
+  Shape kept = r.moved;
+  kept[r.last] = 1;
+  const AlongAxis one{Tensor(), kept, r.a, r.last};
+  auto out = [&](const Tensor& t) { return keepdim ? one.back(t) : squeeze(one.back(t), a); };
+  return {out(record_taken(op, r.rows, idx, std::move(y))), out(idx)};
 }
 
 Tensor arg_extreme(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
@@ -285,10 +296,21 @@ Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
 Tensor var(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
   return var(x, dims, Correction{unbiased ? 1 : 0}, keepdim);
 }
-Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+namespace {
+/// sqrt(v) with torch.std's gradient where v == 0: 0, not 0.5 / 0 = inf (times 0: NaN). The 1 put under
+/// the root there keeps both branches of where finite, and the result stays composed of primitives.
+Tensor std_of_var(const Tensor& v) {
+  const Tensor zero = v == 0.0;
+  return where(zero, Tensor::scalar(0.0, v.dtype()), sqrt(where(zero, Tensor::scalar(1.0, v.dtype()), v)));
 }
-Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) { return sqrt(var(x, dims, unbiased, keepdim)); }
+}  // namespace
+
+Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
+  return std_of_var(var(x, dims, correction, keepdim));
+}
+Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
+  return std_of_var(var(x, dims, unbiased, keepdim));
+}
 
 Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim) {
   const kernels::Axes ax = axes_or_all("logsumexp", dims, x.dim());

@@ -11,6 +11,7 @@
 
 namespace tg {
 
+// Sums of int64 and bool tensors are int64 (exact; not differentiable), as PyTorch.
 Tensor sum(const Tensor& x);  // over everything, 0-dim result
 Tensor sum(const Tensor& x, IntList axes, bool keepdim = false);
 Tensor mean(const Tensor& x);
@@ -42,7 +43,8 @@ struct Correction {
 /// else N. A divisor of 0 or less gives inf or NaN, as PyTorch.
 Tensor var(const Tensor& x, IntList dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim = false);
-/// Standard deviation: sqrt(var) with the same arguments (its gradient is NaN where it is 0).
+/// Standard deviation: sqrt(var) with the same arguments; its gradient is 0 where it is 0, as
+/// PyTorch 1.13's.
 Tensor std(const Tensor& x, IntList dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim = false);
 /// log(sum(exp(x))) over `dims`, without overflow (torch.logsumexp); -inf for a row of -inf.

@@ -23,11 +23,20 @@ std::string_view dtype_name(DType dtype) {
     case DType::f32: return "float32";
     case DType::f64: return "float64";
     case DType::i64: return "int64";
+    case DType::b8: return "bool";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 8; }
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i64: return 8;
+    case DType::b8: return 1;
+  }
+  return 0;
+}
 
 void throw_dtype_mismatch(DType have, DType want) {
   throw std::invalid_argument("tensor has dtype " + std::string(dtype_name(have)) + ", accessed as " +
@@ -177,6 +186,7 @@ double element_as_double(const TensorImpl& impl, std::int64_t flat) {
     case DType::f32: return static_cast<const float*>(impl.data)[flat];
     case DType::f64: return static_cast<const double*>(impl.data)[flat];
     case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(impl.data)[flat]);
+    case DType::b8: return static_cast<const bool*>(impl.data)[flat] ? 1.0 : 0.0;
   }
   return 0;
 }
@@ -220,6 +230,7 @@ template <class T> std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+template std::vector<bool> Tensor::to_vector<bool>() const;
 
 bool Tensor::shares_storage(const Tensor& other) const {
   return impl_ && other.impl_ && impl_->storage == other.impl_->storage;
@@ -256,6 +267,7 @@ Tensor convert(const Tensor& x, DType to) {
 Tensor Tensor::to(DType target) const {
   check_defined("to");
   if (target == dtype()) return *this;
+  if (!is_floating(target)) return convert(*this, target);  // int64 / bool results have no gradient, as PyTorch
   const DType source = dtype();
   return record("to", convert(*this, target), {*this}, [source](BackwardContext& ctx) {
     ctx.accumulate(0, convert(ctx.grad_output(), source));
@@ -376,10 +388,17 @@ bool Tensor::retains_grad() const { return impl_ && impl_->meta && !impl_->meta-
 // ---- printing ----------------------------------------------------------------------------
 
 namespace {
-void print_rec(std::ostream& os, const TensorImpl& t, int axis, std::int64_t& flat, int indent) {
+// Bool elements print as PyTorch's: " True" / "False" (padded to one width inside a list).
+void print_bool(std::ostream& os, const TensorImpl& t, std::int64_t flat, bool pad) {
+  if (element_as_double(t, flat) != 0) os << (pad ? " True" : "True");
+  else os << "False";
+}
+
+void print_rec(std::ostream& os, const TensorImpl& t, int axis, std::int64_t& flat, int indent, bool pad_bools) {
   const Shape& s = t.shape;
   if (s.size() == 0) {
     if (t.dtype == DType::i64) os << static_cast<std::int64_t>(element_as_double(t, flat++));
+    else if (t.dtype == DType::b8) print_bool(os, t, flat++, false);
     else os << element_as_double(t, flat++);
     return;
   }
@@ -396,9 +415,10 @@ void print_rec(std::ostream& os, const TensorImpl& t, int axis, std::int64_t& fl
     }
     if (axis + 1 == s.size()) {
       if (t.dtype == DType::i64) os << static_cast<std::int64_t>(element_as_double(t, flat++));
+      else if (t.dtype == DType::b8) print_bool(os, t, flat++, pad_bools);
       else os << std::setw(9) << element_as_double(t, flat++);
     } else {
-      print_rec(os, t, axis + 1, flat, indent + 1);
+      print_rec(os, t, axis + 1, flat, indent + 1, pad_bools);
     }
     if (i + 1 < n) os << (axis + 1 == s.size() ? ", " : ",\n" + std::string(indent + 1, ' '));
   }
@@ -412,7 +432,12 @@ std::string Tensor::str() const {
   os << std::fixed << std::setprecision(4) << "tensor(";
   std::int64_t flat = 0;
   if (numel() == 0) os << "[], shape=" << shape().str();
-  else print_rec(os, *impl_, 0, flat, 7);
+  else {
+    bool any_false = false;  // PyTorch pads " True" to the width of "False" only when one is shown
+    if (dtype() == DType::b8)
+      for (std::int64_t i = 0; i < numel() && !any_false; ++i) any_false = element_as_double(*impl_, i) == 0;
+    print_rec(os, *impl_, 0, flat, 7, any_false);
+  }
   os << ", dtype=" << dtype_name(dtype());
   if (requires_grad()) os << ", requires_grad=true";
   os << ')';

@@ -103,10 +103,11 @@ class Tensor {
   /// Typed pointer to the elements; throws if T does not match dtype().
   template <class T> T* data();
   template <class T> const T* data() const;
-  /// Copy of the elements converted to T.
+  /// Copy of the elements converted to T (float, double, std::int64_t or bool).
   template <class T> std::vector<T> to_vector() const;
 
-  /// Converted copy (differentiable); returns *this when the dtype already matches.
+  /// Converted copy (differentiable to a floating dtype; an int64 or bool result does not require
+  /// grad); returns *this when the dtype already matches. To bool: nonzero (and NaN) is true.
   Tensor to(DType dtype) const;
   /// Deep copy (differentiable).
   Tensor clone() const;

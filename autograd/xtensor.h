@@ -29,11 +29,13 @@ namespace tg {
 
 namespace xt_interop {
 
-/// The tapegrad dtype of an xtensor element type: float, double and any integer of at most
-/// 64 bits (held as i64). Other types (bool, complex, ...) do not compile.
+/// The tapegrad dtype of an xtensor element type: float, double, bool (b8; what xtensor's
+/// comparisons yield) and any other integer of at most 64 bits (held as i64). Other types
+/// (complex, ...) do not compile.
 template <class T> constexpr DType dtype_for() {
   if constexpr (std::is_same_v<T, float>) return DType::f32;
   else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, bool>) return DType::b8;
   else {
     static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) <= 8,
                   "tg::from_xtensor: element type must be float, double or an integer type");
@@ -61,7 +63,7 @@ template <std::size_t N> std::array<std::size_t, N> xshape(const char* fn, const
 }  // namespace xt_interop
 
 /// A read-write xtensor view (row-major, the tensor's shape) of t's elements; no copy. T must be the
-/// tensor's element type (float for f32, double for f64, std::int64_t for i64), else
+/// tensor's element type (float for f32, double for f64, std::int64_t for i64, bool for b8), else
 /// std::invalid_argument. The view stays valid while the tensor's buffer lives.
 template <class T> auto as_xtensor(Tensor& t) {
   xt_interop::checked<T>("tg::as_xtensor", t);
@@ -92,14 +94,15 @@ template <class T, std::size_t N> auto as_xtensor(const Tensor& t) {
 }
 
 /// A new tensor holding the evaluated expression, computed straight into its buffer. The dtype
-/// follows the element type: f32 for float, f64 for double, i64 for integers. The result is a leaf
+/// follows the element type: f32 for float, f64 for double, b8 for bool, i64 for other integers. The result is a leaf
 /// that does not require grad.
 template <class E> Tensor from_xtensor(const xt::xexpression<E>& expression) {
   const E& e = expression.derived_cast();
   using Source = std::decay_t<typename E::value_type>;
   constexpr DType dtype = xt_interop::dtype_for<Source>();
-  using T = std::conditional_t<dtype == DType::f32, float,
-                               std::conditional_t<dtype == DType::f64, double, std::int64_t>>;
+  using T = std::conditional_t<
+      dtype == DType::f32, float,
+      std::conditional_t<dtype == DType::f64, double, std::conditional_t<dtype == DType::b8, bool, std::int64_t>>>;
   std::vector<std::int64_t> dims(e.shape().begin(), e.shape().end());
   Tensor out = Tensor::empty(Shape(dims), dtype);
   auto view = as_xtensor<T>(out);

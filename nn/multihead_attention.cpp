@@ -54,10 +54,10 @@ std::string MultiheadAttention::extra_repr() const {
 
 namespace {
 
-/// `mask` where a nonzero i64 entry blocks: -inf there in a floating mask of `dtype`, or the floating
-/// mask itself.
+/// `mask` where a true bool (or nonzero i64) entry blocks: -inf there in a floating mask of `dtype`,
+/// or the floating mask itself.
 Tensor additive_mask(const Tensor& mask, DType dtype) {
-  if (mask.dtype() != DType::i64) return mask.to(dtype);
+  if (is_floating(mask.dtype())) return mask.to(dtype);
   return masked_fill(Tensor::zeros(mask.shape(), dtype), mask, -std::numeric_limits<double>::infinity());
 }
 

@@ -2,9 +2,9 @@
 // torch.nn.MultiheadAttention (PyTorch 1.13): parameters, state_dict keys, initialisation and
 // forward semantics, computed through tg::scaled_dot_product_attention.
 //
-// Masks: tapegrad has no bool dtype, so PyTorch's bool masks are i64 here (nonzero = true). As in
+// Masks: bool (DType::b8) as PyTorch's; an i64 mask is read the same way (nonzero = true). As in
 // PyTorch's MultiheadAttention, a true entry of key_padding_mask (N, S) or attn_mask (L, S) /
-// (N * num_heads, L, S) means "may NOT attend" (the opposite of scaled_dot_product_attention's i64
+// (N * num_heads, L, S) means "may NOT attend" (the opposite of scaled_dot_product_attention's bool
 // mask); a floating mask is added to the scores.
 #include <cstdint>
 #include <memory>

@@ -210,7 +210,8 @@ void write_archive(const std::string& tmp, const std::vector<std::pair<std::stri
 std::string npy_encode(const Tensor& tensor) {
   if (!tensor.defined()) throw std::invalid_argument("npy_encode: undefined tensor");
   const bool floating = is_floating(tensor.dtype());
-  std::string dict = std::string("{'descr': '") + (floating ? "<f4" : "<i8") +
+  const bool boolean = tensor.dtype() == DType::b8;
+  std::string dict = std::string("{'descr': '") + (floating ? "<f4" : boolean ? "|b1" : "<i8") +
                      "', 'fortran_order': False, 'shape': " + shape_tuple(tensor.shape()) + ", }";
   // Pad with spaces and end with '\n' so that the data starts 64-byte aligned, as numpy does.
   auto header_for = [&](std::size_t prefix) {
@@ -225,7 +226,7 @@ std::string npy_encode(const Tensor& tensor) {
   if (v2) header = header_for(12);
 
   const std::size_t n = static_cast<std::size_t>(tensor.numel());
-  const std::size_t data_bytes = n * (floating ? 4 : 8);
+  const std::size_t data_bytes = n * (floating ? 4 : boolean ? 1 : 8);
   std::string out;
   out.reserve(12 + header.size() + data_bytes);
   out.append(kMagic, kMagicLen);
@@ -254,6 +255,11 @@ std::string npy_encode(const Tensor& tensor) {
       break;
     }
     case DType::i64: std::memcpy(dst, tensor.data<std::int64_t>(), data_bytes); break;
+    case DType::b8: {
+      const bool* src = tensor.data<bool>();
+      for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] ? 1 : 0;
+      break;
+    }
   }
   return out;
 }
@@ -284,7 +290,8 @@ Tensor npy_decode(std::string_view bytes, const std::string& what) {
   if (descr == "<f4") dtype = DType::f32;
   else if (descr == "<f8") dtype = DType::f64;
   else if (descr == "<i8") dtype = DType::i64;
-  else fail(what, "unsupported dtype '" + elide(descr) + "' (expected '<f4', '<f8' or '<i8')");
+  else if (descr == "|b1") dtype = DType::b8;
+  else fail(what, "unsupported dtype '" + elide(descr) + "' (expected '<f4', '<f8', '<i8' or '|b1')");
   if (fortran) fail(what, "fortran_order=True is not supported (save np.ascontiguousarray(a))");
   if (static_cast<int>(dims.size()) > Shape::kMaxDims)
     fail(what, std::to_string(dims.size()) + " dimensions (at most " + std::to_string(Shape::kMaxDims) + ")");
@@ -302,10 +309,17 @@ Tensor npy_decode(std::string_view bytes, const std::string& what) {
                    descr + "') says " + std::to_string(expected) + (actual < expected ? " (truncated)" : ""));
   Tensor t = Tensor::empty(shape, dtype);
   if (expected) {
-    void* dst = dtype == DType::f32 ? static_cast<void*>(t.data<float>())
-                : dtype == DType::f64 ? static_cast<void*>(t.data<double>())
-                                      : static_cast<void*>(t.data<std::int64_t>());
-    std::memcpy(dst, bytes.data() + prefix + header_len, expected);
+    const char* src = bytes.data() + prefix + header_len;
+    switch (dtype) {
+      case DType::f32: std::memcpy(t.data<float>(), src, expected); break;
+      case DType::f64: std::memcpy(t.data<double>(), src, expected); break;
+      case DType::i64: std::memcpy(t.data<std::int64_t>(), src, expected); break;
+      case DType::b8: {  // any nonzero byte is true (a bool holding another byte would be undefined)
+        bool* dst = t.data<bool>();
+        for (std::uint64_t i = 0; i < numel; ++i) dst[i] = src[i] != 0;
+        break;
+      }
+    }
   }
   return t;
 }

@@ -7,8 +7,8 @@
 //
 // Floating tensors are written as float32 ('<f4') even when they are float64 in memory (the
 // checkpoint format does not depend on whether a model was being gradchecked); i64 tensors (step
-// counters) as '<i8'. Reading accepts '<f4', '<f8' and '<i8', C order only, .npy versions 1.0
-// and 2.0, stored or deflated entries.
+// counters) as '<i8'; bool tensors (masks) as '|b1'. Reading accepts '<f4', '<f8', '<i8' and
+// '|b1', C order only, .npy versions 1.0 and 2.0, stored or deflated entries.
 #include <deque>
 #include <string>
 #include <string_view>
@@ -25,7 +25,7 @@ namespace tg::nn {
 void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& entries);
 
 /// Reads every entry of the .npz at `path`, in archive order, with the dtype stored in the file
-/// (f32, f64 or i64). A file that is not a readable zip, an entry that is not a valid C-order .npy,
+/// (f32, f64, i64 or b8). A file that is not a readable zip, an entry that is not a valid C-order .npy,
 /// or data shorter/longer than its header says is refused with a std::runtime_error naming the
 /// file and the entry.
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path);

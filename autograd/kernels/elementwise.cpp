@@ -286,6 +286,41 @@ void run_broadcast(const BroadcastPlan& p, const T* a, const T* b, T* y, std::in
   }
 }
 
+// The op a unary kernel serves, for the message when it is given a non-floating tensor.
+const char* unary_name(Unary op) {
+  switch (op) {
+    case Unary::neg: return "neg";
+    case Unary::exp: return "exp";
+    case Unary::log: return "log";
+    case Unary::sqrt: return "sqrt";
+    case Unary::tanh: return "tanh";
+    case Unary::sigmoid: return "sigmoid";
+    case Unary::relu: return "relu";
+    case Unary::square: return "square";
+    case Unary::abs: return "abs";
+    case Unary::add_scalar: return "add";
+    case Unary::mul_scalar: return "mul";
+    case Unary::pow_scalar: return "pow";
+    case Unary::rsub_scalar: return "rsub";
+    case Unary::rdiv_scalar: return "rdiv";
+    case Unary::sign: return "sign";
+    case Unary::reciprocal: return "reciprocal";
+    case Unary::rsqrt: return "rsqrt";
+    case Unary::sin: return "sin";
+    case Unary::cos: return "cos";
+    case Unary::erf: return "erf";
+    case Unary::log1p: return "log1p";
+    case Unary::expm1: return "expm1";
+    case Unary::silu: return "silu";
+    case Unary::gelu: case Unary::gelu_tanh: return "gelu";
+    case Unary::leaky_relu: case Unary::leaky_relu_grad: return "leaky_relu";
+    case Unary::elu: case Unary::elu_grad: return "elu";
+    case Unary::softplus: case Unary::softplus_grad: return "softplus";
+    case Unary::clamp: case Unary::clamp_grad: return "clamp";
+  }
+  return "unary";
+}
+
 void check_same(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     throw std::invalid_argument(std::string(op) + ": dtypes differ: " + std::string(dtype_name(a.dtype())) +
@@ -298,7 +333,7 @@ Tensor unary(Unary op, const Tensor& x, double param) { return unary(op, x, para
 
 Tensor unary(Unary op, const Tensor& x, double param, double param2) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
-  dispatch_floating("unary", x.dtype(), [&](auto tag) {
+  dispatch_floating(unary_name(op), x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = y.data<T>();

@@ -97,3 +97,14 @@ TEST(Xtensor, RoundTripThroughAnOpAndToXarray) {
 }
 
 }  // namespace
+
+TEST(Xtensor, BoolTensorsAndComparisons) {
+  xt::xarray<double> a = {1.0, -2.0, 3.0};
+  Tensor m = tg::from_xtensor(a > 0.0);  // xtensor comparisons yield bool: a b8 tensor
+  EXPECT_EQ(m.dtype(), DType::b8);
+  EXPECT_EQ(m.to_vector<bool>(), (std::vector<bool>{true, false, true}));
+  auto v = tg::as_xtensor<bool>(m);
+  v(1) = true;
+  EXPECT_EQ(m.at({1}), 1.0);
+  EXPECT_THROW(tg::as_xtensor<std::int64_t>(m), std::invalid_argument);
+}
