@@ -44,6 +44,11 @@ class TransformerEncoderLayer : public Module {
   /// src (S, N, E) ((N, S, E) with batch_first); src_mask (S, S) and src_key_padding_mask (N, S)
   /// as MultiheadAttention's (i64 nonzero = may not attend, or floating, added).
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor());
+  /// forward() between the forward hooks, which see the three tensors (undefined when omitted).
+  Tensor operator()(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor()) {
+    return with_forward_hooks({src, src_mask, src_key_padding_mask},
+                              [this](const std::vector<Tensor>& in) { return forward(in[0], in[1], in[2]); });
+  }
   std::string extra_repr() const override;
   const TransformerEncoderLayerOptions& options() const { return options_; }
 
