@@ -137,12 +137,13 @@ void check_anomaly(const Node& node, int i, const Tensor& grad) {
 
 /// Runs a leaf's post-accumulate-grad hooks if this pass added to its gradient.
 void run_post_accumulate_hooks(AutogradMeta& meta) {
-  if (meta.accumulated_pass != t_pass) return;
-  auto impl = meta.hooked_tensor.lock();
+  PostAccumulateHooks& post = *meta.post_accumulate;
+  if (post.accumulated_pass != t_pass) return;
+  auto impl = post.tensor.lock();
   if (!impl) return;  // no handle to the leaf is left
   Tensor leaf(std::move(impl));
-  for (std::size_t k = 0; k < meta.post_accumulate_hooks.size(); ++k) {  // a hook may register another
-    PostAccumulateGradHook hook = meta.post_accumulate_hooks[k].second;
+  for (std::size_t k = 0; k < post.hooks.size(); ++k) {  // a hook may register another
+    PostAccumulateGradHook hook = post.hooks[k].second;
     hook(leaf);
   }
 }
@@ -170,7 +171,7 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
       return;
     }
   }
-  if (meta.is_leaf) meta.accumulated_pass = t_pass;
+  if (meta.post_accumulate) meta.post_accumulate->accumulated_pass = t_pass;
   densify(meta);
   if (!meta.grad.defined()) {
     // A leaf's gradient outlives the pass and may be scaled in place (clipping), so it must own
@@ -221,7 +222,7 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
   // Anomaly mode checks each gradient as a tensor of its own: no compact or in-place paths.
   const bool plain_leaf = meta.is_leaf && meta.hooks.empty() && !t_capture && !t_anomaly;  // else: a dense tensor, below
-  if (plain_leaf) meta.accumulated_pass = t_pass;
+  if (plain_leaf && meta.post_accumulate) meta.post_accumulate->accumulated_pass = t_pass;
   if (term.compact && plain_leaf && meta.allow_compact && !meta.grad.defined() && !meta.compact) {
     if (std::shared_ptr<CompactGrad> compact = term.compact(term.term)) {
       if (!(compact->shape() == in.shape) || compact->dtype() != in.dtype)
@@ -346,9 +347,11 @@ class Engine {
         const NodeInput* in = tape.inputs_of(node);
         for (std::uint32_t k = 0; k < node.num_inputs; ++k) {
           AutogradMeta* m = in[k].meta.get();
-          if (!m || !m->is_leaf || m->post_accumulate_hooks.empty() || m->post_hook_pass == pass) continue;
-          m->post_hook_pass = pass;
-          m->post_hook_after = i;
+          if (!m || !m->is_leaf || !m->post_accumulate || m->post_accumulate->hooks.empty() ||
+              m->post_accumulate->scheduled_pass == pass)
+            continue;
+          m->post_accumulate->scheduled_pass = pass;
+          m->post_accumulate->after = i;
           post.push_back(in[k].meta);
         }
       }
@@ -359,7 +362,7 @@ class Engine {
       else in.meta->grad = seeds[k];
     }
     for (std::int64_t i = start; i >= 0; --i) {
-      while (!post.empty() && post.back()->post_hook_after > i) {
+      while (!post.empty() && post.back()->post_accumulate->after > i) {
         run_post_accumulate_hooks(*post.back());
         post.pop_back();
       }
@@ -384,8 +387,8 @@ class Engine {
     if (!capture)
       for (std::size_t k = 0; k < n; ++k) {  // a root that is itself a leaf and feeds no node
         AutogradMeta& m = *roots[k].impl()->meta;
-        if (m.is_leaf && !m.post_accumulate_hooks.empty() && m.post_hook_pass != pass) {
-          m.post_hook_pass = pass;
+        if (m.is_leaf && m.post_accumulate && !m.post_accumulate->hooks.empty() && m.post_accumulate->scheduled_pass != pass) {
+          m.post_accumulate->scheduled_pass = pass;
           run_post_accumulate_hooks(m);
         }
       }

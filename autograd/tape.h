@@ -30,16 +30,21 @@
 
 namespace tg {
 
+/// A leaf's register_post_accumulate_grad_hook state, apart from AutogradMeta so that every other
+/// tensor's autograd record stays small.
+struct PostAccumulateHooks {
+  std::vector<std::pair<std::uint64_t, PostAccumulateGradHook>> hooks;  // in order (id, hook)
+  std::weak_ptr<TensorImpl> tensor;     // the handle the hooks receive
+  std::uint64_t accumulated_pass = 0;   // the last backward pass that added to grad
+  std::uint64_t scheduled_pass = 0;     // the last pass that scheduled the hooks,
+  std::int64_t after = -1;              //   and the lowest node index that could add to grad in it
+};
+
 struct AutogradMeta {
   Tensor grad;                  // leaves: accumulated gradient; op outputs: pending during backward
   Tensor retained_grad;         // op outputs with retain_grad: the last backward's gradient
   std::vector<std::pair<std::uint64_t, GradHook>> hooks;  // register_hook, in order (id, hook)
-  // Leaves: register_post_accumulate_grad_hook, in order (id, hook), and the handle they receive.
-  std::vector<std::pair<std::uint64_t, PostAccumulateGradHook>> post_accumulate_hooks;
-  std::weak_ptr<TensorImpl> hooked_tensor;
-  std::uint64_t accumulated_pass = 0;  // leaves: the last backward pass that added to grad
-  std::uint64_t post_hook_pass = 0;    // leaves: the last pass that scheduled its post hooks
-  std::int64_t post_hook_after = -1;   //   and the lowest node index that can add to it in that pass
+  std::unique_ptr<PostAccumulateHooks> post_accumulate;  // leaves with such hooks only
   bool retain_grad = false;
   std::shared_ptr<CompactGrad> compact;  // leaves: the gradient in compact form (then grad is undefined)
   bool requires_grad = false;

@@ -373,8 +373,10 @@ HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hoo
                                                  : "the tensor does not require grad, so no gradient would be accumulated"));
   if (!hook) throw std::invalid_argument("register_post_accumulate_grad_hook: empty hook");
   const std::uint64_t id = next_hook_id();
-  impl_->meta->post_accumulate_hooks.emplace_back(id, std::move(hook));
-  impl_->meta->hooked_tensor = impl_;
+  auto& post = impl_->meta->post_accumulate;
+  if (!post) post = std::make_unique<PostAccumulateHooks>();
+  post->hooks.emplace_back(id, std::move(hook));
+  post->tensor = impl_;
   detail::enable_post_accumulate_hooks();
   return HookHandle(impl_->meta, id);
 }
@@ -382,7 +384,8 @@ HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hoo
 void HookHandle::remove() {
   if (auto meta = meta_.lock()) {
     std::erase_if(meta->hooks, [&](const auto& entry) { return entry.first == id_; });
-    std::erase_if(meta->post_accumulate_hooks, [&](const auto& entry) { return entry.first == id_; });
+    if (meta->post_accumulate)
+      std::erase_if(meta->post_accumulate->hooks, [&](const auto& entry) { return entry.first == id_; });
   }
   meta_.reset();
 }

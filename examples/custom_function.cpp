@@ -7,7 +7,7 @@
 // Prints the float64 gradcheck of the op and a few steps of fitting its parameter; exits 1 if
 // the gradcheck fails.
 #include <cstdio>
-#include <sstream>
+#include <iostream>
 #include <vector>
 
 #include "autograd/tapegrad.h"
@@ -44,7 +44,7 @@ int main() {
   const Tensor b64 = Tensor::full({1}, 0.7, DType::f64).requires_grad_();
   const GradcheckReport report =
       gradcheck([](const std::vector<Tensor>& in) { return Swish::apply(in[0], in[1]); }, {x64, b64});
-  std::printf("%s\n", (std::ostringstream() << report).str().c_str());
+  std::cout << report << std::endl;
   if (!report) return 1;
 
   // 2. Use it like any op: fit beta so that Swish(x, beta) matches a target made with beta = 1.5.
