@@ -1,6 +1,8 @@
 #include "autograd/tape.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -32,12 +34,14 @@ struct Node {
 struct Tape {
   std::vector<Node> nodes;
   std::vector<NodeInput> inputs;
+  std::vector<std::pair<std::size_t, std::string>> anomaly_sites;  // (node, AnomalyScope path), anomaly mode only
   std::uint64_t epoch = 1;
   std::size_t live = 0;
 
   void clear() {
     nodes.clear();  // keeps capacity: steady-state steps do not reallocate the node array
     inputs.clear();
+    anomaly_sites.clear();
     live = 0;
     ++epoch;
   }
@@ -51,6 +55,10 @@ struct Tape {
 
 thread_local Tape t_tape;
 thread_local bool t_grad_enabled = true;
+thread_local bool t_anomaly = false;
+thread_local std::vector<std::string> t_anomaly_scopes;
+thread_local std::uint64_t t_pass = 0;  // backward passes run on this thread (post-accumulate hooks)
+std::atomic<bool> g_post_hooks_used{false};  // set by the first post-accumulate hook: backward schedules them
 
 /// tg::grad's targets while its pass runs: their gradients go to `grads` instead of grad(), and
 /// no other leaf's grad() changes.
@@ -103,6 +111,43 @@ void densify(AutogradMeta& meta) {
   meta.compact.reset();
 }
 
+/// Anomaly mode: throws if `grad`, which `node`'s backward produced for its input i, is not finite.
+void check_anomaly(const Node& node, int i, const Tensor& grad) {
+  if (!is_floating(grad.dtype())) return;
+  bool nan = false, inf = false;
+  const auto scan = [&](const auto* p) {
+    for (std::int64_t k = 0; k < grad.numel() && !nan; ++k) {
+      nan = nan || std::isnan(p[k]);
+      inf = inf || std::isinf(p[k]);
+    }
+  };
+  if (grad.dtype() == DType::f32) scan(grad.data<float>());
+  else scan(grad.data<double>());
+  if (!nan && !inf) return;
+  const std::size_t index = static_cast<std::size_t>(&node - t_tape.nodes.data());
+  std::string where = "no AnomalyScope was active when its forward was recorded";
+  const auto& sites = t_tape.anomaly_sites;
+  const auto it = std::lower_bound(sites.begin(), sites.end(), index, [](const auto& e, std::size_t n) { return e.first < n; });
+  if (it != sites.end() && it->first == index && !it->second.empty()) where = "recorded in \"" + it->second + "\"";
+  throw std::runtime_error(std::string("detect_anomaly: backward of '") + node.name + "' (tape node " +
+                           std::to_string(index) + ", " + where + ") produced " + (nan ? "NaN" : "infinity") +
+                           " in the gradient of input " + std::to_string(i) + " (shape " + grad.shape().str() + " " +
+                           std::string(dtype_name(grad.dtype())) + ")");
+}
+
+/// Runs a leaf's post-accumulate-grad hooks if this pass added to its gradient.
+void run_post_accumulate_hooks(AutogradMeta& meta) {
+  PostAccumulateHooks& post = *meta.post_accumulate;
+  if (post.accumulated_pass != t_pass) return;
+  auto impl = post.tensor.lock();
+  if (!impl) return;  // no handle to the leaf is left
+  Tensor leaf(std::move(impl));
+  for (std::size_t k = 0; k < post.hooks.size(); ++k) {  // a hook may register another
+    PostAccumulateGradHook hook = post.hooks[k].second;
+    hook(leaf);
+  }
+}
+
 /// Input i of `node`, checked to exist.
 NodeInput& input_of(Node& node, int i) {
   if (i < 0 || static_cast<std::uint32_t>(i) >= node.num_inputs)
@@ -126,6 +171,7 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
       return;
     }
   }
+  if (meta.post_accumulate) meta.post_accumulate->accumulated_pass = t_pass;
   densify(meta);
   if (!meta.grad.defined()) {
     // A leaf's gradient outlives the pass and may be scaled in place (clipping), so it must own
@@ -143,6 +189,18 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
 bool GradMode::enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
+bool is_anomaly_enabled() { return t_anomaly; }
+void set_detect_anomaly(bool enabled) { t_anomaly = enabled; }
+
+AnomalyScope::AnomalyScope(std::string label) {
+  if (!t_anomaly) return;
+  t_anomaly_scopes.push_back(std::move(label));
+  pushed_ = true;
+}
+AnomalyScope::~AnomalyScope() {
+  if (pushed_) t_anomaly_scopes.pop_back();
+}
+
 bool BackwardContext::needs_grad(int i) const {
   const Node& node = *static_cast<const Node*>(node_);
   return i >= 0 && static_cast<std::uint32_t>(i) < node.num_inputs && t_tape.inputs_of(node)[i].meta != nullptr;
@@ -152,6 +210,7 @@ void BackwardContext::accumulate(int i, Tensor grad) {
   Node& node = *static_cast<Node*>(node_);
   NodeInput& in = input_of(node, i);
   if (!in.meta) return;
+  if (t_anomaly) check_anomaly(node, i, grad);
   accumulate_into(node.name, i, in, std::move(grad));
 }
 
@@ -161,7 +220,9 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
   if (!in.meta) return;
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(node.name);
-  const bool plain_leaf = meta.is_leaf && meta.hooks.empty() && !t_capture;  // else: a dense tensor, below
+  // Anomaly mode checks each gradient as a tensor of its own: no compact or in-place paths.
+  const bool plain_leaf = meta.is_leaf && meta.hooks.empty() && !t_capture && !t_anomaly;  // else: a dense tensor, below
+  if (plain_leaf && meta.post_accumulate) meta.post_accumulate->accumulated_pass = t_pass;
   if (term.compact && plain_leaf && meta.allow_compact && !meta.grad.defined() && !meta.compact) {
     if (std::shared_ptr<CompactGrad> compact = term.compact(term.term)) {
       if (!(compact->shape() == in.shape) || compact->dtype() != in.dtype)
@@ -174,7 +235,7 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
   }
   densify(meta);
   // In place when the buffer is this input's alone (a leaf's, or an intermediate's nothing shares).
-  if (term.add_into && meta.grad.defined() && (plain_leaf || (!meta.is_leaf && owns_buffer(meta.grad)))) {
+  if (term.add_into && meta.grad.defined() && !t_anomaly && (plain_leaf || (!meta.is_leaf && owns_buffer(meta.grad)))) {
     term.add_into(term.term, meta.grad);
     return;
   }
@@ -185,6 +246,7 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
     grad = Tensor::zeros(in.shape, in.dtype);
     term.add_into(term.term, grad);
   }
+  if (t_anomaly) check_anomaly(node, i, grad);
   accumulate_into(node.name, i, in, std::move(grad));
 }
 
@@ -197,6 +259,8 @@ std::size_t size() { return t_tape.live; }
 }  // namespace tape
 
 namespace detail {
+
+void enable_post_accumulate_hooks() { g_post_hooks_used.store(true, std::memory_order_relaxed); }
 
 bool should_record(const Tensor* inputs, std::size_t n) {
   if (!t_grad_enabled) return false;
@@ -226,6 +290,11 @@ BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, 
   output.impl()->meta = meta;
   node.output = std::move(meta);
   ++tape.live;
+  if (t_anomaly) {
+    std::string path;
+    for (const std::string& label : t_anomaly_scopes) path += (path.empty() ? "" : "/") + label;
+    tape.anomaly_sites.emplace_back(tape.nodes.size() - 1, std::move(path));
+  }
   return node.backward;
 }
 
@@ -267,6 +336,25 @@ class Engine {
       if (!meta.is_leaf) start = std::max(start, meta.node);
     }
     NoGradGuard no_grad;  // backward closures compute with ops; none of that is recorded
+    const std::uint64_t pass = ++t_pass;
+    // Leaves with post-accumulate hooks, by the lowest node that can add to them (ascending): a
+    // leaf's hooks run once the walk has passed that node.
+    std::vector<std::shared_ptr<AutogradMeta>> post;
+    if (!capture && g_post_hooks_used.load(std::memory_order_relaxed))
+      for (std::int64_t i = 0; i <= start; ++i) {
+        const Node& node = tape.nodes[i];
+        if (!node.alive) continue;
+        const NodeInput* in = tape.inputs_of(node);
+        for (std::uint32_t k = 0; k < node.num_inputs; ++k) {
+          AutogradMeta* m = in[k].meta.get();
+          if (!m || !m->is_leaf || !m->post_accumulate || m->post_accumulate->hooks.empty() ||
+              m->post_accumulate->scheduled_pass == pass)
+            continue;
+          m->post_accumulate->scheduled_pass = pass;
+          m->post_accumulate->after = i;
+          post.push_back(in[k].meta);
+        }
+      }
     for (std::size_t k = 0; k < n; ++k) {
       NodeInput in{roots[k].impl()->meta, roots[k].shape(), roots[k].dtype()};
       if (in.meta->is_leaf) accumulate_into("backward", 0, in, seeds[k]);
@@ -274,6 +362,10 @@ class Engine {
       else in.meta->grad = seeds[k];
     }
     for (std::int64_t i = start; i >= 0; --i) {
+      while (!post.empty() && post.back()->post_accumulate->after > i) {
+        run_post_accumulate_hooks(*post.back());
+        post.pop_back();
+      }
       Node& node = tape.nodes[i];
       if (!node.alive || !node.output->grad.defined()) continue;  // not on a path from a root
       AutogradMeta& out = *node.output;
@@ -291,6 +383,15 @@ class Engine {
       }
       if (!retain_graph) release(tape, node);
     }
+    for (auto it = post.rbegin(); it != post.rend(); ++it) run_post_accumulate_hooks(**it);
+    if (!capture)
+      for (std::size_t k = 0; k < n; ++k) {  // a root that is itself a leaf and feeds no node
+        AutogradMeta& m = *roots[k].impl()->meta;
+        if (m.is_leaf && m.post_accumulate && !m.post_accumulate->hooks.empty() && m.post_accumulate->scheduled_pass != pass) {
+          m.post_accumulate->scheduled_pass = pass;
+          run_post_accumulate_hooks(m);
+        }
+      }
     if (retain_graph) return;
     // Dead branches: nodes off the root's path whose output no tensor and no live node refers to
     // any more (e.g. a value computed and dropped, or time steps an RNN skipped). Nothing can

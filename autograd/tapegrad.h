@@ -3,6 +3,7 @@
 #include "autograd/creation.h"
 #include "autograd/dtype.h"
 #include "autograd/error_text.h"
+#include "autograd/function.h"
 #include "autograd/gradcheck.h"
 #include "autograd/memory.h"
 #include "autograd/ops.h"

@@ -360,20 +360,45 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   detail::run_backward(*this, gradient, retain_graph);  // checks the gradient's shape and dtype
 }
 
+namespace {
+std::uint64_t next_hook_id() {
+  static std::atomic<std::uint64_t> next_id{1};
+  return next_id.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 HookHandle Tensor::register_hook(GradHook hook) {
   check_defined("register_hook");
   if (!requires_grad())
     throw std::invalid_argument("register_hook: the tensor does not require grad, so no gradient would reach the hook");
   if (!hook) throw std::invalid_argument("register_hook: empty hook");
-  static std::atomic<std::uint64_t> next_id{1};
-  const std::uint64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t id = next_hook_id();
   impl_->meta->hooks.emplace_back(id, std::move(hook));
   return HookHandle(impl_->meta, id);
 }
 
+HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) {
+  check_defined("register_post_accumulate_grad_hook");
+  if (!requires_grad() || !is_leaf())
+    throw std::invalid_argument(std::string("register_post_accumulate_grad_hook: ") +
+                                (requires_grad() ? "only for leaf tensors, not an op's output"
+                                                 : "the tensor does not require grad, so no gradient would be accumulated"));
+  if (!hook) throw std::invalid_argument("register_post_accumulate_grad_hook: empty hook");
+  const std::uint64_t id = next_hook_id();
+  auto& post = impl_->meta->post_accumulate;
+  if (!post) post = std::make_unique<PostAccumulateHooks>();
+  post->hooks.emplace_back(id, std::move(hook));
+  post->tensor = impl_;
+  detail::enable_post_accumulate_hooks();
+  return HookHandle(impl_->meta, id);
+}
+
 void HookHandle::remove() {
-  if (auto meta = meta_.lock())
+  if (auto meta = meta_.lock()) {
     std::erase_if(meta->hooks, [&](const auto& entry) { return entry.first == id_; });
+    if (meta->post_accumulate)
+      std::erase_if(meta->post_accumulate->hooks, [&](const auto& entry) { return entry.first == id_; });
+  }
   meta_.reset();
 }
 

@@ -28,6 +28,9 @@ struct AutogradMeta;
 /// A gradient hook (Tensor::register_hook): called with a gradient during backward; a defined
 /// return value replaces it, an undefined one keeps it.
 using GradHook = std::function<Tensor(const Tensor& grad)>;
+/// A hook on a leaf's gradient accumulation (Tensor::register_post_accumulate_grad_hook): called
+/// with the leaf itself once its grad() is final for the current backward.
+using PostAccumulateGradHook = std::function<void(Tensor& tensor)>;
 
 /// Removes the hook it was returned for (torch.utils.hooks.RemovableHandle). Removing twice, or
 /// after the tensor is gone, does nothing.
@@ -155,6 +158,14 @@ class Tensor {
   /// gradient before it flows on to the op's inputs. Hooks run in registration order, each seeing
   /// the previous one's result (torch.Tensor.register_hook). Needs requires_grad.
   HookHandle register_hook(GradHook hook);
+  /// Registers `hook`, called with this leaf once per backward that adds to its gradient, after
+  /// the last addition of that backward: grad() is then final for the pass and may be read,
+  /// scaled in place or handed to communication (gradient bucketing in data-parallel training;
+  /// torch.Tensor.register_post_accumulate_grad_hook). It runs during backward, as soon as no
+  /// remaining node can reach the leaf, so hooks of different leaves fire in the reverse order of
+  /// their last use in the forward. Not run by tg::grad(), which does not touch grad(). Hooks run
+  /// in registration order. Only for leaves that require grad (std::invalid_argument otherwise).
+  HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook);
   /// Makes an op's output keep its gradient, readable with grad() after backward
   /// (torch.Tensor.retain_grad). A leaf keeps its gradient anyway.
   void retain_grad();

@@ -8,6 +8,7 @@
 //   bahdanau bleu --hyp out.txt --ref ref.txt --metric sacrebleu
 //   bahdanau split --data fra.txt --out data/fra-eng --test 5000 --dev 2000
 //   bahdanau experiment length --quick --out-dir out/experiments/length
+//   bahdanau gradcheck --model rnnsearch
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
 // stderr. Any usage error or unreadable input prints "bahdanau: error: ..." on stderr (one line;
@@ -50,6 +51,7 @@
 #include "models/translators/seq2seq.h"
 #include "models/text/tasks.h"
 #include "models/training/trainer.h"
+#include "nn/gradcheck.h"
 #include "nn/serialize.h"
 
 using namespace tg;
@@ -706,6 +708,58 @@ int run_plot(const PlotArgs& a) {
 
 // ---- experiment -----------------------------------------------------------------------------
 
+// ---- gradcheck ------------------------------------------------------------------------------
+
+struct GradcheckArgs {
+  std::string model = "d2l";
+  std::int64_t max_entries = 0;
+  std::uint64_t seed = 0;
+  double eps = 1e-6, atol = 1e-5, rtol = 1e-3;
+};
+
+/// Builds a tiny float64 instance of a registered model (dropout 0) and checks the gradient of its
+/// training loss on a fixed random batch with respect to every parameter. Exit status 1 on failure.
+int run_gradcheck(const GradcheckArgs& a) {
+  ModelConfig config;
+  config.model = a.model;
+  config.src_vocab = 7;
+  config.tgt_vocab = 6;
+  config.embed_size = 4;
+  config.num_hiddens = 6;
+  config.num_layers = config.model.spec().default_num_layers;
+  config.dropout = 0.0;
+  config.num_steps = 4;
+  Generator gen(a.seed);
+  std::shared_ptr<Seq2Seq> model = make_model(config, gen);
+  model->to(DType::f64);
+  const std::int64_t B = 2, S = 4, T = 3;
+  auto tokens = [&](std::int64_t rows, std::int64_t cols, std::int64_t vocab) {
+    std::vector<std::int64_t> v(static_cast<std::size_t>(rows * cols));
+    for (auto& t : v) t = static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(vocab)));
+    return Tensor::from_vector(v, {rows, cols});
+  };
+  const Tensor src = tokens(B, S, config.src_vocab);
+  const Tensor dec_input = tokens(B, T, config.tgt_vocab);
+  const Tensor tgt = tokens(B, T, config.tgt_vocab);
+  const Tensor src_valid = Tensor::from_vector(std::vector<std::int64_t>{S, S - 1}, {B});
+  const Tensor tgt_valid = Tensor::from_vector(std::vector<std::int64_t>{T, T - 1}, {B});
+
+  nn::ModuleGradcheckOptions opt;
+  opt.tolerances = {a.eps, a.atol, a.rtol};
+  opt.max_entries = a.max_entries;
+  opt.seed = a.seed;
+  const nn::ModuleGradcheckReport report = nn::gradcheck(
+      *model, [&](const std::vector<Tensor>& in) { return model->loss(in[0], in[1], in[2], in[3], in[4]); },
+      {src, src_valid, dec_input, tgt, tgt_valid}, opt);
+  std::printf("gradcheck of model '%s' (float64; embed_size %lld, num_hiddens %lld, num_layers %lld; batch %lld, "
+              "source %lld, target %lld; seed %llu; eps %g, atol %g, rtol %g)\n",
+              a.model.c_str(), static_cast<long long>(config.embed_size), static_cast<long long>(config.num_hiddens),
+              static_cast<long long>(config.num_layers), static_cast<long long>(B), static_cast<long long>(S),
+              static_cast<long long>(T), static_cast<unsigned long long>(a.seed), a.eps, a.atol, a.rtol);
+  std::fputs(report.str().c_str(), stdout);
+  return report.ok ? 0 : 1;
+}
+
 struct ExperimentArgs {
   std::string name;
   ExperimentOptions o;
@@ -931,6 +985,19 @@ int main(int argc, char** argv) {
   exp_cmd->add_option("--test-pairs", xa.o.test_pairs, "Held-out pairs scored")->check(kPositive);
   exp_cmd->add_flag("--quiet", xa.quiet, "No per-model progress lines on stderr");
 
+  // gradcheck
+  GradcheckArgs ga;
+  CLI::App* grad_cmd = app.add_subcommand(
+      "gradcheck", "Float64 gradient check of a tiny instance of a registered model: one line per parameter "
+                   "(entries checked, worst absolute and relative error, pass or fail, time); exit status 1 on failure");
+  grad_cmd->add_option("--model", ga.model, model_help())->check(CLI::IsMember(model_names()))->capture_default_str();
+  grad_cmd->add_option("--max-entries", ga.max_entries, "Check at most N entries per parameter, picked with --seed (0 = all)")
+      ->check(kNonNegative)->capture_default_str();
+  grad_cmd->add_option("--seed", ga.seed, "Seed of the model, the batch and the picked entries")->capture_default_str();
+  grad_cmd->add_option("--eps", ga.eps, "Finite-difference step")->check(kPositive)->capture_default_str();
+  grad_cmd->add_option("--atol", ga.atol, "Absolute tolerance")->check(kNonNegative)->capture_default_str();
+  grad_cmd->add_option("--rtol", ga.rtol, "Relative tolerance")->check(kNonNegative)->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -948,6 +1015,7 @@ int main(int argc, char** argv) {
     if (split_cmd->parsed()) return run_split(sa);
     if (plot_cmd->parsed()) return run_plot(pa);
     if (exp_cmd->parsed()) return run_experiment_cmd(xa);
+    if (grad_cmd->parsed()) return run_gradcheck(ga);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     print_error(e.what());

@@ -14,7 +14,7 @@ namespace tg::nn {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
 
 /// torch.nn.GELU(approximate='none' | 'tanh') (tg::gelu).
@@ -22,7 +22,7 @@ class GELU : public Module {
  public:
   explicit GELU(GeluApproximate approximate = GeluApproximate::none) : approximate_(approximate) {}
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
   GeluApproximate approximate() const { return approximate_; }
   /// "approximate='none'" or "approximate='tanh'", as PyTorch.
   std::string extra_repr() const override;
@@ -35,21 +35,21 @@ class GELU : public Module {
 class Tanh : public Module {
  public:
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
 
 /// torch.nn.Sigmoid: 1 / (1 + exp(-x)) (tg::sigmoid).
 class Sigmoid : public Module {
  public:
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
 
 /// torch.nn.SiLU: x * sigmoid(x) (tg::silu).
 class SiLU : public Module {
  public:
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
 
 }  // namespace tg::nn

@@ -58,7 +58,10 @@ class Sequential : public Module {
     register_module(std::to_string(members_.size()), module);  // throws for null
     members_.push_back(module);
     M* raw = module.get();  // owned by members_/children for the container's lifetime
-    forwards_.emplace_back([raw](const Tensor& x) -> Tensor { return raw->forward(x); });
+    // As PyTorch's Sequential calls module(x): each member's forward hooks run.
+    forwards_.emplace_back([raw](const Tensor& x) -> Tensor {
+      return raw->with_forward_hooks(x, [raw](const Tensor& v) -> Tensor { return raw->forward(v); });
+    });
     return module;
   }
   /// Same as push_back (PyTorch's append).
@@ -69,7 +72,7 @@ class Sequential : public Module {
 
   /// The members' forwards in order; the identity when empty (as PyTorch).
   Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 
   std::size_t size() const { return members_.size(); }
   bool empty() const { return members_.empty(); }

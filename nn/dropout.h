@@ -21,7 +21,7 @@ class Dropout : public Module {
   explicit Dropout(double p = 0.5, std::shared_ptr<Generator> gen = nullptr);
 
   Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 
   double p() const { return p_; }
   /// The generator the masks are drawn from (never null).

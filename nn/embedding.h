@@ -27,7 +27,7 @@ class Embedding : public Module {
 
   /// i64 ids of any shape -> ids.shape + (embedding_dim). Throws for ids out of range.
   Tensor forward(const Tensor& ids) const;
-  Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  Tensor operator()(const Tensor& ids) const { return with_forward_hooks(ids, [this](const Tensor& v) { return forward(v); }); }
 
   std::int64_t num_embeddings() const { return num_embeddings_; }
   std::int64_t embedding_dim() const { return embedding_dim_; }

@@ -14,6 +14,57 @@
 
 namespace tg::nn {
 
+struct ForwardHookRegistry {
+  std::vector<std::pair<std::uint64_t, ForwardPreHook>> pre;
+  std::vector<std::pair<std::uint64_t, ForwardHook>> post;
+  std::uint64_t next_id = 1;
+};
+
+void ModuleHookHandle::remove() {
+  if (auto hooks = hooks_.lock()) {
+    std::erase_if(hooks->pre, [&](const auto& e) { return e.first == id_; });
+    std::erase_if(hooks->post, [&](const auto& e) { return e.first == id_; });
+  }
+  hooks_.reset();
+}
+
+ModuleHookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  if (!hook) throw std::invalid_argument("register_forward_pre_hook: empty hook");
+  if (!hooks_) hooks_ = std::make_shared<ForwardHookRegistry>();
+  const std::uint64_t id = hooks_->next_id++;
+  hooks_->pre.emplace_back(id, std::move(hook));
+  return ModuleHookHandle(hooks_, id);
+}
+
+ModuleHookHandle Module::register_forward_hook(ForwardHook hook) {
+  if (!hook) throw std::invalid_argument("register_forward_hook: empty hook");
+  if (!hooks_) hooks_ = std::make_shared<ForwardHookRegistry>();
+  const std::uint64_t id = hooks_->next_id++;
+  hooks_->post.emplace_back(id, std::move(hook));
+  return ModuleHookHandle(hooks_, id);
+}
+
+bool Module::has_forward_hooks() const { return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty()); }
+
+Tensor Module::run_forward_hooks(std::vector<Tensor> inputs,
+                                 const std::function<Tensor(const std::vector<Tensor>&)>& forward) const {
+  // Copies: a hook may register or remove hooks; the change applies from the next call.
+  const auto pre = hooks_->pre;
+  const auto post = hooks_->post;
+  for (const auto& [id, hook] : pre) {
+    std::optional<std::vector<Tensor>> replaced = hook(*this, inputs);
+    if (!replaced) continue;
+    if (replaced->size() != inputs.size())
+      throw std::invalid_argument("forward pre-hook of " + name() + ": returned " + std::to_string(replaced->size()) +
+                                  " inputs, forward takes " + std::to_string(inputs.size()));
+    inputs = std::move(*replaced);
+  }
+  Tensor output = forward(inputs);
+  for (const auto& [id, hook] : post)
+    if (std::optional<Tensor> replaced = hook(*this, inputs, output)) output = std::move(*replaced);
+  return output;
+}
+
 std::string Module::name() const {
   const char* mangled = typeid(*this).name();
   int status = 0;

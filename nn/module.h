@@ -20,9 +20,21 @@
 //
 // Parameters are handles: the member `w1` and the registry see the same tensor, and operations on
 // the registry (to(), load()) change that tensor in place, so members never go stale.
+//
+// Forward hooks (register_forward_pre_hook, register_forward_hook) run when a module is *called*,
+// as PyTorch runs them in __call__ and not in forward(): through operator() of the library's
+// modules whose forward takes and returns tensors (Linear, Embedding, Dropout, LayerNorm, RMSNorm,
+// the activations, Sequential, TransformerEncoderLayer), and for every member a Sequential runs.
+// Modules returning several tensors (GRU, LSTM, MultiheadAttention) or taking non-tensor
+// arguments have no hooked call. A module of your own gets hooks by calling through
+// with_forward_hooks():
+//
+//   tg::Tensor operator()(const tg::Tensor& x) { return with_forward_hooks(x, [&](const tg::Tensor& v) { return forward(v); }); }
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -34,6 +46,31 @@ namespace tg::nn {
 
 /// (qualified name, tensor) pairs in registration order, as a PyTorch state_dict.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module;
+/// Called before forward with the module and its tensor inputs (in argument order; undefined for
+/// an omitted optional tensor); returning inputs replaces them (same count), std::nullopt keeps them.
+using ForwardPreHook = std::function<std::optional<std::vector<Tensor>>(const Module& module, const std::vector<Tensor>& inputs)>;
+/// Called after forward with the module, the inputs forward received and its output; returning a
+/// tensor replaces the output, std::nullopt keeps it.
+using ForwardHook =
+    std::function<std::optional<Tensor>(const Module& module, const std::vector<Tensor>& inputs, const Tensor& output)>;
+
+struct ForwardHookRegistry;  // a module's hooks, shared with its handles (module.cpp)
+
+/// Removes the module hook it was returned for (torch.utils.hooks.RemovableHandle). Removing
+/// twice, or after the module is gone, does nothing.
+class ModuleHookHandle {
+ public:
+  ModuleHookHandle() = default;
+  void remove();
+
+ private:
+  friend class Module;
+  ModuleHookHandle(std::weak_ptr<ForwardHookRegistry> hooks, std::uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  std::weak_ptr<ForwardHookRegistry> hooks_;
+  std::uint64_t id_ = 0;
+};
 
 class Module {
  public:
@@ -106,6 +143,27 @@ class Module {
   /// Tree printout like PyTorch's repr: "Seq2Seq(\n  (encoder): Encoder(\n ...)\n)".
   std::string str() const;
 
+  /// Registers `hook`, run before forward each time this module is called (torch's
+  /// register_forward_pre_hook); hooks run in registration order, each seeing the previous one's
+  /// inputs. Not inherited by submodules.
+  ModuleHookHandle register_forward_pre_hook(ForwardPreHook hook);
+  /// Registers `hook`, run after forward each time this module is called (torch's
+  /// register_forward_hook); hooks run in registration order, each seeing the previous one's output.
+  ModuleHookHandle register_forward_hook(ForwardHook hook);
+  bool has_forward_hooks() const;
+
+  /// forward(x) between this module's forward hooks (just forward(x) when it has none): what a
+  /// module's operator() calls.
+  template <class F> Tensor with_forward_hooks(const Tensor& x, F&& forward) const {
+    if (!has_forward_hooks()) return forward(x);
+    return run_forward_hooks({x}, [&](const std::vector<Tensor>& in) -> Tensor { return forward(in[0]); });
+  }
+  /// The same for a forward of several tensors, given and received as a vector.
+  template <class F> Tensor with_forward_hooks(std::vector<Tensor> inputs, F&& forward) const {
+    if (!has_forward_hooks()) return forward(inputs);
+    return run_forward_hooks(std::move(inputs), [&](const std::vector<Tensor>& in) -> Tensor { return forward(in); });
+  }
+
  protected:
   /// Puts `module` in place of the existing child `name`, keeping its position (ModuleDict's
   /// md[key] = m on an existing key). Throws std::invalid_argument if there is no such child.
@@ -116,9 +174,12 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   void collect_parameters(const std::string& prefix, bool recurse, NamedTensors& out) const;
 
+  Tensor run_forward_hooks(std::vector<Tensor> inputs, const std::function<Tensor(const std::vector<Tensor>&)>& forward) const;
+
   NamedTensors params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<ForwardHookRegistry> hooks_;  // null until a hook is registered
 };
 
 /// Writes module.str().

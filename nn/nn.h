@@ -5,6 +5,7 @@
 #include "nn/container.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
+#include "nn/gradcheck.h"
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"

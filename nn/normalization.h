@@ -27,7 +27,7 @@ class LayerNorm : public Module {
   /// x (..., *normalized_shape) -> same shape. Throws std::invalid_argument naming both shapes when
   /// x does not end in normalized_shape.
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 
   const Shape& normalized_shape() const { return normalized_shape_; }
   double eps() const { return eps_; }
@@ -59,7 +59,7 @@ class RMSNorm : public Module {
 
   /// x (..., *normalized_shape) -> same shape; throws std::invalid_argument as LayerNorm.
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 
   const Shape& normalized_shape() const { return normalized_shape_; }
   /// The eps given at construction (nullopt: the input dtype's machine epsilon).

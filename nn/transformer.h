@@ -65,6 +65,11 @@ class TransformerEncoderLayer : public Module {
   /// A new layer with the same options, a copy of every parameter (same dtype and requires_grad)
   /// and the same training mode: copy.deepcopy. The clone shares options().generator.
   std::shared_ptr<TransformerEncoderLayer> clone() const;
+  /// forward() between the forward hooks, which see the three tensors (undefined when omitted).
+  Tensor operator()(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor()) {
+    return with_forward_hooks({src, src_mask, src_key_padding_mask},
+                              [this](const std::vector<Tensor>& in) { return forward(in[0], in[1], in[2]); });
+  }
   std::string extra_repr() const override;
   const TransformerEncoderLayerOptions& options() const { return options_; }
 

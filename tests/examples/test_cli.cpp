@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "child_process.h"
+#include "models/translators/registry.h"
+#include "models/translators/seq2seq.h"
 
 namespace fs = std::filesystem;
 
@@ -59,7 +61,7 @@ class Cli : public ::testing::Test {
 }  // namespace
 
 TEST_F(Cli, HelpOnEverySubcommandExitsZero) {
-  for (const std::string sub : {"", "train", "translate", "eval", "bleu"}) {
+  for (const std::string sub : {"", "train", "translate", "eval", "bleu", "gradcheck"}) {
     const CliRun r = run(sub + " --help");
     EXPECT_EQ(r.status, 0) << sub << r.err;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
@@ -412,4 +414,43 @@ TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find((bad / "tokenizer.model").string() + ": not a valid SentencePiece model"), std::string::npos)
       << r.err;
+}
+
+// `bahdanau gradcheck` for every registered model: a tiny float64 instance, every entry of every
+// parameter checked, one report line per parameter.
+TEST_F(Cli, GradcheckPassesForEveryRegisteredModel) {
+  const std::vector<std::string> names = tg::models::model_names();
+  ASSERT_FALSE(names.empty());
+  for (const std::string& name : names) {
+    const CliRun r = run("gradcheck --model " + name);
+    EXPECT_EQ(r.status, 0) << name << "\n" << r.out << r.err;
+    const std::vector<std::string> out = lines(r.out);
+    ASSERT_GE(out.size(), 4u) << name;
+    EXPECT_NE(out[0].find("gradcheck of model '" + name + "'"), std::string::npos) << out[0];
+    const std::size_t n_params = out.size() - 3;  // title, header, summary
+    EXPECT_NE(out.back().find(std::to_string(n_params) + " tensors"), std::string::npos) << out.back();
+    EXPECT_NE(out.back().find("all passed"), std::string::npos) << out.back();
+    for (std::size_t k = 2; k + 1 < out.size(); ++k) {
+      EXPECT_EQ(out[k].substr(out[k].size() - 2), "ok") << name << ": " << out[k];
+      std::istringstream row(out[k]);
+      std::string param, counts;
+      row >> param;
+      // "checked/numel" is the first field holding a '/': every entry is checked by default.
+      while (row >> counts && counts.find('/') == std::string::npos) {}
+      const auto slash = counts.find('/');
+      ASSERT_NE(slash, std::string::npos) << out[k];
+      EXPECT_EQ(counts.substr(0, slash), counts.substr(slash + 1)) << out[k];
+    }
+  }
+}
+
+TEST_F(Cli, GradcheckSubsamplesAndFailsWithStatusOne) {
+  CliRun r = run("gradcheck --model " + tg::models::model_names()[0] + " --max-entries 5");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(" 5/28 "), std::string::npos) << r.out;  // the [7, 4] source embedding
+  // Zero tolerance: rounding alone fails entries, which must show as FAIL and exit status 1.
+  r = run("gradcheck --model " + tg::models::model_names()[0] + " --atol 0 --rtol 0");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failed"), std::string::npos) << r.out;
 }

@@ -147,3 +147,20 @@ TEST_F(Examples, MlpClassifierRejectsABadStepCount) {
 }
 
 }  // namespace
+
+TEST_F(Examples, CustomFunctionPassesGradcheckAndFitsItsParameter) {
+  const Result r = run("custom_function", "");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("gradcheck passed"), std::string::npos) << r.out;
+  const std::vector<double> beta = numbers(r.out, R"(beta ([0-9.]+))");
+  ASSERT_EQ(beta.size(), 5u) << r.out;
+  EXPECT_NEAR(beta.back(), 1.5, 0.01);  // the value the target was made with
+}
+
+TEST_F(Examples, GradcheckModuleReportsEveryTensorAndPasses) {
+  const Result r = run("gradcheck_module", "");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  for (const char* name : {"gate.weight", "gate.bias", "proj.weight", "proj.bias", "norm.weight", "norm.bias", "input 0"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  EXPECT_NE(r.out.find("7 tensors, 114 entries checked, all passed"), std::string::npos) << r.out;
+}
