@@ -43,4 +43,13 @@ std::ostream& operator<<(std::ostream& os, const GradcheckReport& report);
 GradcheckReport gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
+/// Second-order check, like torch.autograd.gradgradcheck: gradcheck of the vector-Jacobian
+/// product (inputs, v) -> d<fn(inputs), v>/d inputs (every input with requires_grad), computed
+/// with tg::grad(..., {.create_graph = true}), with respect to the inputs and to v. So it checks
+/// that each op's backward is itself correctly differentiated. `grad_output` is v (fn's output
+/// shape, float64); undefined: uniform in [-1, 1) from a fixed seed. fn must be deterministic.
+GradcheckReport gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, const Tensor& grad_output = Tensor(),
+                              const GradcheckOptions& options = {});
+
 }  // namespace tg
