@@ -130,12 +130,8 @@ GradcheckReport gradgradcheck(const std::function<Tensor(const std::vector<Tenso
   if (v.dtype() != DType::f64) throw std::invalid_argument("gradgradcheck: grad_output must be float64");
   // (inputs..., v) -> the input gradients, flattened and joined into one tensor.
   auto vjp = [&fn, &wrt](const std::vector<Tensor>& in) {
-    struct EnableGrad {  // gradcheck's numerical pass runs fn under NoGradGuard; the product needs a graph
-      bool previous = GradMode::enabled();
-      EnableGrad() { GradMode::set_enabled(true); }
-      ~EnableGrad() { GradMode::set_enabled(previous); }
-    } enable;
-    const bool differentiate = enable.previous;
+    const bool differentiate = GradMode::enabled();  // false in gradcheck's finite-difference pass
+    EnableGradGuard enable;  // the product needs a graph in both passes
     const std::vector<Tensor> xs(in.begin(), in.end() - 1);
     std::vector<Tensor> targets;
     for (int i : wrt) targets.push_back(xs[i]);

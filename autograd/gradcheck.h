@@ -39,7 +39,9 @@ std::ostream& operator<<(std::ostream& os, const GradcheckReport& report);
 
 /// Checks d fn(inputs) / d inputs[i] for every input with requires_grad (all must be float64;
 /// other inputs, e.g. i64 indices, are passed through). fn may return any shape; it is re-run
-/// for every perturbation, so it must be deterministic (fix the seed of any dropout inside).
+/// for every perturbation, so it must be deterministic (fix the seed of any dropout inside). The
+/// finite-difference evaluations run under NoGradGuard: a fn that takes gradients itself (tg::grad
+/// inside, as a gradient penalty) opens an EnableGradGuard first.
 GradcheckReport gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 

@@ -205,6 +205,8 @@ bool GradGraphContext::needs_grad(int i) const {
   return i >= 0 && static_cast<std::uint32_t>(i) < node.num_inputs && t_tape.inputs_of(node)[i].meta != nullptr;
 }
 
+int GradGraphContext::num_inputs() const { return static_cast<int>(t_tape.nodes[node_].num_inputs); }
+
 Shape GradGraphContext::input_shape(int i) const { return input_of(t_tape.nodes[node_], i).shape; }
 
 Tensor GradGraphContext::output(const Tensor& value) const {
@@ -213,6 +215,17 @@ Tensor GradGraphContext::output(const Tensor& value) const {
     throw std::logic_error(std::string("internal error in double backward of '") + node.name + "': output() of nothing");
   auto impl = TensorImpl::make(*value.impl());
   impl->meta = node.output;
+  return Tensor(std::move(impl));
+}
+
+Tensor GradGraphContext::input(int i, const Tensor& value) const {
+  const Node& node = t_tape.nodes[node_];
+  const NodeInput& in = input_of(const_cast<Node&>(node), i);
+  if (!value.defined() || !(value.shape() == in.shape) || value.dtype() != in.dtype)
+    throw std::logic_error(std::string("internal error in double backward of '") + node.name + "': input(" +
+                           std::to_string(i) + ") given a tensor that does not match that input");
+  auto impl = TensorImpl::make(*value.impl());
+  impl->meta = in.meta;  // null when the input does not require grad: a constant
   return Tensor(std::move(impl));
 }
 

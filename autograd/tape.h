@@ -248,9 +248,13 @@ class GradGraphContext {
   bool needs_grad(int i) const;
   /// Shape of input `i` (for summing a broadcast gradient back to it).
   Shape input_shape(int i) const;
+  int num_inputs() const;
   /// The op's output as a graph tensor with the data of `value` (the output the closure saved),
   /// so that a formula in terms of the output (tanh' = 1 - y²) differentiates through the op.
   Tensor output(const Tensor& value) const;
+  /// Input i as a graph tensor with the data of `value` (a saved copy of that input, e.g. the
+  /// kernel closure's detached one), for a closure object that keeps one handle for both backwards.
+  Tensor input(int i, const Tensor& value) const;
   /// Adds `grad` (input i's shape and dtype) to input i's gradient, recording the addition.
   void accumulate(int i, const Tensor& grad);
   /// Adds `grad` summed to input i's shape (the broadcast dimensions summed away).
@@ -298,6 +302,20 @@ class NoGradGuard {
   ~NoGradGuard() { GradMode::set_enabled(previous_); }
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// RAII: ops are recorded while it lives, even inside a NoGradGuard (torch.enable_grad). For code
+/// that takes gradients itself when its caller turned recording off (a gradient penalty checked by
+/// gradcheck, whose finite-difference pass runs under NoGradGuard).
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(GradMode::enabled()) { GradMode::set_enabled(true); }
+  ~EnableGradGuard() { GradMode::set_enabled(previous_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
 
  private:
   bool previous_;
