@@ -338,11 +338,13 @@ class Engine {
       if (out.retain_grad) out.retained_grad = grad_output;
       if (capture)
         if (const int k = capture->index_of(&out); k >= 0) add_to_slot(capture->grads[k], grad_output);
-      if (!node.backward)
-        throw std::logic_error(std::string("internal error: node '") + node.name + "' has no backward closure");
-      if (create_graph) {
+      if (create_graph) {  // the hooks and the capture above may have recorded ops: look the node up again
+        if (!tape.nodes[i].backward)
+          throw std::logic_error(std::string("internal error: node '") + tape.nodes[i].name + "' has no backward closure");
         run_graph(tape, i, std::move(grad_output), retain_graph);
       } else {
+        if (!node.backward)
+          throw std::logic_error(std::string("internal error: node '") + node.name + "' has no backward closure");
         BackwardContext ctx(&node, std::move(grad_output), retain_graph);
         node.backward(ctx);
       }

@@ -399,3 +399,25 @@ TEST(DoubleBackward, GradgradcheckCatchesAWrongSecondDerivative) {
   EXPECT_NE(bad.message.find("gradgradcheck"), std::string::npos) << bad.message;
   tape::reset();
 }
+
+TEST(DoubleBackward, HooksAndIntermediateTargetsUnderCreateGraph) {
+  // A hook computing with ops and an op output as a tg::grad target both record during a
+  // create_graph walk (the tape grows while it is walked); the results stay differentiable.
+  Tensor x = Tensor::from_values({0.5, -1.0, 2.0}, {3}, DType::f64).requires_grad_();
+  Tensor h = x * x;
+  h.register_hook([](const Tensor& g) { return g * 2.0 + 0.0; });
+  Tensor y = sum(sin(h));
+  const std::vector<Tensor> g = grad({y}, {h, x}, {}, {.create_graph = true});
+  ASSERT_TRUE(g[0].requires_grad());
+  ASSERT_TRUE(g[1].requires_grad());
+  // dy/dx with the hook doubling dy/dh: 2 cos(x^2) 2x. Its derivative 4 cos(x^2) - 8 x^2 sin(x^2)
+  // passes through h again in the second backward, where the hook doubles the sin term too.
+  const Tensor d2 = grad({sum(g[1])}, {x})[0];
+  const std::vector<double> xv = {0.5, -1.0, 2.0}, gv = g[1].to_vector<double>(), dv = d2.to_vector<double>();
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const double v = xv[i];
+    EXPECT_NEAR(gv[i], 4 * v * std::cos(v * v), 1e-14);
+    EXPECT_NEAR(dv[i], 4 * std::cos(v * v) - 16 * v * v * std::sin(v * v), 1e-13);
+  }
+  tape::reset();
+}
