@@ -18,7 +18,7 @@
 //
 // Higher-order gradients (create_graph): an op may pass a second closure to record(), its
 // differentiable backward, written with public tg ops on graph tensors (GradGraphContext below).
-// It is stored in the same inline slot as the kernel closure and runs only in a backward with
+// It is stored with the kernel closure in one BackwardFn and runs only in a backward with
 // create_graph; there the kernel closure does not run. See docs/extending.md.
 #include <cstddef>
 #include <concepts>
