@@ -359,6 +359,17 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens) {
       });
     });
     ctx.accumulate(0, std::move(gx));
+  }, [y, valid_lens, K](GradGraphContext& ctx) {  // softmax's, then zero where masked
+    const PooledVector<std::int64_t> lens = row_lengths(y, valid_lens);
+    Tensor keep = Tensor::zeros(y.shape(), y.dtype());
+    kernels::dispatch_floating("masked_softmax", y.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* pk = keep.data<T>();
+      for (std::size_t r = 0; r < lens.size(); ++r) std::fill(pk + r * K, pk + r * K + lens[r], T(1));
+    });
+    const Tensor yo = ctx.output(y);
+    const Tensor& g = ctx.grad_output();
+    ctx.accumulate(0, yo * (g - sum(g * yo, {-1}, true)) * keep);
   });
 }
 

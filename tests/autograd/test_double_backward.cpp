@@ -219,6 +219,11 @@ TEST(DoubleBackward, SoftmaxFamilyEmbeddingDropout) {
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return softmax(in[0], 0); }, {x});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return log_softmax(in[0], -1); }, {x});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return log_softmax(in[0], 0); }, {x});
+  const Tensor lens = i64({2, 4, 1}, {3});  // one length per row
+  EXPECT_GRADGRADCHECK([lens](const std::vector<Tensor>& in) { return masked_softmax(in[0], lens); }, {x});
+  const Tensor batch_lens = i64({3, 1}, {2});  // one length per batch entry, shared by its rows
+  EXPECT_GRADGRADCHECK([batch_lens](const std::vector<Tensor>& in) { return masked_softmax(in[0], batch_lens); },
+                       {rand64({2, 2, 4}, gen)});
   const Tensor targets = i64({1, -100, 3}, {3});  // one row ignored
   EXPECT_GRADGRADCHECK([targets](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets); }, {x});
   const Tensor ids = i64({2, 0, 2, 1}, {2, 2});
