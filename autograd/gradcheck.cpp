@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/ops_shape.h"
+#include "autograd/random.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -105,6 +107,52 @@ GradcheckReport gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
        << "; " << report.checked << " entries checked)";
     report.message = os.str();
   }
+  return report;
+}
+
+GradcheckReport gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, const Tensor& grad_output,
+                              const GradcheckOptions& opt) {
+  std::vector<int> wrt;  // positions of the inputs the vector-Jacobian product differentiates
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].requires_grad()) wrt.push_back(static_cast<int>(i));
+  if (wrt.empty()) throw std::invalid_argument("gradgradcheck: no input requires grad");
+  Tensor v = grad_output;
+  if (!v.defined()) {
+    Tensor y;
+    {
+      NoGradGuard no_grad;
+      y = fn(inputs);
+    }
+    Generator gen(20261125);
+    v = Tensor::uniform(y.shape(), -1.0, 1.0, gen, DType::f64);
+  }
+  if (v.dtype() != DType::f64) throw std::invalid_argument("gradgradcheck: grad_output must be float64");
+  // (inputs..., v) -> the input gradients, flattened and joined into one tensor.
+  auto vjp = [&fn, &wrt](const std::vector<Tensor>& in) {
+    const bool differentiate = GradMode::enabled();  // false in gradcheck's finite-difference pass
+    EnableGradGuard enable;  // the product needs a graph in both passes
+    const std::vector<Tensor> xs(in.begin(), in.end() - 1);
+    std::vector<Tensor> targets;
+    for (int i : wrt) targets.push_back(xs[i]);
+    const Tensor y = fn(xs);
+    std::vector<Tensor> parts;
+    if (!y.requires_grad()) {  // fn does not depend on its inputs: the product is zero
+      for (const Tensor& t : targets) parts.push_back(reshape(Tensor::zeros(t.shape(), t.dtype()), Shape{t.numel()}));
+      return concat(parts, 0);
+    }
+    const std::vector<Tensor> grads =
+        grad({y}, targets, {in.back()}, {.create_graph = differentiate, .allow_unused = true});
+    for (std::size_t k = 0; k < grads.size(); ++k) {
+      const Tensor g = grads[k].defined() ? grads[k] : Tensor::zeros(targets[k].shape(), targets[k].dtype());
+      parts.push_back(reshape(g, Shape{g.numel()}));
+    }
+    return concat(parts, 0);
+  };
+  std::vector<Tensor> all = inputs;
+  all.push_back(v.detach().requires_grad_());
+  GradcheckReport report = gradcheck(vjp, all, opt);
+  if (!report.ok) report.message = "gradgradcheck: " + report.message;
   return report;
 }
 

@@ -39,8 +39,19 @@ std::ostream& operator<<(std::ostream& os, const GradcheckReport& report);
 
 /// Checks d fn(inputs) / d inputs[i] for every input with requires_grad (all must be float64;
 /// other inputs, e.g. i64 indices, are passed through). fn may return any shape; it is re-run
-/// for every perturbation, so it must be deterministic (fix the seed of any dropout inside).
+/// for every perturbation, so it must be deterministic (fix the seed of any dropout inside). The
+/// finite-difference evaluations run under NoGradGuard: a fn that takes gradients itself (tg::grad
+/// inside, as a gradient penalty) opens an EnableGradGuard first.
 GradcheckReport gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+/// Second-order check, like torch.autograd.gradgradcheck: gradcheck of the vector-Jacobian
+/// product (inputs, v) -> d<fn(inputs), v>/d inputs (every input with requires_grad), computed
+/// with tg::grad(..., {.create_graph = true}), with respect to the inputs and to v. So it checks
+/// that each op's backward is itself correctly differentiated. `grad_output` is v (fn's output
+/// shape, float64); undefined: uniform in [-1, 1) from a fixed seed. fn must be deterministic.
+GradcheckReport gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                              const std::vector<Tensor>& inputs, const Tensor& grad_output = Tensor(),
+                              const GradcheckOptions& options = {});
 
 }  // namespace tg

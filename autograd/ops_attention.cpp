@@ -146,6 +146,8 @@ Tensor additive_attention_scores(const Tensor& query, const Tensor& keys, const 
     else run(nullptr);
     if (dq.defined()) ctx.accumulate(0, std::move(dq));
     if (dw_parts.defined()) ctx.accumulate(2, sum(dw_parts, {0}));
+  }, [query, keys, w](GradGraphContext& ctx) {  // the composed scores, differentiated
+    ctx.backward_through(sum(tanh(unsqueeze(query, 2) + unsqueeze(keys, 1)) * w, {3}));
   });
 }
 

@@ -4,9 +4,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -16,6 +18,22 @@ using kernels::Binary;
 using kernels::Unary;
 using kernels::binary;  // unqualified calls below are the kernels (found by ADL as well)
 using kernels::unary;
+
+// Differentiable backwards (create_graph) are the second lambda of record(): public ops on graph
+// tensors. A factor that is piecewise constant in x (a mask, a sign) is computed with kernels: its
+// derivative is zero where it is defined.
+
+/// 1 where pred(x) holds, else 0, in x's dtype (a constant of the graph).
+template <class P> Tensor indicator(const Tensor& x, P pred) {
+  Tensor m = Tensor::empty(x.shape(), x.dtype());
+  kernels::dispatch_floating("indicator", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* pm = m.data<T>();
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) pm[i] = pred(static_cast<double>(px[i])) ? T(1) : T(0);
+  });
+  return m;
+}
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -23,6 +41,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
                 [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
                   ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), sa));
                   ctx.accumulate(1, kernels::sum_to(ctx.grad_output(), sb));
+                },
+                [](GradGraphContext& ctx) {
+                  ctx.accumulate_sum_to(0, ctx.grad_output());
+                  ctx.accumulate_sum_to(1, ctx.grad_output());
                 });
 }
 
@@ -31,6 +53,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
                 [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
                   ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), sa));
                   if (ctx.needs_grad(1)) ctx.accumulate(1, kernels::sum_to(unary(Unary::neg, ctx.grad_output()), sb));
+                },
+                [](GradGraphContext& ctx) {
+                  ctx.accumulate_sum_to(0, ctx.grad_output());
+                  if (ctx.needs_grad(1)) ctx.accumulate_sum_to(1, -ctx.grad_output());
                 });
 }
 
@@ -39,6 +65,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, b), a.shape()));
     if (ctx.needs_grad(1)) ctx.accumulate(1, kernels::sum_to(binary(Binary::mul, g, a), b.shape()));
+  }, [a, b](GradGraphContext& ctx) {
+    if (ctx.needs_grad(0)) ctx.accumulate_sum_to(0, ctx.grad_output() * b);
+    if (ctx.needs_grad(1)) ctx.accumulate_sum_to(1, ctx.grad_output() * a);
   });
 }
 
@@ -49,19 +78,25 @@ Tensor div(const Tensor& a, const Tensor& b) {
     if (ctx.needs_grad(1))  // dL/db = -g * a / b^2 = -(g / b) * y
       ctx.accumulate(1, kernels::sum_to(unary(Unary::neg, binary(Binary::mul, ga, y)), b.shape()));
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(ga, sa));
+  }, [a, b](GradGraphContext& ctx) {
+    const Tensor ga = ctx.grad_output() / b;
+    if (ctx.needs_grad(1)) ctx.accumulate_sum_to(1, -(ga * a) / b);
+    if (ctx.needs_grad(0)) ctx.accumulate_sum_to(0, ga);
   });
 }
 
 Tensor add(const Tensor& a, double s) {
   return record("add_scalar", unary(Unary::add_scalar, a, s), {a},
-                [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
+                [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); },
+                [](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
 }
 
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }
 
 Tensor mul(const Tensor& a, double s) {
   return record("mul_scalar", unary(Unary::mul_scalar, a, s), {a},
-                [s](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::mul_scalar, ctx.grad_output(), s)); });
+                [s](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::mul_scalar, ctx.grad_output(), s)); },
+                [s](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * s); });
 }
 
 Tensor div(const Tensor& a, double s) {
@@ -71,7 +106,8 @@ Tensor div(const Tensor& a, double s) {
 
 Tensor rsub(double s, const Tensor& a) {
   return record("rsub_scalar", unary(Unary::rsub_scalar, a, s), {a},
-                [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); });
+                [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); },
+                [](GradGraphContext& ctx) { ctx.accumulate(0, -ctx.grad_output()); });
 }
 
 Tensor rdiv(double s, const Tensor& a) {
@@ -79,51 +115,67 @@ Tensor rdiv(double s, const Tensor& a) {
   return record("rdiv_scalar", y, {a}, [a = a.detach(), y](BackwardContext& ctx) {
     // d(s/a)/da = -s/a^2 = -y/a
     ctx.accumulate(0, unary(Unary::neg, binary(Binary::mul, ctx.grad_output(), binary(Binary::div, y, a))));
-  });
+  }, [a, s](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (-s) / (a * a)); });
 }
 
 Tensor neg(const Tensor& x) {
   return record("neg", unary(Unary::neg, x), {x},
-                [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); });
+                [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); },
+                [](GradGraphContext& ctx) { ctx.accumulate(0, -ctx.grad_output()); });
 }
 
 Tensor exp(const Tensor& x) {
   Tensor y = unary(Unary::exp, x);
-  return record("exp", y, {x}, [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), y)); });
+  return record(
+      "exp", y, {x}, [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), y)); },
+      [y](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * ctx.output(y)); });
 }
 
 Tensor log(const Tensor& x) {
   return record("log", unary(Unary::log, x), {x},
-                [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::div, ctx.grad_output(), x)); });
+                [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::div, ctx.grad_output(), x)); },
+                [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() / x); });
 }
 
 Tensor sqrt(const Tensor& x) {
   Tensor y = unary(Unary::sqrt, x);
   return record("sqrt", y, {x}, [y](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::div, unary(Unary::mul_scalar, ctx.grad_output(), 0.5), y));
-  });
+  }, [y](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * 0.5 / ctx.output(y)); });
 }
 
 Tensor tanh(const Tensor& x) {
   Tensor y = unary(Unary::tanh, x);
-  return record("tanh", y, {x}, [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::tanh_grad, ctx.grad_output(), y)); });
+  return record(
+      "tanh", y, {x}, [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::tanh_grad, ctx.grad_output(), y)); },
+      [y](GradGraphContext& ctx) {
+        const Tensor yo = ctx.output(y);
+        ctx.accumulate(0, ctx.grad_output() * (1.0 - yo * yo));
+      });
 }
 
 Tensor sigmoid(const Tensor& x) {
   Tensor y = unary(Unary::sigmoid, x);
   return record("sigmoid", y, {x},
-                [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::sigmoid_grad, ctx.grad_output(), y)); });
+                [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::sigmoid_grad, ctx.grad_output(), y)); },
+                [y](GradGraphContext& ctx) {
+                  const Tensor yo = ctx.output(y);
+                  ctx.accumulate(0, ctx.grad_output() * (yo * (1.0 - yo)));
+                });
 }
 
 Tensor relu(const Tensor& x) {
   return record("relu", unary(Unary::relu, x), {x},
-                [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::relu_grad, ctx.grad_output(), x)); });
+                [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::relu_grad, ctx.grad_output(), x)); },
+                [x](GradGraphContext& ctx) {
+                  ctx.accumulate(0, ctx.grad_output() * indicator(x, [](double v) { return v > 0; }));
+                });
 }
 
 Tensor square(const Tensor& x) {
   return record("square", unary(Unary::square, x), {x}, [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::mul_scalar, x, 2.0)));
-  });
+  }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (x * 2.0)); });
 }
 
 Tensor pow(const Tensor& x, double exponent) {
@@ -132,7 +184,7 @@ Tensor pow(const Tensor& x, double exponent) {
     // d x^p / dx = p x^(p-1)
     const Tensor d = unary(Unary::mul_scalar, unary(Unary::pow_scalar, x, exponent - 1.0), exponent);
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), d));
-  });
+  }, [x, exponent](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (pow(x, exponent - 1.0) * exponent)); });
 }
 
 // ---- PyTorch's everyday elementwise ops. Gradients follow tools/autograd/derivatives.yaml of
@@ -158,7 +210,7 @@ Tensor clamp_op(const char* name, const Tensor& x, double lo, double hi) {
   require_floating(name, x);
   return record(name, unary(Unary::clamp, x, lo, hi), {x}, [x = x.detach(), lo, hi](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::clamp_grad, x, lo, hi)));
-  });
+  }, [x, lo, hi](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * unary(Unary::clamp_grad, x, lo, hi)); });
 }
 
 // maximum and minimum: input i gets dL/dy times its share (1, 0.5 at ties, 0), summed to its shape.
@@ -173,6 +225,12 @@ Tensor max_min_op(const char* name, Binary op, const Tensor& a, const Tensor& b)
     if (ctx.needs_grad(1))
       ctx.accumulate(1, kernels::sum_to(binary(Binary::mul, g, is_max ? binary(Binary::max_weight, b, a)
                                                                       : binary(Binary::max_weight, a, b)), b.shape()));
+  }, [a, b, is_max](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0))
+      ctx.accumulate_sum_to(0, g * (is_max ? binary(Binary::max_weight, a, b) : binary(Binary::max_weight, b, a)));
+    if (ctx.needs_grad(1))
+      ctx.accumulate_sum_to(1, g * (is_max ? binary(Binary::max_weight, b, a) : binary(Binary::max_weight, a, b)));
   });
 }
 }  // namespace
@@ -181,7 +239,7 @@ Tensor abs(const Tensor& x) {
   require_floating("abs", x);
   return record("abs", unary(Unary::abs, x), {x}, [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::sign, x)));
-  });
+  }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * unary(Unary::sign, x)); });
 }
 
 Tensor sign(const Tensor& x) {
@@ -189,7 +247,7 @@ Tensor sign(const Tensor& x) {
   // Recorded although its gradient is 0, so that x gets a (zero) gradient through it, as in PyTorch.
   return record("sign", unary(Unary::sign, x), {x}, [s = x.shape(), dt = x.dtype()](BackwardContext& ctx) {
     ctx.accumulate(0, Tensor::zeros(s, dt));
-  });
+  }, [](GradGraphContext& ctx) { ctx.accumulate(0, Tensor::zeros(ctx.input_shape(0), ctx.grad_output().dtype())); });
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
@@ -209,20 +267,22 @@ Tensor sin(const Tensor& x) {
   require_floating("sin", x);
   return record("sin", unary(Unary::sin, x), {x}, [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::cos, x)));
-  });
+  }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * cos(x)); });
 }
 
 Tensor cos(const Tensor& x) {
   require_floating("cos", x);
   return record("cos", unary(Unary::cos, x), {x}, [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, unary(Unary::neg, binary(Binary::mul, ctx.grad_output(), unary(Unary::sin, x))));
-  });
+  }, [x](GradGraphContext& ctx) { ctx.accumulate(0, -(ctx.grad_output() * sin(x))); });
 }
 
 Tensor erf(const Tensor& x) {
   require_floating("erf", x);
   return record("erf", unary(Unary::erf, x), {x}, [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::erf_grad, ctx.grad_output(), x));
+  }, [x](GradGraphContext& ctx) {  // 2/sqrt(pi) exp(-x^2)
+    ctx.accumulate(0, ctx.grad_output() * (exp(-(x * x)) * 1.1283791670955126));
   });
 }
 
@@ -230,7 +290,7 @@ Tensor log1p(const Tensor& x) {
   require_floating("log1p", x);
   return record("log1p", unary(Unary::log1p, x), {x}, [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::div, ctx.grad_output(), unary(Unary::add_scalar, x, 1.0)));
-  });
+  }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() / (x + 1.0)); });
 }
 
 Tensor expm1(const Tensor& x) {
@@ -238,7 +298,7 @@ Tensor expm1(const Tensor& x) {
   Tensor y = unary(Unary::expm1, x);
   return record("expm1", y, {x}, [y](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::add_scalar, y, 1.0)));
-  });
+  }, [y](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (ctx.output(y) + 1.0)); });
 }
 
 Tensor rsqrt(const Tensor& x) {
@@ -247,6 +307,9 @@ Tensor rsqrt(const Tensor& x) {
   return record("rsqrt", y, {x}, [y](BackwardContext& ctx) {  // d/dx x^(-1/2) = -y^3 / 2
     const Tensor d = unary(Unary::mul_scalar, binary(Binary::mul, unary(Unary::square, y), y), -0.5);
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), d));
+  }, [y](GradGraphContext& ctx) {
+    const Tensor yo = ctx.output(y);
+    ctx.accumulate(0, ctx.grad_output() * (yo * yo * yo * -0.5));
   });
 }
 
@@ -255,6 +318,9 @@ Tensor reciprocal(const Tensor& x) {
   Tensor y = unary(Unary::reciprocal, x);
   return record("reciprocal", y, {x}, [y](BackwardContext& ctx) {  // d/dx 1/x = -y^2
     ctx.accumulate(0, binary(Binary::mul, unary(Unary::neg, ctx.grad_output()), unary(Unary::square, y)));
+  }, [y](GradGraphContext& ctx) {
+    const Tensor yo = ctx.output(y);
+    ctx.accumulate(0, -ctx.grad_output() * (yo * yo));
   });
 }
 
@@ -264,13 +330,28 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate) {
   return record("gelu", unary(tanh_form ? Unary::gelu_tanh : Unary::gelu, x), {x},
                 [x = x.detach(), tanh_form](BackwardContext& ctx) {
                   ctx.accumulate(0, binary(tanh_form ? Binary::gelu_tanh_grad : Binary::gelu_grad, ctx.grad_output(), x));
+                },
+                [x, tanh_form](GradGraphContext& ctx) {
+                  Tensor d;
+                  if (tanh_form) {  // 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2), t = tanh(c (x + k x^3))
+                    constexpr double c = 0.7978845608028654, k = 0.044715;
+                    const Tensor t = tanh((x + x * x * x * k) * c);
+                    d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * ((x * x * (3 * k) + 1.0) * (0.5 * c));
+                  } else {  // Phi(x) + x phi(x)
+                    d = (erf(x * 0.7071067811865476) + 1.0) * 0.5 + x * exp(x * x * -0.5) * 0.3989422804014327;
+                  }
+                  ctx.accumulate(0, ctx.grad_output() * d);
                 });
 }
 
 Tensor silu(const Tensor& x) {
   require_floating("silu", x);
   return record("silu", unary(Unary::silu, x), {x},
-                [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::silu_grad, ctx.grad_output(), x)); });
+                [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::silu_grad, ctx.grad_output(), x)); },
+                [x](GradGraphContext& ctx) {  // s (1 + x (1 - s))
+                  const Tensor s = sigmoid(x);
+                  ctx.accumulate(0, ctx.grad_output() * (s * (x * (1.0 - s) + 1.0)));
+                });
 }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
@@ -278,6 +359,9 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
   if (beta == 0 || !std::isfinite(beta)) throw std::invalid_argument("softplus: beta must be finite and nonzero, got " + std::to_string(beta));
   return record("softplus", unary(Unary::softplus, x, beta, threshold), {x}, [x = x.detach(), beta, threshold](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::softplus_grad, x, beta, threshold)));
+  }, [x, beta, threshold](GradGraphContext& ctx) {  // sigmoid(beta x), 1 in the linear region
+    const Tensor linear = indicator(x, [=](double v) { return v * beta > threshold; });
+    ctx.accumulate(0, ctx.grad_output() * where(linear, Tensor::scalar(1.0, x.dtype()), sigmoid(x * beta)));
   });
 }
 
@@ -285,6 +369,8 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
   require_floating("leaky_relu", x);
   return record("leaky_relu", unary(Unary::leaky_relu, x, negative_slope), {x}, [x = x.detach(), negative_slope](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::leaky_relu_grad, x, negative_slope)));
+  }, [x, negative_slope](GradGraphContext& ctx) {
+    ctx.accumulate(0, ctx.grad_output() * unary(Unary::leaky_relu_grad, x, negative_slope));
   });
 }
 
@@ -292,6 +378,9 @@ Tensor elu(const Tensor& x, double alpha) {
   require_floating("elu", x);
   return record("elu", unary(Unary::elu, x, alpha), {x}, [x = x.detach(), alpha](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::elu_grad, x, alpha)));
+  }, [x, alpha](GradGraphContext& ctx) {  // 1 for x > 0, alpha exp(x) elsewhere
+    const Tensor positive = indicator(x, [](double v) { return v > 0; });
+    ctx.accumulate(0, ctx.grad_output() * where(positive, Tensor::scalar(1.0, x.dtype()), exp(x) * alpha));
   });
 }
 
@@ -302,6 +391,16 @@ Tensor pow(const Tensor& x, const Tensor& y) {
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, binary(Binary::pow_grad_base, x, y)), x.shape()));
     if (ctx.needs_grad(1))
       ctx.accumulate(1, kernels::sum_to(binary(Binary::mul, g, binary(Binary::pow_grad_exponent, x, y)), y.shape()));
+  }, [x, y](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    const Tensor zero = Tensor::scalar(0.0, x.dtype());
+    if (ctx.needs_grad(0))  // y x^(y-1), 0 where y == 0
+      ctx.accumulate_sum_to(0, g * where(indicator(y, [](double v) { return v == 0; }), zero, y * pow(x, y - 1.0)));
+    if (ctx.needs_grad(1)) {  // x^y log x, 0 where x == 0 and y >= 0
+      const Tensor at_zero = binary(Binary::mul, indicator(x, [](double v) { return v == 0; }),
+                                    indicator(y, [](double v) { return v >= 0; }));
+      ctx.accumulate_sum_to(1, g * where(at_zero, zero, pow(x, y) * log(x)));
+    }
   });
 }
 

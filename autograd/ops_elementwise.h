@@ -39,7 +39,8 @@ Tensor pow(const Tensor& x, double exponent);
 //   above 88 (float32), where PyTorch's log1p(exp(beta x)) returns inf.
 // - Values may differ from PyTorch's in the last bits (different libm/SIMD), and gelu (none)
 //   returns x Phi(x) for very negative x where PyTorch rounds to -0; sign(-0.0) is +0 in both.
-// - Second derivatives are not available (backward records no graph), for these as for every op.
+// - Second derivatives (create_graph) use the same choices at non-differentiable points: the
+//   derivative of a piecewise constant factor (abs's sign, clamp's and relu's masks) is 0.
 
 /// |x|. Gradient sign(x): 0 at x == 0 (and at NaN), as PyTorch.
 Tensor abs(const Tensor& x);

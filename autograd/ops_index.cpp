@@ -19,6 +19,7 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
 #include "autograd/random.h"
@@ -159,6 +160,9 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
   Tensor y = gather_rows(x, v, idx, K, out);
   return record("index_select", y, {x}, [v, index = index.detach(), in = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, scatter_add_rows(ctx.grad_output(), v, index, in));
+  }, [a, index](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    ctx.accumulate(0, index_add(Tensor::zeros(ctx.input_shape(0), g.dtype()), a, index, g));
   });
 }
 
@@ -177,6 +181,11 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return record("embedding", y, {weight}, [v, ids = ids.detach(), in = weight.shape()](BackwardContext& ctx) {
     const Tensor g = kernels::view_as(ctx.grad_output(), Shape{ids.numel(), in[1]});
     ctx.accumulate(0, TableGrad{g, v, ids, in});
+  }, [ids](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    const Shape in = ctx.input_shape(0);
+    ctx.accumulate(0, index_add(Tensor::zeros(in, g.dtype()), 0, reshape(ids, Shape{ids.numel()}),
+                                reshape(g, Shape{ids.numel(), in[1]})));
   });
 }
 
@@ -197,6 +206,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const Tensor zero = Tensor::zeros(Shape{}, g.dtype());
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(where_kernel(cond, g, zero, g.shape()), sa));
     if (ctx.needs_grad(1)) ctx.accumulate(1, kernels::sum_to(where_kernel(cond, zero, g, g.shape()), sb));
+  }, [cond](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    const Tensor zero = Tensor::zeros(Shape{}, g.dtype());
+    if (ctx.needs_grad(0)) ctx.accumulate_sum_to(0, where(cond, g, zero));
+    if (ctx.needs_grad(1)) ctx.accumulate_sum_to(1, where(cond, zero, g));
   });
 }
 
@@ -246,7 +260,8 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
     if (i < n) decide(i, stream.next() & 0xFFFFFFFFULL);
   });
   return record("dropout", y, {x},
-                [mask](BackwardContext& ctx) { ctx.accumulate(0, kernels::mul(ctx.grad_output(), mask)); });
+                [mask](BackwardContext& ctx) { ctx.accumulate(0, kernels::mul(ctx.grad_output(), mask)); },
+                [mask](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * mask); });
 }
 
 // ---- gather / scatter_add / index_add / take_along_dim ------------------------------------------
@@ -328,6 +343,9 @@ Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
     Tensor gx = Tensor::zeros(in, ctx.grad_output().dtype());
     scatter_add_kernel(gx, a, index, ctx.grad_output());
     ctx.accumulate(0, std::move(gx));
+  }, [a, index](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    ctx.accumulate(0, scatter_add(Tensor::zeros(ctx.input_shape(0), g.dtype()), a, index, g));
   });
 }
 
@@ -350,6 +368,17 @@ Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const
         for_each_indexed(index, a, g.shape(), src_shape, [&](std::int64_t, std::int64_t go, std::int64_t so) { out[so] = pg[go]; });
       });
       ctx.accumulate(1, std::move(gs));
+    }
+  }, [a, index](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, g);
+    if (ctx.needs_grad(1)) {  // g at the targets, zero-padded where src is larger than index
+      const Shape src = ctx.input_shape(1);
+      Tensor gs = gather(g, a, index);
+      std::vector<std::int64_t> pads;
+      for (int d = src.size() - 1; d >= 0; --d) pads.push_back(0), pads.push_back(src[d] - index.shape()[d]);
+      if (!(gs.shape() == src)) gs = pad(gs, pads);
+      ctx.accumulate(1, gs);
     }
   });
 }
@@ -377,6 +406,10 @@ Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const T
       Tensor rows = gather_rows(g, v, index.data<std::int64_t>(), index.numel(), out);
       ctx.accumulate(1, alpha == 1.0 ? rows : kernels::unary(kernels::Unary::mul_scalar, rows, alpha));
     }
+  }, [a, alpha, index](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, g);
+    if (ctx.needs_grad(1)) ctx.accumulate(1, index_select(g, a, index) * alpha);
   });
 }
 

@@ -75,6 +75,10 @@ Tensor batched(const Tensor& a, const Tensor& b) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape()});
     if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape()});
+  }, [a, b](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, matmul(g, transpose(b, 1, 2)));
+    if (ctx.needs_grad(1)) ctx.accumulate(1, matmul(transpose(a, 1, 2), g));
   });
 }
 
@@ -89,6 +93,11 @@ Tensor folded(const Tensor& a, const Tensor& b) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape()});  // G Bᵀ
     if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape()});  // Aᵀ G
+  }, [a, b, rows](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (ctx.needs_grad(0)) ctx.accumulate(0, matmul(g, transpose(b, 0, 1)));
+    if (ctx.needs_grad(1))
+      ctx.accumulate(1, matmul(transpose(reshape(a, Shape{rows, a.size(-1)}), 0, 1), reshape(g, Shape{rows, g.size(-1)})));
   });
 }
 
@@ -146,8 +155,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     if (ctx.needs_grad(1)) ctx.accumulate(1, WeightGrad{{{true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape()}});  // Gᵀ x
     if (ctx.needs_grad(2)) ctx.accumulate(2, kernels::sum(kernels::view_as(g, Shape{rows, out}), {0}, false));
   };
-  if (bias.defined()) return record("linear", y, {x, weight, bias}, std::move(backward));
-  return record("linear", y, {x, weight}, std::move(backward));
+  auto graph = [x, weight, rows, in, out](GradGraphContext& ctx) {
+    const Tensor g2 = reshape(ctx.grad_output(), Shape{rows, out});
+    if (ctx.needs_grad(0)) ctx.accumulate(0, matmul(ctx.grad_output(), weight));
+    if (ctx.needs_grad(1)) ctx.accumulate(1, matmul(transpose(g2, 0, 1), reshape(x, Shape{rows, in})));
+    if (ctx.needs_grad(2)) ctx.accumulate(2, sum(g2, {0}));
+  };
+  if (bias.defined()) return record("linear", y, {x, weight, bias}, std::move(backward), std::move(graph));
+  return record("linear", y, {x, weight}, std::move(backward), std::move(graph));
 }
 
 }  // namespace tg

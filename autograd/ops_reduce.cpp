@@ -65,6 +65,9 @@ Tensor sum(const Tensor& x, IntList axes, bool keepdim) {
   if (x.dtype() == DType::i64 || x.dtype() == DType::b8) return kernels::sum_integral(x, ax, keepdim);  // int64, as PyTorch
   return record("sum", kernels::sum(x, ax, keepdim), {x}, [ax, shape = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, expand_grad(ctx.grad_output(), shape, ax));
+  }, [ax](GradGraphContext& ctx) {
+    const Shape in = ctx.input_shape(0);
+    ctx.accumulate(0, expand(reshape(ctx.grad_output(), kernels::reduced_shape(in, ax, true)), in));
   });
 }
 
@@ -165,6 +168,19 @@ Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
       });
     });
     ctx.accumulate(0, std::move(gx));
+  }, [x, y, M, R](GradGraphContext& ctx) {  // g times each element's constant share (1/ties or 0)
+    Tensor share = Tensor::empty({M, R}, x.dtype());
+    dispatch_floating("amax", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T *px = x.data<T>(), *py = y.data<T>();
+      T* out = share.data<T>();
+      for (std::int64_t m = 0; m < M; ++m) {
+        std::int64_t ties = 0;
+        for (std::int64_t j = 0; j < R; ++j) ties += px[m * R + j] == py[m];
+        for (std::int64_t j = 0; j < R; ++j) out[m * R + j] = px[m * R + j] == py[m] ? T(1) / static_cast<T>(ties) : T(0);
+      }
+    });
+    ctx.accumulate(0, reshape(ctx.grad_output(), Shape{M, 1}) * share);
   });
 }
 
@@ -188,6 +204,9 @@ Tensor record_taken(const char* op, const Tensor& x, const Tensor& idx, Tensor y
         for (std::int64_t k = 0; k < K; ++k) out[m * R + pi[m * K + k]] += pg[m * K + k];
     });
     ctx.accumulate(0, std::move(gx));
+  }, [idx, M, R](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    ctx.accumulate(0, scatter_add(Tensor::zeros({M, R}, g.dtype()), 1, idx, g));
   });
 }
 
@@ -425,6 +444,14 @@ Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
       }
     });
     ctx.accumulate(0, std::move(gx));
+  }, [x = r.x, p, inf](GradGraphContext& ctx) {  // the composed norm, differentiated
+    const Tensor a = abs(x);
+    Tensor composed;
+    if (inf) composed = amax(a, {1});
+    else if (p == 1.0) composed = sum(a, {1});
+    else if (p == 2.0) composed = sqrt(sum(x * x, {1}));
+    else composed = pow(sum(pow(a, p), {1}), 1.0 / p);
+    ctx.backward_through(composed);
   });
   return reshape(out, r.out);
 }
@@ -486,6 +513,9 @@ Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
       }
     });
     ctx.accumulate(0, std::move(gx));
+  }, [op, product](GradGraphContext& ctx) {
+    if (product) throw std::runtime_error(std::string(op) + ": double backward (create_graph) is not supported");
+    ctx.accumulate(0, flip(cumsum(flip(ctx.grad_output(), {1}), 1), {1}));  // sums from the end
   });
 }
 

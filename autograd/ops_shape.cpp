@@ -20,6 +20,7 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/view.h"
 #include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
 #include "autograd/tape.h"
@@ -271,6 +272,15 @@ struct SliceGrad {
   Tensor make() const { return scatter_slice(g, in, axis, start, step); }
 };
 
+/// g (a slice of a tensor of shape `in`) placed where it was taken, zeros elsewhere, with
+/// differentiable ops (the double backward of slicing).
+Tensor place_slice(const Tensor& g, const Shape& in, int axis, std::int64_t start, std::int64_t step) {
+  const std::int64_t count = g.shape()[axis];
+  std::vector<std::int64_t> where(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) where[static_cast<std::size_t>(i)] = start + i * step;
+  return index_add(Tensor::zeros(in, g.dtype()), axis, Tensor::from_vector(where, {count}), g);
+}
+
 void accumulate_slice(BackwardContext& ctx, const Shape& in, int axis, std::int64_t start, std::int64_t step) {
   ctx.accumulate(0, SliceGrad{ctx.grad_output(), in, axis, start, step});
 }
@@ -298,6 +308,10 @@ Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm) {
   Tensor y = permute_kernel(x, perm);
   return record(op, y, {x}, [inv = perm.inverse()](BackwardContext& ctx) {
     ctx.accumulate(0, permute_kernel(ctx.grad_output(), inv));
+  }, [inv = perm.inverse()](GradGraphContext& ctx) {
+    std::int64_t order[Shape::kMaxDims];
+    for (int i = 0; i < inv.n; ++i) order[i] = inv[i];
+    ctx.accumulate(0, permute(ctx.grad_output(), IntList(order, static_cast<std::size_t>(inv.n))));
   });
 }
 
@@ -329,7 +343,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
                                 " elements) into " + shape.str());
   return record("reshape", kernels::view_as(x, target), {x}, [in = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, kernels::view_as(ctx.grad_output(), in));
-  });
+  }, [](GradGraphContext& ctx) { ctx.accumulate(0, reshape(ctx.grad_output(), ctx.input_shape(0))); });
 }
 
 Tensor view(const Tensor& x, const Shape& shape) { return reshape(x, shape); }
@@ -434,6 +448,13 @@ Tensor concat(TensorList xs, std::int64_t axis) {
       if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), narrow_kernel(ctx.grad_output(), a, start, sizes[i]));
       start += sizes[i];
     }
+  }, [a](GradGraphContext& ctx) {
+    std::int64_t start = 0;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const std::int64_t size = ctx.input_shape(i)[a];
+      if (ctx.needs_grad(i)) ctx.accumulate(i, narrow(ctx.grad_output(), a, start, size));
+      start += size;
+    }
   });
 }
 
@@ -459,6 +480,9 @@ Tensor stack(TensorList xs, std::int64_t axis) {
     const Tensor& g = ctx.grad_output();
     for (std::int64_t i = 0; i < g.shape()[a]; ++i)
       if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), kernels::view_as(narrow_kernel(g, a, i, 1), in));
+  }, [a](GradGraphContext& ctx) {
+    for (int i = 0; i < ctx.num_inputs(); ++i)
+      if (ctx.needs_grad(i)) ctx.accumulate(i, squeeze(narrow(ctx.grad_output(), a, i, 1), a));
   });
 }
 
@@ -473,7 +497,7 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
                                 " are out of range for axis " + std::to_string(axis) + " of shape " + x.shape().str());
   return record("narrow", narrow_kernel(x, a, s, length), {x}, [a, s, in = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, a, s, 1));
-  });
+  }, [a, s](GradGraphContext& ctx) { ctx.accumulate(0, place_slice(ctx.grad_output(), ctx.input_shape(0), a, s, 1)); });
 }
 
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step) {
@@ -487,7 +511,10 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t count = e > s ? (e - s + step - 1) / step : 0;
   if (step == 1) {
     return record("slice", narrow_kernel(x, a, s, count), {x},
-                  [a, s, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, 1); });
+                  [a, s, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, 1); },
+                  [a, s](GradGraphContext& ctx) {
+                    ctx.accumulate(0, place_slice(ctx.grad_output(), ctx.input_shape(0), a, s, 1));
+                  });
   }
   Shape out = x.shape();
   out[a] = count;
@@ -495,7 +522,10 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
   copy_blocks(x, s * inner, y, 0, outer, count, inner, size * inner, step * inner, count * inner, inner);
   return record("slice", y, {x},
-                [a, s, step, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, step); });
+                [a, s, step, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, step); },
+                [a, s, step](GradGraphContext& ctx) {
+                  ctx.accumulate(0, place_slice(ctx.grad_output(), ctx.input_shape(0), a, s, step));
+                });
 }
 
 // ---- splitting -----------------------------------------------------------------------------------
@@ -510,6 +540,31 @@ Tensor offset_view(const Tensor& x, std::int64_t offset, const Shape& shape) {
   impl->meta.reset();
   return Tensor(std::move(impl));
 }
+
+/// A split piece's backward: adds its gradient into the hub's buffer `acc` (x's shape), then
+/// reaches the hub with a zero. One object for both backwards keeps it within BackwardFn's inline size.
+struct PieceBackward {
+  std::shared_ptr<Tensor> acc;
+  int a;
+  std::int64_t start, len;
+  Shape in;
+  void operator()(BackwardContext& ctx) const {
+    const Tensor& g = ctx.grad_output();
+    if (!acc->defined()) *acc = Tensor::zeros(in, g.dtype());
+    Shape with_axis = in;
+    with_axis[a] = len;
+    add_slice_into(*acc, kernels::view_as(g, with_axis), a, start, 1);
+    ctx.accumulate(0, Tensor::zeros({}, g.dtype()));  // reaches the hub
+  }
+  void graph(GradGraphContext& ctx) const {
+    const Tensor& g = ctx.grad_output();
+    Shape with_axis = in;
+    with_axis[a] = len;
+    const Tensor placed = place_slice(reshape(g, with_axis), in, a, start, 1);
+    *acc = acc->defined() ? *acc + placed : placed;
+    ctx.accumulate(0, Tensor::zeros({}, g.dtype()));
+  }
+};
 
 /// Pieces of x along axis a with the given sizes (validated: non-negative, summing to the size);
 /// `drop_axis` removes the axis from each piece (unbind).
@@ -532,6 +587,10 @@ PooledVector<Tensor> split_pieces(const char* op, const Tensor& x, int a, IntLis
       Tensor g = std::move(*acc);
       *acc = Tensor();
       if (g.defined()) ctx.accumulate(0, std::move(g));
+    }, [acc](GradGraphContext& ctx) {
+      Tensor g = std::move(*acc);
+      *acc = Tensor();
+      if (g.defined()) ctx.accumulate(0, g);
     });
   }
   std::int64_t start = 0;
@@ -544,12 +603,7 @@ PooledVector<Tensor> split_pieces(const char* op, const Tensor& x, int a, IntLis
     Tensor piece = outer == 1 ? offset_view(x, start * inner, piece_shape)
                               : kernels::view_as(narrow_kernel(x, a, start, len), piece_shape);
     if (record_grad)
-      piece = record(op, std::move(piece), {hub}, [acc, a, start, with_axis, in](BackwardContext& ctx) {
-        const Tensor& g = ctx.grad_output();
-        if (!acc->defined()) *acc = Tensor::zeros(in, g.dtype());
-        add_slice_into(*acc, kernels::view_as(g, with_axis), a, start, 1);
-        ctx.accumulate(0, Tensor::zeros({}, g.dtype()));  // reaches the hub
-      });
+      piece = record(op, std::move(piece), {hub}, PieceBackward{acc, a, start, len, in});
     out.push_back(std::move(piece));
     start += len;
   }
@@ -666,7 +720,9 @@ Shape expanded_shape(const char* op, const Tensor& x, const Shape& shape, bool a
 Tensor expand_impl(const char* op, const Tensor& x, const Shape& out) {
   if (out == x.shape()) return x;
   Tensor y = broadcast_copy(x, out);
-  return record(op, y, {x}, [in = x.shape()](BackwardContext& ctx) { ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), in)); });
+  return record(
+      op, y, {x}, [in = x.shape()](BackwardContext& ctx) { ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), in)); },
+      [](GradGraphContext& ctx) { ctx.accumulate_sum_to(0, ctx.grad_output()); });
 }
 
 }  // namespace

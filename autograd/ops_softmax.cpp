@@ -18,6 +18,9 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "autograd/ops_softmax.h"
 #include "autograd/tape.h"
 
@@ -262,6 +265,12 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t axis, bool log
       softmax_backward(g.data<T>(), y.data<T>(), gx.data<T>(), v, log);
     });
     ctx.accumulate(0, std::move(gx));
+  }, [y, log, a = softmax_axis(op, axis, x)](GradGraphContext& ctx) {  // in terms of the output: x is not kept
+    const Tensor yo = ctx.output(y);
+    const Tensor& g = ctx.grad_output();
+    const std::int64_t dims[1] = {a};
+    if (log) ctx.accumulate(0, g - exp(yo) * sum(g, IntList(dims, 1), true));
+    else ctx.accumulate(0, yo * (g - sum(g * yo, IntList(dims, 1), true)));
   });
 }
 
@@ -350,8 +359,76 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens) {
       });
     });
     ctx.accumulate(0, std::move(gx));
+  }, [y, valid_lens, K](GradGraphContext& ctx) {  // softmax's, then zero where masked
+    const PooledVector<std::int64_t> lens = row_lengths(y, valid_lens);
+    Tensor keep = Tensor::zeros(y.shape(), y.dtype());
+    kernels::dispatch_floating("masked_softmax", y.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* pk = keep.data<T>();
+      for (std::size_t r = 0; r < lens.size(); ++r) std::fill(pk + r * K, pk + r * K + lens[r], T(1));
+    });
+    const Tensor yo = ctx.output(y);
+    const Tensor& g = ctx.grad_output();
+    ctx.accumulate(0, yo * (g - sum(g * yo, {-1}, true)) * keep);
   });
 }
+
+/// cross_entropy's backwards. One object for both, so the graph one reads the saved logits without
+/// a second handle on them (the kernel one overwrites them in place when it holds the only one).
+struct CrossEntropyBackward {
+  Tensor x, targets, lse;
+  std::int64_t count, ignore_index, N, C;
+  const char* op;
+
+  void operator()(BackwardContext& ctx) {
+    // The logits are read only here. When this closure holds the last reference to them (the
+    // usual case: a loss over freshly computed logits), the gradient overwrites them in place,
+    // so the backward needs no second (N, C) buffer (151 MiB for workload C's 30000 words).
+    const bool in_place = !ctx.retain_graph() && x.impl_ptr().use_count() == 1 && x.impl()->storage.use_count() == 1;
+    const Shape shape = x.shape();
+    const DType dtype = x.dtype();
+    Tensor gx = in_place ? x : Tensor::empty(shape, dtype);
+    kernels::dispatch_floating(op, dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T scale = count > 0 ? static_cast<T>(ctx.grad_output().item() / static_cast<double>(count)) : T(0);
+      const T *px = x.data<T>(), *plse = lse.data<T>();
+      const std::int64_t* t = targets.data<std::int64_t>();
+      T* pgx = gx.data<T>();
+      kernels::parallel_for(N, row_grain(kernels::kGrainTranscendental, C), [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t n = b; n < e; ++n) {
+          T* gr = pgx + n * C;
+          if (t[n] == ignore_index) {
+            std::fill(gr, gr + C, T(0));
+            continue;
+          }
+          // (softmax - onehot) * g / count, softmax = exp(x - lse); gr may be x's own row
+          const Batch<T> L(plse[n]), S(scale);
+          row_map2(px + n * C, px + n * C, gr, C, [L, S](Batch<T> xv, Batch<T>) { return xsimd::exp(xv - L) * S; });
+          gr[t[n]] -= scale;
+        }
+      });
+    });
+    if (in_place) x = Tensor();  // gx is now the only handle on the buffer
+    ctx.accumulate(0, std::move(gx));
+  }
+
+  /// (softmax(x) - onehot(target)) g / count on the kept rows, in differentiable ops.
+  void graph(GradGraphContext& ctx) {
+    const Tensor xg = reshape(ctx.input(0, x), Shape{N, C});
+    Tensor onehot = Tensor::zeros(Shape{N, C}, x.dtype());
+    Tensor keep = Tensor::zeros(Shape{N, 1}, x.dtype());
+    const std::int64_t* t = targets.data<std::int64_t>();
+    kernels::dispatch_floating(op, x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T *po = onehot.data<T>(), *pk = keep.data<T>();
+      for (std::int64_t n = 0; n < N; ++n)
+        if (t[n] != ignore_index) po[n * C + t[n]] = T(1), pk[n] = T(1);
+    });
+    const double inv = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+    const Tensor gx = (softmax(xg, -1) - onehot) * keep * (ctx.grad_output() * inv);
+    ctx.accumulate(0, reshape(gx, x.shape()));
+  }
+};
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
   const char* op = "cross_entropy";
@@ -404,37 +481,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   const double loss = count > 0 ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
 
   return record(op, Tensor::scalar(loss, logits.dtype()), {logits},
-                [x = logits.detach(), targets = targets.detach(), lse, count, ignore_index, N, C, op](BackwardContext& ctx) mutable {
-    // The logits are read only here. When this closure holds the last reference to them (the
-    // usual case: a loss over freshly computed logits), the gradient overwrites them in place,
-    // so the backward needs no second (N, C) buffer (151 MiB for workload C's 30000 words).
-    const bool in_place = !ctx.retain_graph() && x.impl_ptr().use_count() == 1 && x.impl()->storage.use_count() == 1;
-    const Shape shape = x.shape();
-    const DType dtype = x.dtype();
-    Tensor gx = in_place ? x : Tensor::empty(shape, dtype);
-    kernels::dispatch_floating(op, dtype, [&](auto tag) {
-      using T = decltype(tag);
-      const T scale = count > 0 ? static_cast<T>(ctx.grad_output().item() / static_cast<double>(count)) : T(0);
-      const T *px = x.data<T>(), *plse = lse.data<T>();
-      const std::int64_t* t = targets.data<std::int64_t>();
-      T* pgx = gx.data<T>();
-      kernels::parallel_for(N, row_grain(kernels::kGrainTranscendental, C), [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t n = b; n < e; ++n) {
-          T* gr = pgx + n * C;
-          if (t[n] == ignore_index) {
-            std::fill(gr, gr + C, T(0));
-            continue;
-          }
-          // (softmax - onehot) * g / count, softmax = exp(x - lse); gr may be x's own row
-          const Batch<T> L(plse[n]), S(scale);
-          row_map2(px + n * C, px + n * C, gr, C, [L, S](Batch<T> xv, Batch<T>) { return xsimd::exp(xv - L) * S; });
-          gr[t[n]] -= scale;
-        }
-      });
-    });
-    if (in_place) x = Tensor();  // gx is now the only handle on the buffer
-    ctx.accumulate(0, std::move(gx));
-  });
+                CrossEntropyBackward{logits.detach(), targets.detach(), lse, count, ignore_index, N, C, op});
 }
 
 namespace kernels {

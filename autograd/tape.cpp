@@ -9,6 +9,9 @@
 #include "autograd/compact_grad.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 
 namespace tg {
 
@@ -72,12 +75,15 @@ struct GradCapture {
   }
 };
 thread_local GradCapture* t_capture = nullptr;
+/// True while a backward with create_graph runs: gradients are added with recorded ops, never in place.
+thread_local bool t_create_graph = false;
 
 [[noreturn]] void throw_freed(const char* op) {
   throw std::runtime_error(std::string("backward: '") + op +
-                           "' needs the gradient of a tensor whose graph was already freed (backward "
-                           "already ran through it, or tape::reset() was called). detach() values kept "
-                           "across steps.");
+                           "' needs the gradient of a tensor whose graph was already freed: trying to backward "
+                           "through the graph a second time (backward already ran through it, or tape::reset() "
+                           "was called). Specify retain_graph = true on the first backward to walk it again, "
+                           "or detach() values kept across steps.");
 }
 
 /// Whether nothing else holds `t` or its storage, so adding into it in place is invisible.
@@ -100,7 +106,8 @@ Tensor run_hooks(const AutogradMeta& meta, Tensor grad) {
 
 /// Adds `grad` to `slot` (a result of tg::grad, which the caller owns).
 void add_to_slot(Tensor& slot, Tensor grad) {
-  if (!slot.defined()) slot = owns_buffer(grad) ? std::move(grad) : grad.clone();
+  if (t_create_graph) slot = slot.defined() ? tg::add(slot, grad) : std::move(grad);  // graph tensors: no in-place
+  else if (!slot.defined()) slot = owns_buffer(grad) ? std::move(grad) : grad.clone();
   else kernels::add_inplace(slot, grad);
 }
 
@@ -173,6 +180,11 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
   }
   if (meta.post_accumulate) meta.post_accumulate->accumulated_pass = t_pass;
   densify(meta);
+  if (t_create_graph) {  // recorded additions: the gradients are graph tensors another op may hold
+    if (!meta.grad.defined()) meta.grad = (meta.is_leaf && !owns_buffer(grad)) ? grad.clone() : std::move(grad);
+    else meta.grad = tg::add(meta.grad, grad);
+    return;
+  }
   if (!meta.grad.defined()) {
     // A leaf's gradient outlives the pass and may be scaled in place (clipping), so it must own
     // its buffer; an intermediate gradient is read once and dropped, so it can alias.
@@ -250,6 +262,58 @@ void BackwardContext::accumulate_term(int i, const detail::GradTermRef& term) {
   accumulate_into(node.name, i, in, std::move(grad));
 }
 
+bool GradGraphContext::needs_grad(int i) const {
+  const Node& node = t_tape.nodes[node_];
+  return i >= 0 && static_cast<std::uint32_t>(i) < node.num_inputs && t_tape.inputs_of(node)[i].meta != nullptr;
+}
+
+int GradGraphContext::num_inputs() const { return static_cast<int>(t_tape.nodes[node_].num_inputs); }
+
+Shape GradGraphContext::input_shape(int i) const { return input_of(t_tape.nodes[node_], i).shape; }
+
+Tensor GradGraphContext::output(const Tensor& value) const {
+  const Node& node = t_tape.nodes[node_];
+  if (!value.defined())
+    throw std::logic_error(std::string("internal error in double backward of '") + node.name + "': output() of nothing");
+  auto impl = TensorImpl::make(*value.impl());
+  impl->meta = node.output;
+  return Tensor(std::move(impl));
+}
+
+Tensor GradGraphContext::input(int i, const Tensor& value) const {
+  const Node& node = t_tape.nodes[node_];
+  const NodeInput& in = input_of(const_cast<Node&>(node), i);
+  if (!value.defined() || !(value.shape() == in.shape) || value.dtype() != in.dtype)
+    throw std::logic_error(std::string("internal error in double backward of '") + node.name + "': input(" +
+                           std::to_string(i) + ") given a tensor that does not match that input");
+  auto impl = TensorImpl::make(*value.impl());
+  impl->meta = in.meta;  // null when the input does not require grad: a constant
+  return Tensor(std::move(impl));
+}
+
+void GradGraphContext::accumulate(int i, const Tensor& grad) {
+  Node& node = t_tape.nodes[node_];
+  NodeInput in = input_of(node, i);  // a copy: the additions below may grow the tape's arrays
+  if (!in.meta) return;
+  accumulate_into(node.name, i, in, grad);
+}
+
+void GradGraphContext::accumulate_sum_to(int i, const Tensor& grad) {
+  if (!needs_grad(i)) return;
+  const Shape target = input_shape(i);
+  if (grad.shape() == target) return accumulate(i, grad);
+  // Sum the leading dims the broadcast added, then the size-1 dims it stretched (keepdim).
+  const int lead = grad.dim() - target.size();
+  std::vector<std::int64_t> axes;
+  for (int d = 0; d < lead; ++d) axes.push_back(d);
+  Tensor g = axes.empty() ? grad : tg::sum(grad, IntList(axes), false);
+  axes.clear();
+  for (int d = 0; d < target.size(); ++d)
+    if (target[d] == 1 && g.shape()[d] != 1) axes.push_back(d);
+  if (!axes.empty()) g = tg::sum(g, IntList(axes), true);
+  accumulate(i, g);
+}
+
 void* BackwardFn::heap_allocate(std::size_t bytes) { return memory::allocate(bytes); }
 void BackwardFn::heap_free(void* p, std::size_t bytes) noexcept { memory::deallocate(p, bytes); }
 
@@ -311,12 +375,76 @@ class Engine {
   }
 
  public:
+  /// Runs node i's differentiable backward (create_graph).
+  static void run_graph(Tape& tape, std::int64_t i, Tensor grad_output, bool retain_graph) {
+    Node& node = tape.nodes[i];
+    if (!node.backward.has_graph())
+      throw std::runtime_error(std::string(node.name) +
+                               ": double backward (create_graph) is not supported: this op has no differentiable "
+                               "backward, so gradients of its gradient cannot be taken");
+    // Moved out while it runs: the ops it records may grow (and move) the node array.
+    BackwardFn fn = std::move(node.backward);
+    struct Restore {
+      Tape& tape;
+      std::int64_t i;
+      BackwardFn& fn;
+      ~Restore() { tape.nodes[i].backward = std::move(fn); }
+    } restore{tape, i, fn};
+    GradGraphContext ctx(static_cast<std::size_t>(i), std::move(grad_output), tape.nodes.size(), retain_graph);
+    fn.call_graph(ctx);
+  }
+
+  /// Walks nodes hi down to lo, each with a pending gradient passing it to its inputs.
+  /// `post`: leaves whose post-accumulate hooks run once the walk passes below their last node
+  /// (sorted by that node, ascending; run and popped here).
+  static void walk(Tape& tape, std::int64_t hi, std::int64_t lo, bool retain_graph, bool create_graph,
+                   GradCapture* capture, std::vector<std::shared_ptr<AutogradMeta>>* post = nullptr) {
+    for (std::int64_t i = hi; i >= lo; --i) {
+      while (post && !post->empty() && post->back()->post_accumulate->after > i) {
+        run_post_accumulate_hooks(*post->back());
+        post->pop_back();
+      }
+      Node& node = tape.nodes[i];
+      if (!node.alive || !node.output->grad.defined()) continue;  // not on a path from a root
+      AutogradMeta& out = *node.output;
+      Tensor grad_output = std::move(out.grad);
+      out.grad = Tensor();
+      if (!out.hooks.empty()) grad_output = run_hooks(out, std::move(grad_output));
+      if (out.retain_grad) out.retained_grad = grad_output;
+      if (capture)
+        if (const int k = capture->index_of(&out); k >= 0) add_to_slot(capture->grads[k], grad_output);
+      if (create_graph) {  // the hooks and the capture above may have recorded ops: look the node up again
+        if (!tape.nodes[i].backward)
+          throw std::logic_error(std::string("internal error: node '") + tape.nodes[i].name + "' has no backward closure");
+        run_graph(tape, i, std::move(grad_output), retain_graph);
+      } else {
+        if (!node.backward)
+          throw std::logic_error(std::string("internal error: node '") + node.name + "' has no backward closure");
+        BackwardContext ctx(&node, std::move(grad_output), retain_graph);
+        node.backward(ctx);
+      }
+      if (!retain_graph) release(tape, tape.nodes[i]);
+    }
+  }
+
+ public:
   /// Backward from roots[k] seeded with seeds[k]. With `capture`, the targets' gradients go there.
-  static void run(const Tensor* roots, const Tensor* seeds, std::size_t n, bool retain_graph, GradCapture* capture) {
-    struct CaptureScope {
-      explicit CaptureScope(GradCapture* c) { t_capture = c; }
-      ~CaptureScope() { t_capture = nullptr; }
-    } scope(capture);
+  static void run(const Tensor* roots, const Tensor* seeds, std::size_t n, bool retain_graph, bool create_graph,
+                  GradCapture* capture) {
+    struct Scope {  // capture target, create_graph flag and grad mode for this pass
+      GradCapture* capture;
+      bool create_graph, grad_mode;
+      Scope(GradCapture* c, bool cg) : capture(t_capture), create_graph(t_create_graph), grad_mode(t_grad_enabled) {
+        t_capture = c;
+        t_create_graph = cg;
+        t_grad_enabled = cg;  // the kernel closures compute with ops; none of that is recorded
+      }
+      ~Scope() {
+        t_capture = capture;
+        t_create_graph = create_graph;
+        t_grad_enabled = grad_mode;
+      }
+    };
     Tape& tape = t_tape;
     std::int64_t start = -1;
     for (std::size_t k = 0; k < n; ++k) {
@@ -330,12 +458,12 @@ class Engine {
                                     " does not match the tensor " + root.shape().str() + " " + std::string(dtype_name(root.dtype())));
       const AutogradMeta& meta = *root.impl()->meta;
       if (!meta.is_leaf && !tape.holds(meta))
-        throw std::runtime_error("backward: the graph of this tensor was already freed (backward already ran "
-                                 "through it, or tape::reset() was called); pass retain_graph = true to the "
-                                 "first backward to walk it again");
+        throw std::runtime_error("backward: trying to backward through the graph a second time: the graph of this "
+                                 "tensor was already freed (backward already ran through it, or tape::reset() was "
+                                 "called); specify retain_graph = true on the first backward to walk it again");
       if (!meta.is_leaf) start = std::max(start, meta.node);
     }
-    NoGradGuard no_grad;  // backward closures compute with ops; none of that is recorded
+    Scope scope(capture, create_graph);
     const std::uint64_t pass = ++t_pass;
     // Leaves with post-accumulate hooks, by the lowest node that can add to them (ascending): a
     // leaf's hooks run once the walk has passed that node.
@@ -358,31 +486,11 @@ class Engine {
     for (std::size_t k = 0; k < n; ++k) {
       NodeInput in{roots[k].impl()->meta, roots[k].shape(), roots[k].dtype()};
       if (in.meta->is_leaf) accumulate_into("backward", 0, in, seeds[k]);
-      else if (in.meta->grad.defined()) in.meta->grad = kernels::add(in.meta->grad, seeds[k]);  // a root twice
-      else in.meta->grad = seeds[k];
+      else if (!in.meta->grad.defined()) in.meta->grad = seeds[k];
+      else if (create_graph) in.meta->grad = tg::add(in.meta->grad, seeds[k]);  // a root twice
+      else in.meta->grad = kernels::add(in.meta->grad, seeds[k]);
     }
-    for (std::int64_t i = start; i >= 0; --i) {
-      while (!post.empty() && post.back()->post_accumulate->after > i) {
-        run_post_accumulate_hooks(*post.back());
-        post.pop_back();
-      }
-      Node& node = tape.nodes[i];
-      if (!node.alive || !node.output->grad.defined()) continue;  // not on a path from a root
-      AutogradMeta& out = *node.output;
-      Tensor grad_output = std::move(out.grad);
-      out.grad = Tensor();
-      if (!out.hooks.empty()) grad_output = run_hooks(out, std::move(grad_output));
-      if (out.retain_grad) out.retained_grad = grad_output;
-      if (capture)
-        if (const int k = capture->index_of(&out); k >= 0) add_to_slot(capture->grads[k], grad_output);
-      if (!node.backward)
-        throw std::logic_error(std::string("internal error: node '") + node.name + "' has no backward closure");
-      {
-        BackwardContext ctx(&node, std::move(grad_output), retain_graph);
-        node.backward(ctx);
-      }
-      if (!retain_graph) release(tape, node);
-    }
+    walk(tape, start, 0, retain_graph, create_graph, capture, post.empty() ? nullptr : &post);
     for (auto it = post.rbegin(); it != post.rend(); ++it) run_post_accumulate_hooks(**it);
     if (!capture)
       for (std::size_t k = 0; k < n; ++k) {  // a root that is itself a leaf and feeds no node
@@ -403,16 +511,39 @@ class Engine {
     }
     if (tape.live == 0) tape.clear();
   }
+
+  /// GradGraphContext::backward_through: the recomputed subgraph [ctx.first_new_, y's node] walked
+  /// from y seeded with the op's gradient; its inputs' gradients land where the op's would.
+  static void backward_through(GradGraphContext& ctx, const Tensor& y) {
+    Tape& tape = t_tape;
+    const Node& node = tape.nodes[ctx.node_];
+    const std::string op = node.name;
+    if (!y.defined() || !y.requires_grad() || y.is_leaf() || !tape.holds(*y.impl()->meta) ||
+        y.impl()->meta->node < static_cast<std::int64_t>(ctx.first_new_))
+      throw std::logic_error("internal error in double backward of '" + op +
+                             "': backward_through needs the output recomputed inside the closure");
+    if (!(y.shape() == ctx.grad_output_.shape()) || y.dtype() != ctx.grad_output_.dtype())
+      throw std::logic_error("internal error in double backward of '" + op + "': the recomputed output has shape " +
+                             y.shape().str() + ", the op's " + ctx.grad_output_.shape().str());
+    AutogradMeta& meta = *y.impl()->meta;
+    meta.grad = meta.grad.defined() ? tg::add(meta.grad, ctx.grad_output_) : ctx.grad_output_;
+    walk(tape, meta.node, static_cast<std::int64_t>(ctx.first_new_), ctx.retain_graph_, true, t_capture);
+  }
 };
 
+void GradGraphContext::backward_through(const Tensor& recomputed) { Engine::backward_through(*this, recomputed); }
+
 namespace detail {
-void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph) {
-  Engine::run(&root, &seed, 1, retain_graph, nullptr);
+void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph, bool create_graph) {
+  Engine::run(&root, &seed, 1, retain_graph, create_graph, nullptr);
 }
 }  // namespace detail
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options) {
+  const bool create_graph = options.create_graph;
+  const bool retain_graph = options.retain_graph.value_or(create_graph);
+  const bool allow_unused = options.allow_unused;
   if (outputs.empty()) throw std::invalid_argument("grad: no outputs");
   if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
     throw std::invalid_argument("grad: " + std::to_string(grad_outputs.size()) + " grad_outputs for " +
@@ -437,7 +568,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   }
   std::vector<Tensor> grads(inputs.size());
   GradCapture capture{targets, grads};
-  Engine::run(outputs.data(), seeds.data(), outputs.size(), retain_graph, &capture);
+  Engine::run(outputs.data(), seeds.data(), outputs.size(), retain_graph, create_graph, &capture);
   for (std::size_t k = 0; k < grads.size(); ++k)
     if (!grads[k].defined() && !allow_unused)
       throw std::invalid_argument("grad: input " + std::to_string(k) + " (shape " + inputs[k].shape().str() +

@@ -15,12 +15,18 @@
 // steady state: the closure is stored inline in the node (BackwardFn, up to 192 bytes of
 // captures), the inputs in an array the tape reuses, and tensors and autograd records come from
 // the caching allocator (autograd/memory.h).
+//
+// Higher-order gradients (create_graph): an op may pass a second closure to record(), its
+// differentiable backward, written with public tg ops on graph tensors (GradGraphContext below).
+// It is stored with the kernel closure in one BackwardFn and runs only in a backward with
+// create_graph; there the kernel closure does not run. See docs/extending.md.
 #include <cstddef>
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -56,6 +62,7 @@ struct AutogradMeta {
 };
 
 class BackwardContext;
+class GradGraphContext;
 
 /// An op's backward closure, like std::function<void(BackwardContext&)> but without its heap
 /// allocation: captures up to kInlineBytes (every op in this library) live inside the object;
@@ -86,6 +93,9 @@ class BackwardFn {
 
   explicit operator bool() const noexcept { return ops_ != nullptr; }
   void operator()(BackwardContext& ctx) { ops_->call(buf_, ctx); }
+  /// Whether the closure has a differentiable backward (a `graph(GradGraphContext&)` member).
+  bool has_graph() const noexcept { return ops_ != nullptr && ops_->call_graph != nullptr; }
+  void call_graph(GradGraphContext& ctx) { ops_->call_graph(buf_, ctx); }
 
   /// Replaces the closure with `f` (decayed copy or move).
   template <class F> void emplace(F&& f);
@@ -97,6 +107,7 @@ class BackwardFn {
  private:
   struct Ops {
     void (*call)(void* self, BackwardContext& ctx);
+    void (*call_graph)(void* self, GradGraphContext& ctx);  // null: no differentiable backward
     void (*move)(void* dst, void* src) noexcept;  // move-constructs dst from src, then destroys src
     void (*destroy)(void* self) noexcept;
   };
@@ -115,9 +126,23 @@ class BackwardFn {
   const Ops* ops_ = nullptr;
 };
 
+namespace detail {
+template <class C>
+concept HasGraph = requires(C& c, GradGraphContext& g) { c.graph(g); };
+template <class C> constexpr void (*graph_caller(bool heap))(void*, GradGraphContext&) {
+  if constexpr (HasGraph<C>) {
+    if (heap) return [](void* self, GradGraphContext& g) { (**static_cast<C**>(self)).graph(g); };
+    return [](void* self, GradGraphContext& g) { static_cast<C*>(self)->graph(g); };
+  } else {
+    return nullptr;
+  }
+}
+}  // namespace detail
+
 template <class C>
 inline const BackwardFn::Ops BackwardFn::kInline = {
     [](void* self, BackwardContext& ctx) { (*static_cast<C*>(self))(ctx); },
+    detail::graph_caller<C>(false),
     [](void* dst, void* src) noexcept {
       new (dst) C(std::move(*static_cast<C*>(src)));
       static_cast<C*>(src)->~C();
@@ -127,6 +152,7 @@ inline const BackwardFn::Ops BackwardFn::kInline = {
 template <class C>
 inline const BackwardFn::Ops BackwardFn::kHeap = {
     [](void* self, BackwardContext& ctx) { (**static_cast<C**>(self))(ctx); },
+    detail::graph_caller<C>(true),
     [](void* dst, void* src) noexcept { *static_cast<C**>(dst) = *static_cast<C**>(src); },
     [](void* self) noexcept {
       C* c = *static_cast<C**>(self);
@@ -223,6 +249,57 @@ void BackwardContext::accumulate(int i, const Term& term) {
   accumulate_term(i, ref);
 }
 
+/// What an op's differentiable backward sees in a backward with create_graph. Everything is a graph
+/// tensor and the closure computes with public tg ops (GradMode is on), so the gradients it
+/// delivers are themselves differentiable: their graph is what a second backward walks.
+class GradGraphContext {
+ public:
+  /// The gradient of the op's output; it requires grad when it depends on something that does.
+  const Tensor& grad_output() const { return grad_output_; }
+  /// False when input `i` does not require grad: the closure may skip it.
+  bool needs_grad(int i) const;
+  /// Shape of input `i` (for summing a broadcast gradient back to it).
+  Shape input_shape(int i) const;
+  int num_inputs() const;
+  /// The op's output as a graph tensor with the data of `value` (the output the closure saved),
+  /// so that a formula in terms of the output (tanh' = 1 - y²) differentiates through the op.
+  Tensor output(const Tensor& value) const;
+  /// Input i as a graph tensor with the data of `value` (a saved copy of that input, e.g. the
+  /// kernel closure's detached one), for a closure object that keeps one handle for both backwards.
+  Tensor input(int i, const Tensor& value) const;
+  /// Adds `grad` (input i's shape and dtype) to input i's gradient, recording the addition.
+  void accumulate(int i, const Tensor& grad);
+  /// Adds `grad` summed to input i's shape (the broadcast dimensions summed away).
+  void accumulate_sum_to(int i, const Tensor& grad);
+  /// For fused ops: `recomputed` is the op's output computed again, inside this closure, from the
+  /// op's inputs with composed public ops; its graph is walked with grad_output() as the seed, which
+  /// delivers every input's gradient (differentiable, since the composed ops have differentiable
+  /// backwards). Call it once, as the closure's only delivery.
+  void backward_through(const Tensor& recomputed);
+
+ private:
+  friend class Engine;
+  GradGraphContext(std::size_t node, Tensor grad_output, std::size_t first_new, bool retain_graph)
+      : node_(node), grad_output_(std::move(grad_output)), first_new_(first_new), retain_graph_(retain_graph) {}
+  std::size_t node_;  // an index: the tape's node array may grow while the closure records
+  Tensor grad_output_;
+  std::size_t first_new_;  // the first node recorded by this closure
+  bool retain_graph_;
+};
+
+namespace detail {
+/// An op's kernel closure and its differentiable backward, stored together in one BackwardFn.
+template <class F, class G> struct WithGraph {
+  F backward;
+  G graph_backward;
+  void operator()(BackwardContext& ctx) { backward(ctx); }
+  void graph(GradGraphContext& ctx) { graph_backward(ctx); }
+};
+template <class F, class G> WithGraph<std::decay_t<F>, std::decay_t<G>> with_graph(F&& f, G&& g) {
+  return {std::forward<F>(f), std::forward<G>(g)};
+}
+}  // namespace detail
+
 /// Whether ops are recorded on this thread (false inside NoGradGuard and during backward).
 struct GradMode {
   static bool enabled();
@@ -237,6 +314,20 @@ class NoGradGuard {
   ~NoGradGuard() { GradMode::set_enabled(previous_); }
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// RAII: ops are recorded while it lives, even inside a NoGradGuard (torch.enable_grad). For code
+/// that takes gradients itself when its caller turned recording off (a gradient penalty checked by
+/// gradcheck, whose finite-difference pass runs under NoGradGuard).
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : previous_(GradMode::enabled()) { GradMode::set_enabled(true); }
+  ~EnableGradGuard() { GradMode::set_enabled(previous_); }
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
 
  private:
   bool previous_;
@@ -297,19 +388,30 @@ void enable_post_accumulate_hooks();
 bool should_record(const Tensor* inputs, std::size_t n);
 /// Appends a node for `output` (given fresh autograd state in place) and returns its closure slot.
 BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n);
-void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph);
+void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph, bool create_graph = false);
 }  // namespace detail
+
+/// Options of tg::grad, as torch.autograd.grad's keywords.
+struct GradOptions {
+  /// Keep the graph for another backward; unset: the value of create_graph (as PyTorch).
+  std::optional<bool> retain_graph;
+  /// Record the backward itself, so the returned gradients are differentiable (higher-order
+  /// gradients). Every op on the way needs a differentiable backward; one without throws.
+  bool create_graph = false;
+  /// An input the outputs do not depend on gets an undefined gradient instead of an error.
+  bool allow_unused = false;
+};
 
 /// The gradients of `outputs` with respect to `inputs` (each requiring grad: leaves or op
 /// outputs), without touching any tensor's grad() (torch.autograd.grad). `grad_outputs` seeds each
 /// output (may be empty, or hold undefined entries, for one-element outputs: ones). The graph is
 /// freed unless `retain_graph`. An input the outputs do not depend on is an error unless
 /// `allow_unused`, which returns an undefined tensor for it. Hooks of the inputs and of the op
-/// outputs on the way run as in backward(). First-order only: the returned gradients do not
-/// require grad.
+/// outputs on the way run as in backward(). With create_graph the returned gradients are graph
+/// tensors (they require grad where they depend on something that does), so gradients of them can
+/// be taken: tg::grad(outputs, inputs, grad_outputs, {.create_graph = true}).
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
-                         bool allow_unused = false);
+                         const std::vector<Tensor>& grad_outputs = {}, const GradOptions& options = {});
 
 /// Records `output` as the result of op `name` applied to `inputs`, with its backward closure.
 /// Returns `output`, now requiring grad, or unchanged when nothing needs recording.
@@ -332,6 +434,31 @@ template <class F>
 Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, F&& backward) {
   if (!detail::should_record(inputs, n)) return output;
   detail::record_node(name, output, inputs, n).emplace(std::forward<F>(backward));
+  return output;
+}
+
+/// record() with a differentiable backward `graph_backward` (void(GradGraphContext&)) beside the
+/// kernel closure, used by backward with create_graph. It captures graph tensors (the op's inputs
+/// as given, not detached) and nothing the kernel closure does not already keep alive.
+template <class F, class G>
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, F&& backward, G&& graph_backward) {
+  if (!detail::should_record(inputs.begin(), inputs.size())) return output;
+  detail::record_node(name, output, inputs.begin(), inputs.size())
+      .emplace(detail::with_graph(std::forward<F>(backward), std::forward<G>(graph_backward)));
+  return output;
+}
+
+template <class F, class G>
+Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, F&& backward, G&& graph_backward) {
+  return record(name, std::move(output), inputs.data(), inputs.size(), std::forward<F>(backward),
+                std::forward<G>(graph_backward));
+}
+
+template <class F, class G>
+Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, F&& backward, G&& graph_backward) {
+  if (!detail::should_record(inputs, n)) return output;
+  detail::record_node(name, output, inputs, n)
+      .emplace(detail::with_graph(std::forward<F>(backward), std::forward<G>(graph_backward)));
   return output;
 }
 

@@ -269,16 +269,19 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   if (!is_floating(target)) return convert(*this, target);  // int64 / bool results have no gradient, as PyTorch
   const DType source = dtype();
-  return record("to", convert(*this, target), {*this}, [source](BackwardContext& ctx) {
-    ctx.accumulate(0, convert(ctx.grad_output(), source));
-  });
+  return record(
+      "to", convert(*this, target), {*this},
+      [source](BackwardContext& ctx) { ctx.accumulate(0, convert(ctx.grad_output(), source)); },
+      [source](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output().to(source)); });
 }
 
 Tensor Tensor::clone() const {
   check_defined("clone");
   Tensor y = Tensor::empty(shape(), dtype());
   y.copy_(*this);
-  return record("clone", y, {*this}, [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
+  return record(
+      "clone", y, {*this}, [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); },
+      [](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
 }
 
 Tensor Tensor::detach() const {
@@ -348,16 +351,17 @@ void Tensor::zero_grad() {
   }
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain, bool create_graph) const {
   check_defined("backward");
+  const bool retain_graph = retain.value_or(create_graph);
   if (!gradient.defined()) {
     if (numel() != 1)
       throw std::invalid_argument("backward: a gradient can be created implicitly only for a one-element "
                                   "output, got shape " + shape().str() + "; pass a seed gradient");
-    detail::run_backward(*this, Tensor::ones(shape(), dtype()), retain_graph);
+    detail::run_backward(*this, Tensor::ones(shape(), dtype()), retain_graph, create_graph);
     return;
   }
-  detail::run_backward(*this, gradient, retain_graph);  // checks the gradient's shape and dtype
+  detail::run_backward(*this, gradient, retain_graph, create_graph);  // checks the gradient's shape and dtype
 }
 
 namespace {

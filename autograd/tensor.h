@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -151,8 +152,11 @@ class Tensor {
   /// Reverse-mode pass seeded with d(objective)/d(this) = `gradient` (same shape; may be omitted
   /// for a one-element tensor: ones). Gradients accumulate into leaves' grad(). The graph is freed
   /// as it is walked unless `retain_graph`, which lets another backward (or tg::grad) run through
-  /// it again (torch.Tensor.backward).
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// it again (torch.Tensor.backward). With `create_graph` the backward is recorded too: the
+  /// gradients accumulated into leaves are graph tensors, so a second backward through them gives
+  /// second derivatives. `retain_graph` unset means the value of create_graph, as in PyTorch.
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   /// Registers `hook`, called with this tensor's gradient in every backward that reaches it: for a
   /// leaf, with each gradient before it is added to grad(); for an op's output, once with its whole
   /// gradient before it flows on to the op's inputs. Hooks run in registration order, each seeing

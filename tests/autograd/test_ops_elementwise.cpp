@@ -129,7 +129,7 @@ TEST(ElementwiseOps, ShapeAndDtypeErrorsNameTheOpAndShapes) {
 
 // ---- PyTorch's everyday elementwise ops: abs ... pow(Tensor, Tensor). Expected gradients at
 // non-differentiable points were read from torch 1.13.1 (derivatives.yaml). Second derivatives
-// (gradgradcheck) are not tested: backward records no graph in this engine.
+// (gradgradcheck) are in test_double_backward.cpp.
 namespace {
 using tg::testing::expect_error;
 

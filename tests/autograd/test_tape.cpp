@@ -396,15 +396,15 @@ TEST(Tape, GradMatchesBackwardAndChecksItsArguments) {
   Tensor x = Tensor::normal({3, 4}, 0, 1, gen, DType::f64).requires_grad_();
   Tensor w = Tensor::normal({4, 2}, 0, 1, gen, DType::f64).requires_grad_();
   Tensor y = sum(tanh(matmul(x, w)));
-  const std::vector<Tensor> g = tg::grad({y}, {x, w}, {}, /*retain_graph=*/true);
+  const std::vector<Tensor> g = tg::grad({y}, {x, w}, {}, {.retain_graph = true});
   y.backward();
   EXPECT_EQ(g[0].to_vector<double>(), x.grad().to_vector<double>());
   EXPECT_EQ(g[1].to_vector<double>(), w.grad().to_vector<double>());
 
   Tensor unused = vec({1}).requires_grad_();
   Tensor z = sum(x * 2.0);
-  EXPECT_THROW(tg::grad({z}, {unused}, {}, true), std::invalid_argument);
-  const std::vector<Tensor> g2 = tg::grad({z}, {x, unused}, {}, false, /*allow_unused=*/true);
+  EXPECT_THROW(tg::grad({z}, {unused}, {}, {.retain_graph = true}), std::invalid_argument);
+  const std::vector<Tensor> g2 = tg::grad({z}, {x, unused}, {}, {.allow_unused = true});
   EXPECT_TRUE(g2[0].defined());
   EXPECT_FALSE(g2[1].defined());
   EXPECT_THROW(tg::grad({sum(x * 1.0)}, {vec({1})}), std::invalid_argument);  // does not require grad

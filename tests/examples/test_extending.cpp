@@ -67,10 +67,13 @@ Tensor stable_softplus(const Tensor& x) {
     softplus_kernel(x.data<double>(), y.data<double>(), x.numel());
   // 3. Record it, the backward beside the forward: dL/dx = dL/dy * sigmoid(x). The closure captures
   //    x detached (its values, not its graph). Backward runs with recording off, so the ops used
-  //    in it (*, sigmoid) are plain computations.
-  return record("stable_softplus", y, {x}, [x = x.detach()](BackwardContext& ctx) {
-    ctx.accumulate(0, ctx.grad_output() * sigmoid(x));
-  });
+  //    in it (*, sigmoid) are plain computations. The second closure is the same formula on graph
+  //    tensors, run only by a backward with create_graph (recording on): it captures x itself, so
+  //    the gradient it delivers stays connected to x and can be differentiated again.
+  return record(
+      "stable_softplus", y, {x},
+      [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output() * sigmoid(x)); },
+      [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * sigmoid(x)); });
 }
 
 TEST(Softplus, Values) {
@@ -115,6 +118,16 @@ TEST(Softplus, MatchesTheCompositeOp) {
     EXPECT_NEAR(a[i], b[i], 1e-12);
     EXPECT_NEAR(ga[i], gb[i], 1e-12);
   }
+}
+
+TEST(Softplus, Gradgradcheck) {
+  Generator gen(2);
+  EXPECT_TRUE(gradgradcheck([](const std::vector<Tensor>& in) { return stable_softplus(in[0] * 3.0); },
+                            {rand64({2, 3}, gen)}));
+  // With create_graph, the gradient is itself differentiable: d/dx sigmoid(x) = sigmoid'(x).
+  const Tensor x = rand64({4}, gen);
+  const Tensor g = grad({sum(stable_softplus(x))}, {x}, {}, {.create_graph = true})[0];
+  EXPECT_TRUE(g.requires_grad());
 }
 
 }  // namespace tg::docs_example
