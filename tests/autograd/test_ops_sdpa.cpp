@@ -83,7 +83,7 @@ TEST(ScaledDotProductAttentionFused, EqualsTheCompositeOnOddSizesAndBlocks) {
   std::vector<std::pair<std::string, Sdpa>> cases = {
       {"1x1", {{1, 1}, {1, 1}, {1, 1}}},
       {"5x7", {{2, 5, 3}, {2, 7, 3}, {2, 7, 5}}},
-      {"blocks", {{2, 3, 70, 13}, {2, 3, 130, 13}, {2, 3, 130, 9}}},
+      {"blocks", {{2, 3, 140, 13}, {2, 3, 260, 13}, {2, 3, 260, 9}}},
       {"broadcast batch", {{2, 3, 67, 8}, {3, 65, 8}, {1, 3, 65, 4}, Tensor(), false, 0, 0.7}},
       {"causal L<S", {{2, 70, 16}, {2, 130, 16}, {2, 130, 16}, Tensor(), true}},
       {"causal L>S", {{1, 150, 16}, {1, 70, 16}, {1, 70, 16}, Tensor(), true}},
@@ -156,8 +156,8 @@ TEST(ScaledDotProductAttentionFused, Gradcheck) {
   EXPECT_GRADCHECK(sdpa(Tensor::normal({5, 7}, 0, 1, gen, DType::f64), false, 0.0), {q, k, v});
   EXPECT_GRADCHECK(sdpa(tg::tril(Tensor::ones({5, 7}, DType::i64), 1), false, 0.0), {q, k, v});
   EXPECT_GRADCHECK(sdpa(Tensor(), false, 0.4), {q, k, v});
-  // Broadcast: one key/value set for both batch entries; several key blocks (S = 70).
-  EXPECT_GRADCHECK(sdpa(Tensor(), false, 0.0), {r64({2, 3, 2}), r64({70, 2}), r64({70, 2})});
+  // Broadcast: one key/value set for both batch entries; two key blocks (S = 130).
+  EXPECT_GRADCHECK(sdpa(Tensor(), false, 0.0), {r64({2, 3, 2}), r64({130, 2}), r64({130, 2})});
 }
 
 TEST(ScaledDotProductAttentionFused, SameBitsWithOneAndTwoThreads) {
