@@ -1,6 +1,6 @@
-// Tiled attention on the CPU (contract in kernels/attention.h). Work is split in blocks of kBq
-// query rows and kBk keys; every product of two blocks is one call of the library's GEMM (small
-// enough to stay on the calling thread), and the softmax runs on the kBq x kBk block of scores
+// Tiled attention on the CPU (contract in kernels/attention.h). Work is split in blocks of bq
+// query rows and bk keys; every product of two blocks is one call of the library's GEMM (small
+// enough to stay on the calling thread), and the softmax runs on the bq x bk block of scores
 // between them, which stays in L1/L2. A row's arithmetic does not depend on how the blocks are
 // shared between threads, and the backward's partial query gradients (when the keys are split for
 // parallelism) are added in a fixed order, so results do not depend on the thread count.
@@ -22,9 +22,11 @@ namespace tg::kernels {
 namespace {
 
 template <class T> using Batch = xsimd::batch<T>;
-// 128 x 128: a float score block of 64 KiB stays in L2; measured a few % faster than 64 x 64 at
-// T = 128 and 512 (docs/performance.md).
-constexpr std::int64_t kBq = 128, kBk = 128;
+// Block sides: 128 x 128 (a float score block of 64 KiB stays in L2) measured a few % faster than
+// 64 x 64 at T = 128 and 512; causal attention takes 64 x 64, which wastes less on the diagonal
+// blocks, half of whose scores are masked (docs/performance.md).
+constexpr std::int64_t kMaxBlock = 128;
+std::int64_t block_side(bool causal) { return causal ? 64 : kMaxBlock; }
 // Aim for at least this many flops per parallel task (a TBB task costs a few microseconds).
 constexpr double kTaskFlops = 1e6;
 
@@ -86,29 +88,29 @@ void dropout_factors(const AttentionProblem<T>& p, std::uint64_t first, std::int
   }
 }
 
-// Sb (nq x nk, leading dim kBk) = scale q[i0:] k[j0:]ᵀ + mask, causal positions -inf.
+// Sb (nq x nk, leading dim bk) = scale q[i0:] k[j0:]ᵀ + mask, causal positions -inf.
 template <class T>
 void score_block(const AttentionProblem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t nq, std::int64_t j0,
-                 std::int64_t nk, T* Sb) {
+                 std::int64_t nk, T* Sb, std::int64_t bk) {
   gemm<T>(false, true, nq, nk, p.E, p.scale, p.q + p.q_off[bh] + i0 * p.E, p.E, p.k + p.k_off[bh] + j0 * p.E, p.E,
-          T(0), Sb, kBk);
+          T(0), Sb, bk);
   if (p.mask_kind == AttentionMaskKind::additive) {
     for (std::int64_t r = 0; r < nq; ++r) {
       const T* m = p.mask_add + p.mask_off[bh] + (i0 + r) * p.mask_sl + j0 * p.mask_ss;
-      T* s = Sb + r * kBk;
+      T* s = Sb + r * bk;
       for (std::int64_t c = 0; c < nk; ++c) s[c] += m[c * p.mask_ss];
     }
   } else if (p.mask_kind == AttentionMaskKind::allow) {
     for (std::int64_t r = 0; r < nq; ++r) {
       const std::int64_t* m = p.mask_allow + p.mask_off[bh] + (i0 + r) * p.mask_sl + j0 * p.mask_ss;
-      T* s = Sb + r * kBk;
+      T* s = Sb + r * bk;
       for (std::int64_t c = 0; c < nk; ++c)
         if (m[c * p.mask_ss] == 0) s[c] = kNegInf<T>;
     }
   }
   if (p.causal && j0 + nk - 1 > i0)
     for (std::int64_t r = 0; r < nq; ++r)
-      for (std::int64_t c = std::max<std::int64_t>(0, i0 + r + 1 - j0); c < nk; ++c) Sb[r * kBk + c] = kNegInf<T>;
+      for (std::int64_t c = std::max<std::int64_t>(0, i0 + r + 1 - j0); c < nk; ++c) Sb[r * bk + c] = kNegInf<T>;
 }
 
 std::int64_t task_grain(double unit_flops) {
@@ -119,24 +121,24 @@ std::int64_t task_grain(double unit_flops) {
 
 template <class T>
 void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
-  const std::int64_t L = p.L, S = p.S, Ev = p.Ev;
-  const std::int64_t nqb = (L + kBq - 1) / kBq;
-  const double unit_flops = 2.0 * double(std::min(L, kBq)) * double(S) * double(p.E + Ev);
+  const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
+  const std::int64_t nqb = (L + bq - 1) / bq;
+  const double unit_flops = 2.0 * double(std::min(L, bq)) * double(S) * double(p.E + Ev);
   parallel_for(p.BH * nqb, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<T> Sb(kBq * kBk), O(kBq * Ev), F(p.dropout_p > 0 ? kBk : 0);
-    T m[kBq], l[kBq];
+    std::vector<T> Sb(bq * bk), O(bq * Ev), F(p.dropout_p > 0 ? bk : 0);
+    T m[kMaxBlock], l[kMaxBlock];
     for (std::int64_t u = begin; u < end; ++u) {
-      const std::int64_t bh = u / nqb, i0 = (u % nqb) * kBq, nq = std::min(kBq, L - i0);
+      const std::int64_t bh = u / nqb, i0 = (u % nqb) * bq, nq = std::min(bq, L - i0);
       std::fill(m, m + nq, kNegInf<T>);
       std::fill(l, l + nq, T(0));
       std::fill(O.begin(), O.begin() + nq * Ev, T(0));
       // Causal: keys after the block's last row are masked for every row of it.
       const std::int64_t s_end = p.causal ? std::min(S, i0 + nq) : S;
-      for (std::int64_t j0 = 0; j0 < s_end; j0 += kBk) {
-        const std::int64_t nk = std::min(kBk, s_end - j0);
-        score_block(p, bh, i0, nq, j0, nk, Sb.data());
+      for (std::int64_t j0 = 0; j0 < s_end; j0 += bk) {
+        const std::int64_t nk = std::min(bk, s_end - j0);
+        score_block(p, bh, i0, nq, j0, nk, Sb.data(), bk);
         for (std::int64_t r = 0; r < nq; ++r) {
-          T* s = Sb.data() + r * kBk;
+          T* s = Sb.data() + r * bk;
           const T m_new = std::max(m[r], row_max(s, nk));
           const T m_use = m_new == kNegInf<T> ? T(0) : m_new;  // nothing allowed yet: all terms 0
           const T sum = exp_row(s, nk, m_use);
@@ -150,7 +152,7 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
             for (std::int64_t c = 0; c < nk; ++c) s[c] *= F[c];
           }
         }
-        gemm<T>(false, false, nq, Ev, nk, T(1), Sb.data(), kBk, p.v + p.v_off[bh] + j0 * Ev, Ev, T(1), O.data(), Ev);
+        gemm<T>(false, false, nq, Ev, nk, T(1), Sb.data(), bk, p.v + p.v_off[bh] + j0 * Ev, Ev, T(1), O.data(), Ev);
       }
       for (std::int64_t r = 0; r < nq; ++r) {
         const T inv = T(1) / l[r];  // l = 0 (no allowed key): 0 * inf = NaN, as PyTorch
@@ -164,8 +166,8 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
 
 template <class T>
 void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
-  const std::int64_t BH = p.BH, L = p.L, S = p.S, E = p.E, Ev = p.Ev;
-  const std::int64_t nqb = (L + kBq - 1) / kBq, nkb = (S + kBk - 1) / kBk;
+  const std::int64_t BH = p.BH, L = p.L, S = p.S, E = p.E, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
+  const std::int64_t nqb = (L + bq - 1) / bq, nkb = (S + bk - 1) / bk;
   // D = rowsum(dout * out): the softmax backward's Σ_j dP_ij P_ij (also with dropout).
   std::vector<T> D(static_cast<std::size_t>(BH * L));
   parallel_for(BH * L, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, Ev)), [&](std::int64_t b, std::int64_t e) {
@@ -185,9 +187,9 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   std::fill(dq, dq + BH * L * E, T(0));
   if (dk) std::fill(dk, dk + BH * S * E, T(0));
   if (dv) std::fill(dv, dv + BH * S * Ev, T(0));
-  const double unit_flops = 2.0 * double(L) * double(std::min(S, per * kBk)) * double(3 * E + 2 * Ev);
+  const double unit_flops = 2.0 * double(L) * double(std::min(S, per * bk)) * double(3 * E + 2 * Ev);
   parallel_for(BH * chunks, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<T> P(kBq * kBk), dP(kBq * kBk), F(p.dropout_p > 0 ? kBq * kBk : 0), Z(p.dropout_p > 0 ? kBq * kBk : 0);
+    std::vector<T> P(bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
     for (std::int64_t u = begin; u < end; ++u) {
       const std::int64_t bh = u / chunks, chunk = u % chunks;
       T* dQ = chunks == 1 ? dq + bh * L * E : parts.data() + (bh * chunks + chunk) * L * E;
@@ -195,40 +197,40 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
       const T* K = p.k + p.k_off[bh];
       const T* Q = p.q + p.q_off[bh];
       for (std::int64_t jb = chunk * per; jb < std::min(nkb, (chunk + 1) * per); ++jb) {
-        const std::int64_t j0 = jb * kBk, nk = std::min(kBk, S - j0);
-        for (std::int64_t qb = p.causal ? j0 / kBq : 0; qb < nqb; ++qb) {
-          const std::int64_t i0 = qb * kBq, nq = std::min(kBq, L - i0);
+        const std::int64_t j0 = jb * bk, nk = std::min(bk, S - j0);
+        for (std::int64_t qb = p.causal ? j0 / bq : 0; qb < nqb; ++qb) {
+          const std::int64_t i0 = qb * bq, nq = std::min(bq, L - i0);
           const T* dO = dout + (bh * L + i0) * Ev;
-          score_block(p, bh, i0, nq, j0, nk, P.data());
-          for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * kBk, nk, lse[bh * L + i0 + r]);
+          score_block(p, bh, i0, nq, j0, nk, P.data(), bk);
+          for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * bk, nk, lse[bh * L + i0 + r]);
           const T* Zp = P.data();
           if (p.dropout_p > 0) {
             for (std::int64_t r = 0; r < nq; ++r) {
-              T* f = F.data() + r * kBk;
+              T* f = F.data() + r * bk;
               dropout_factors(p, static_cast<std::uint64_t>((bh * L + i0 + r) * S + j0), nk, f);
-              for (std::int64_t c = 0; c < nk; ++c) Z[r * kBk + c] = P[r * kBk + c] * f[c];
+              for (std::int64_t c = 0; c < nk; ++c) Z[r * bk + c] = P[r * bk + c] * f[c];
             }
             Zp = Z.data();
           }
-          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, kBk, dO, Ev, T(1), dv + (bh * S + j0) * Ev, Ev);
-          gemm<T>(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), kBk);
+          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, bk, dO, Ev, T(1), dv + (bh * S + j0) * Ev, Ev);
+          gemm<T>(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), bk);
           for (std::int64_t r = 0; r < nq; ++r) {
             const T d = D[bh * L + i0 + r];
-            T* g = dP.data() + r * kBk;
-            const T* pr = P.data() + r * kBk;
+            T* g = dP.data() + r * bk;
+            const T* pr = P.data() + r * bk;
             if (p.mask_kind == AttentionMaskKind::allow && lse[bh * L + i0 + r] == kNegInf<T>) {
               // No allowed key: as the composite's masked_fill, nothing flows through masked scores
               // (the row's NaN weights still reach dv, as there).
               std::fill(g, g + nk, T(0));
             } else if (p.dropout_p > 0) {
-              const T* f = F.data() + r * kBk;
+              const T* f = F.data() + r * bk;
               for (std::int64_t c = 0; c < nk; ++c) g[c] = pr[c] * (g[c] * f[c] - d);
             } else {
               for (std::int64_t c = 0; c < nk; ++c) g[c] = pr[c] * (g[c] - d);
             }
           }
-          gemm<T>(false, false, nq, E, nk, p.scale, dP.data(), kBk, K + j0 * E, E, T(1), dQ + i0 * E, E);
-          if (dk) gemm<T>(true, false, nk, E, nq, p.scale, dP.data(), kBk, Q + i0 * E, E, T(1), dk + (bh * S + j0) * E, E);
+          gemm<T>(false, false, nq, E, nk, p.scale, dP.data(), bk, K + j0 * E, E, T(1), dQ + i0 * E, E);
+          if (dk) gemm<T>(true, false, nk, E, nq, p.scale, dP.data(), bk, Q + i0 * E, E, T(1), dk + (bh * S + j0) * E, E);
         }
       }
     }
