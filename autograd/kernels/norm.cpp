@@ -23,13 +23,21 @@ template <class T> using Batch = xsimd::batch<T>;
 constexpr std::int64_t kGrainElems = 16384;
 std::int64_t block_rows(std::int64_t n) { return std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(1, n)); }
 
+// Row sums with four accumulators: a single one would make each add wait for the previous (the
+// reductions were latency-bound at n = 512).
 template <class T>
 T row_sum(const T* x, std::int64_t n) {
   constexpr std::int64_t W = Batch<T>::size;
-  Batch<T> acc(T(0));
+  Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
   std::int64_t i = 0;
-  for (; i + W <= n; i += W) acc += Batch<T>::load_unaligned(x + i);
-  T s = xsimd::hadd(acc);
+  for (; i + 4 * W <= n; i += 4 * W) {
+    a0 += Batch<T>::load_unaligned(x + i);
+    a1 += Batch<T>::load_unaligned(x + i + W);
+    a2 += Batch<T>::load_unaligned(x + i + 2 * W);
+    a3 += Batch<T>::load_unaligned(x + i + 3 * W);
+  }
+  for (; i + W <= n; i += W) a0 += Batch<T>::load_unaligned(x + i);
+  T s = xsimd::hadd((a0 + a1) + (a2 + a3));
   for (; i < n; ++i) s += x[i];
   return s;
 }
@@ -39,13 +47,21 @@ template <class T>
 T row_centred_sq(const T* x, std::int64_t n, T c) {
   constexpr std::int64_t W = Batch<T>::size;
   const Batch<T> C(c);
-  Batch<T> acc(T(0));
+  Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
   std::int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const Batch<T> d0 = Batch<T>::load_unaligned(x + i) - C, d1 = Batch<T>::load_unaligned(x + i + W) - C;
+    const Batch<T> d2 = Batch<T>::load_unaligned(x + i + 2 * W) - C, d3 = Batch<T>::load_unaligned(x + i + 3 * W) - C;
+    a0 = xsimd::fma(d0, d0, a0);
+    a1 = xsimd::fma(d1, d1, a1);
+    a2 = xsimd::fma(d2, d2, a2);
+    a3 = xsimd::fma(d3, d3, a3);
+  }
   for (; i + W <= n; i += W) {
     const Batch<T> d = Batch<T>::load_unaligned(x + i) - C;
-    acc = xsimd::fma(d, d, acc);
+    a0 = xsimd::fma(d, d, a0);
   }
-  T s = xsimd::hadd(acc);
+  T s = xsimd::hadd((a0 + a1) + (a2 + a3));
   for (; i < n; ++i) s += (x[i] - c) * (x[i] - c);
   return s;
 }
@@ -80,19 +96,19 @@ template <class T>
 void backward_row(bool rms, const T* dy, const T* x, const T* w, T m, T r, T* dx, T* pdw, T* pdb, std::int64_t n) {
   constexpr std::int64_t W = Batch<T>::size;
   const Batch<T> M(m), R(r);
-  // Σ g and Σ g xhat, g = dy w
-  Batch<T> sg(T(0)), sgx(T(0));
+  // Σ g and Σ g xhat, g = dy w; two accumulators each (even and odd batches), as row_sum.
+  Batch<T> sg[2] = {Batch<T>(T(0)), Batch<T>(T(0))}, sgx[2] = {Batch<T>(T(0)), Batch<T>(T(0))};
   std::int64_t i = 0;
-  for (; i + W <= n; i += W) {
+  for (int a = 0; i + W <= n; i += W, a ^= 1) {
     Batch<T> g = Batch<T>::load_unaligned(dy + i);
     const Batch<T> xh = (Batch<T>::load_unaligned(x + i) - M) * R;
     if (pdw) xsimd::fma(g, xh, Batch<T>::load_unaligned(pdw + i)).store_unaligned(pdw + i);
     if (pdb) (Batch<T>::load_unaligned(pdb + i) + g).store_unaligned(pdb + i);
     if (w) g *= Batch<T>::load_unaligned(w + i);
-    sg += g;
-    sgx = xsimd::fma(g, xh, sgx);
+    sg[a] += g;
+    sgx[a] = xsimd::fma(g, xh, sgx[a]);
   }
-  T s_g = xsimd::hadd(sg), s_gx = xsimd::hadd(sgx);
+  T s_g = xsimd::hadd(sg[0] + sg[1]), s_gx = xsimd::hadd(sgx[0] + sgx[1]);
   for (std::int64_t j = i; j < n; ++j) {
     T g = dy[j];
     const T xh = (x[j] - m) * r;
