@@ -6,6 +6,11 @@
 // keeping (B, Q, K, H) per step alive until backward) and adds straight into the key gradient.
 // tanh is kernels::gate_tanh (rational in float32, see kernels/fast_math.h), the same function
 // forward and backward, so the recomputed values equal the forward's.
+//
+// scaled_dot_product_attention: argument checks, the mask's interpretation (mask_arg, the one
+// place that reads a mask's dtype) and the broadcast of batch dims into per-problem offsets are
+// here; the tiled kernels are in kernels/attention.cpp. The composite, kept as
+// scaled_dot_product_attention_composed, serves the attention weights and differentiable masks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -187,6 +192,15 @@ MaskArg mask_arg(const Tensor& attn_mask, DType dtype) {
   return {kernels::AttentionMaskKind::additive, attn_mask.detach().to(dtype)};
 }
 
+// The composite's form of an allow mask: nonzero where attention is blocked (masked_fill's sense).
+Tensor blocked_positions(const MaskArg& mask) {
+  Tensor blocked = Tensor::empty(mask.data.shape(), DType::i64);
+  const std::int64_t* m = mask.data.data<std::int64_t>();
+  std::int64_t* b = blocked.data<std::int64_t>();
+  for (std::int64_t i = 0; i < mask.data.numel(); ++i) b[i] = m[i] == 0;
+  return blocked;
+}
+
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - std::min(2, s.size())); }
 
 // Shapes and per-problem offsets of one call: the broadcast batch dims flattened to BH problems.
@@ -341,15 +355,9 @@ Tensor scaled_dot_product_attention_composed(const Tensor& query, const Tensor& 
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) scores = masked_fill(scores, triu(Tensor::ones({L, S}, DType::i64), 1), neg_inf);
   if (attn_mask.defined()) {
-    if (attn_mask.dtype() == DType::i64) {
-      Tensor blocked = Tensor::empty(attn_mask.shape(), DType::i64);  // masked_fill wants nonzero = blocked
-      const std::int64_t* m = attn_mask.data<std::int64_t>();
-      std::int64_t* b = blocked.data<std::int64_t>();
-      for (std::int64_t i = 0; i < attn_mask.numel(); ++i) b[i] = m[i] == 0;
-      scores = masked_fill(scores, blocked, neg_inf);
-    } else {
-      scores = scores + attn_mask;
-    }
+    const MaskArg mask = mask_arg(attn_mask, scores.dtype());
+    if (mask.kind == kernels::AttentionMaskKind::allow) scores = masked_fill(scores, blocked_positions(mask), neg_inf);
+    else scores = scores + attn_mask;  // the caller's tensor: a mask that requires grad gets one
   }
   Tensor attn = softmax(scores, -1);
   if (weights) *weights = attn;

@@ -107,10 +107,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
-  if (x.defined() && is_floating(x.dtype()))
-    return norm_impl("rms_norm", true, x, normalized_shape, weight, Tensor(), rms_eps(x, eps));
-  check_norm("rms_norm", x, normalized_shape, weight, Tensor());  // throws
-  return Tensor();
+  check_norm("rms_norm", x, normalized_shape, weight, Tensor());  // before reading x's dtype for eps
+  return norm_impl("rms_norm", true, x, normalized_shape, weight, Tensor(), rms_eps(x, eps));
 }
 
 Tensor layer_norm_composed(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
