@@ -15,6 +15,7 @@
 
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
 #include "autograd/random.h"
 
 namespace tg::kernels {
@@ -125,7 +126,7 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
   const std::int64_t nqb = (L + bq - 1) / bq;
   const double unit_flops = 2.0 * double(std::min(L, bq)) * double(S) * double(p.E + Ev);
   parallel_for(p.BH * nqb, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<T> Sb(bq * bk), O(bq * Ev), F(p.dropout_p > 0 ? bk : 0);
+    PooledVector<T> Sb(bq * bk), O(bq * Ev), F(p.dropout_p > 0 ? bk : 0);
     T m[kMaxBlock], l[kMaxBlock];
     for (std::int64_t u = begin; u < end; ++u) {
       const std::int64_t bh = u / nqb, i0 = (u % nqb) * bq, nq = std::min(bq, L - i0);
@@ -169,7 +170,7 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   const std::int64_t BH = p.BH, L = p.L, S = p.S, E = p.E, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
   const std::int64_t nqb = (L + bq - 1) / bq, nkb = (S + bk - 1) / bk;
   // D = rowsum(dout * out): the softmax backward's Σ_j dP_ij P_ij (also with dropout).
-  std::vector<T> D(static_cast<std::size_t>(BH * L));
+  PooledVector<T> D(static_cast<std::size_t>(BH * L));
   parallel_for(BH * L, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, Ev)), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       T s = 0;
@@ -183,13 +184,13 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   const std::int64_t want = std::clamp<std::int64_t>((16 + BH - 1) / std::max<std::int64_t>(BH, 1), 1, std::max<std::int64_t>(nkb, 1));
   const std::int64_t per = std::max<std::int64_t>(1, (nkb + want - 1) / want);
   const std::int64_t chunks = std::max<std::int64_t>(1, (nkb + per - 1) / per);
-  std::vector<T> parts(chunks > 1 ? static_cast<std::size_t>(BH * chunks * L * E) : 0, T(0));
+  PooledVector<T> parts(chunks > 1 ? static_cast<std::size_t>(BH * chunks * L * E) : 0, T(0));
   std::fill(dq, dq + BH * L * E, T(0));
   if (dk) std::fill(dk, dk + BH * S * E, T(0));
   if (dv) std::fill(dv, dv + BH * S * Ev, T(0));
   const double unit_flops = 2.0 * double(L) * double(std::min(S, per * bk)) * double(3 * E + 2 * Ev);
   parallel_for(BH * chunks, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<T> P(bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
+    PooledVector<T> P(bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
     for (std::int64_t u = begin; u < end; ++u) {
       const std::int64_t bh = u / chunks, chunk = u % chunks;
       T* dQ = chunks == 1 ? dq + bh * L * E : parts.data() + (bh * chunks + chunk) * L * E;

@@ -10,6 +10,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
 
 namespace tg::kernels {
 
@@ -150,14 +151,14 @@ void norm_backward(bool rms, const T* dy, const T* x, const T* w, const T* mean,
                    T* db, std::int64_t rows, std::int64_t n) {
   const std::int64_t per = block_rows(n), blocks = (rows + per - 1) / per;
   // Per block partial sums of dw and db, added in block order below.
-  std::vector<T> part_w(dw ? static_cast<std::size_t>(blocks * n) : 0), part_b(db ? static_cast<std::size_t>(blocks * n) : 0);
+  PooledVector<T> part_w(dw ? static_cast<std::size_t>(blocks * n) : 0), part_b(db ? static_cast<std::size_t>(blocks * n) : 0);
   parallel_for(blocks, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t k = begin; k < end; ++k)
       for (std::int64_t r = k * per; r < std::min(rows, (k + 1) * per); ++r)
         backward_row(rms, dy + r * n, x + r * n, w, mean ? mean[r] : T(0), rstd[r], dx ? dx + r * n : nullptr,
                      dw ? part_w.data() + k * n : nullptr, db ? part_b.data() + k * n : nullptr, n);
   });
-  for (auto [out, part] : {std::pair<T*, const std::vector<T>*>{dw, &part_w}, {db, &part_b}}) {
+  for (auto [out, part] : {std::pair<T*, const PooledVector<T>*>{dw, &part_w}, {db, &part_b}}) {
     if (!out) continue;
     std::fill(out, out + n, T(0));
     for (std::int64_t k = 0; k < blocks; ++k)
