@@ -307,8 +307,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     Generator* gen, Tensor* weights) {
   check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, gen);
   // The weights are the L x S matrix the tiled kernel avoids; a mask that wants a gradient needs
-  // the scores' gradient: both take the composed path.
-  if (weights || (attn_mask.defined() && attn_mask.requires_grad()))
+  // the scores' gradient: both take the composed path, as do empty keys (an empty sum, not NaN).
+  if (weights || (attn_mask.defined() && attn_mask.requires_grad()) || key.size(-2) == 0 || key.size(-1) == 0)
     return scaled_dot_product_attention_composed(query, key, value, attn_mask, dropout_p, is_causal, scale, gen, weights);
   if (!is_floating(query.dtype()) || key.dtype() != query.dtype() || value.dtype() != query.dtype())
     sdpa_fail("expects query, key and value of one floating dtype, got " + std::string(dtype_name(query.dtype())) + ", " +

@@ -203,3 +203,14 @@ TEST(ScaledDotProductAttentionFused, ErrorsNameTheOpAndTheShapes) {
   expect_error([&] { tg::scaled_dot_product_attention(q, k, Tensor::zeros({2, 7, 3})); },
                {"scaled_dot_product_attention", "length", "[2, 7, 3]"});
 }
+
+TEST(ScaledDotProductAttentionFused, EmptyKeysAndEmptyQueries) {
+  Generator gen(37);
+  const Tensor q = Tensor::normal({2, 3, 4}, 0, 1, gen, DType::f64);
+  // No keys: the composite's empty sum (zeros), as torch's composite gives.
+  const Tensor none = tg::scaled_dot_product_attention(q, Tensor::zeros({2, 0, 4}, DType::f64), Tensor::zeros({2, 0, 5}, DType::f64));
+  EXPECT_EQ(none.shape(), (Shape{2, 3, 5}));
+  EXPECT_LT(max_abs_diff(none, Tensor::zeros({2, 3, 5}, DType::f64)), 1e-300);
+  const Tensor k = Tensor::normal({2, 6, 4}, 0, 1, gen, DType::f64);
+  EXPECT_EQ(tg::scaled_dot_product_attention(Tensor::zeros({2, 0, 4}, DType::f64), k, k).shape(), (Shape{2, 0, 4}));
+}
