@@ -165,3 +165,30 @@ TEST(LayerNormOp, ErrorsNameTheOpAndTheShapes) {
   expect_error([&] { tg::rms_norm(x, Shape{5, 4}); }, {"rms_norm", "[2, 3, 4]", "[5, 4]"});
   expect_error([&] { tg::rms_norm_composed(x, {4}, Tensor::ones({2})); }, {"rms_norm", "weight", "[2]"});
 }
+
+TEST(LayerNormOp, GradientsOfTheParametersAloneAndOfXAlone) {
+  Generator gen(26);
+  for (const bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "rms_norm" : "layer_norm");
+    const Tensor x = Tensor::normal({6, 9}, 0, 1, gen, DType::f64);  // no gradient
+    const Tensor w = Tensor::normal({9}, 1, 0.3, gen, DType::f64).requires_grad_();
+    const Tensor r = Tensor::normal({6, 9}, 0, 1, gen, DType::f64);
+    auto grad_w = [&](bool fused) {
+      Tensor(w).zero_grad();
+      const Tensor y = rms ? (fused ? tg::rms_norm(x, {9}, w) : tg::rms_norm_composed(x, {9}, w))
+                           : (fused ? tg::layer_norm(x, {9}, w) : tg::layer_norm_composed(x, {9}, w));
+      tg::sum(y * r).backward();
+      return w.grad();
+    };
+    EXPECT_LT(max_abs_diff(grad_w(true), grad_w(false)), 1e-12);
+    const Tensor xg = x.detach().clone().requires_grad_(), wc = w.detach();  // weight without gradient
+    auto grad_x = [&](bool fused) {
+      Tensor(xg).zero_grad();
+      const Tensor y = rms ? (fused ? tg::rms_norm(xg, {9}, wc) : tg::rms_norm_composed(xg, {9}, wc))
+                           : (fused ? tg::layer_norm(xg, {9}, wc) : tg::layer_norm_composed(xg, {9}, wc));
+      tg::sum(y * r).backward();
+      return xg.grad();
+    };
+    EXPECT_LT(max_abs_diff(grad_x(true), grad_x(false)), 1e-12);
+  }
+}

@@ -214,3 +214,21 @@ TEST(ScaledDotProductAttentionFused, EmptyKeysAndEmptyQueries) {
   const Tensor k = Tensor::normal({2, 6, 4}, 0, 1, gen, DType::f64);
   EXPECT_EQ(tg::scaled_dot_product_attention(Tensor::zeros({2, 0, 4}, DType::f64), k, k).shape(), (Shape{2, 0, 4}));
 }
+
+TEST(ScaledDotProductAttentionFused, GradientOfValueOrKeyAlone) {
+  Generator gen(38);
+  const Tensor q = Tensor::normal({2, 5, 3}, 0, 1, gen, DType::f64), k0 = Tensor::normal({2, 7, 3}, 0, 1, gen, DType::f64);
+  const Tensor v0 = Tensor::normal({2, 7, 4}, 0, 1, gen, DType::f64), r = Tensor::normal({2, 5, 4}, 0, 1, gen, DType::f64);
+  for (const int which : {1, 2}) {
+    const Tensor k = which == 1 ? k0.detach().clone().requires_grad_() : k0;
+    const Tensor v = which == 2 ? v0.detach().clone().requires_grad_() : v0;
+    const Tensor& leaf = which == 1 ? k : v;
+    auto grad = [&](bool fused) {
+      Tensor(leaf).zero_grad();
+      const auto op = fused ? tg::scaled_dot_product_attention : tg::scaled_dot_product_attention_composed;
+      tg::sum(op(q, k, v, Tensor(), 0.0, true, 0.0, nullptr, nullptr) * r).backward();
+      return leaf.grad();
+    };
+    EXPECT_LT(max_abs_diff(grad(true), grad(false)), 1e-12) << "input " << which;
+  }
+}
