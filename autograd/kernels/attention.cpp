@@ -171,7 +171,8 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   const std::int64_t nqb = (L + bq - 1) / bq, nkb = (S + bk - 1) / bk;
   // D = rowsum(dout * out): the softmax backward's Σ_j dP_ij P_ij (also with dropout).
   PooledVector<T> D(static_cast<std::size_t>(BH * L));
-  parallel_for(BH * L, std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, Ev)), [&](std::int64_t b, std::int64_t e) {
+  const std::int64_t row_grain = std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(1, Ev));
+  parallel_for(BH * L, row_grain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t r = b; r < e; ++r) {
       T s = 0;
       for (std::int64_t c = 0; c < Ev; ++c) s += dout[r * Ev + c] * out[r * Ev + c];
@@ -181,7 +182,8 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   // Keys split in `chunks` per problem when there are few problems, so that tasks exist for every
   // thread; each chunk adds to its own partial dq, summed in chunk order below. The split depends
   // on the sizes only, not on the thread count.
-  const std::int64_t want = std::clamp<std::int64_t>((16 + BH - 1) / std::max<std::int64_t>(BH, 1), 1, std::max<std::int64_t>(nkb, 1));
+  const std::int64_t want =
+      std::clamp<std::int64_t>((16 + BH - 1) / std::max<std::int64_t>(BH, 1), 1, std::max<std::int64_t>(nkb, 1));
   const std::int64_t per = std::max<std::int64_t>(1, (nkb + want - 1) / want);
   const std::int64_t chunks = std::max<std::int64_t>(1, (nkb + per - 1) / per);
   PooledVector<T> parts(chunks > 1 ? static_cast<std::size_t>(BH * chunks * L * E) : 0, T(0));
