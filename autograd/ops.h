@@ -7,6 +7,7 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
+#include "autograd/ops_norm.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_rnn.h"
 #include "autograd/ops_shape.h"

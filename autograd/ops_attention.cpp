@@ -6,6 +6,11 @@
 // keeping (B, Q, K, H) per step alive until backward) and adds straight into the key gradient.
 // tanh is kernels::gate_tanh (rational in float32, see kernels/fast_math.h), the same function
 // forward and backward, so the recomputed values equal the forward's.
+//
+// scaled_dot_product_attention: argument checks, the mask's interpretation (mask_arg, the one
+// place that reads a mask's dtype) and the broadcast of batch dims into per-problem offsets are
+// here; the tiled kernels are in kernels/attention.cpp. The composite, kept as
+// scaled_dot_product_attention_composed, serves the attention weights and differentiable masks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,9 +20,11 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "autograd/kernels/attention.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/kernels/reduce.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
@@ -151,31 +158,211 @@ Tensor additive_attention_scores(const Tensor& query, const Tensor& keys, const 
   });
 }
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
-                                    Generator* gen, Tensor* weights) {
-  auto fail = [&](const std::string& why) {
-    throw std::invalid_argument("scaled_dot_product_attention: " + why + ": query " + query.shape().str() + ", key " +
-                                key.shape().str() + ", value " + value.shape().str() +
-                                (attn_mask.defined() ? ", attn_mask " + attn_mask.shape().str() : std::string()));
-  };
+namespace {
+
+constexpr const char* kSdpa = "scaled_dot_product_attention";
+
+[[noreturn]] void sdpa_fail(const std::string& why, const Tensor& query, const Tensor& key, const Tensor& value,
+                            const Tensor& attn_mask) {
+  throw std::invalid_argument(std::string(kSdpa) + ": " + why + ": query " + query.shape().str() + ", key " +
+                              key.shape().str() + ", value " + value.shape().str() +
+                              (attn_mask.defined() ? ", attn_mask " + attn_mask.shape().str() : std::string()));
+}
+
+void check_sdpa(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask, double dropout_p,
+                bool is_causal, const Generator* gen) {
+  auto fail = [&](const std::string& why) { sdpa_fail(why, query, key, value, attn_mask); };
+  if (!query.defined() || !key.defined() || !value.defined())
+    throw std::invalid_argument(std::string(kSdpa) + ": query, key and value must be defined");
   if (query.dim() < 2 || key.dim() < 2 || value.dim() < 2) fail("query, key and value need at least 2 dims");
   if (query.size(-1) != key.size(-1)) fail("query and key differ in their last dim");
   if (key.size(-2) != value.size(-2)) fail("key and value differ in length");
   if (!(dropout_p >= 0.0 && dropout_p < 1.0)) fail("dropout_p must be in [0, 1)");
   if (dropout_p > 0.0 && gen == nullptr) fail("dropout_p > 0 needs a generator");
   if (is_causal && attn_mask.defined()) fail("is_causal and attn_mask together");
+}
+
+// The mask in the kernel's terms and the tensor it reads: the one place where a mask's dtype is
+// interpreted (bool: true = may attend, read as i64; i64: nonzero = may attend; floating: added to
+// the scores).
+struct MaskArg {
+  kernels::AttentionMaskKind kind = kernels::AttentionMaskKind::none;
+  Tensor data;
+};
+
+MaskArg mask_arg(const Tensor& attn_mask, DType dtype) {
+  if (!attn_mask.defined()) return {};
+  if (attn_mask.dtype() == DType::i64) return {kernels::AttentionMaskKind::allow, attn_mask.detach()};
+  if (attn_mask.dtype() == DType::b8) return {kernels::AttentionMaskKind::allow, attn_mask.detach().to(DType::i64)};
+  return {kernels::AttentionMaskKind::additive, attn_mask.detach().to(dtype)};
+}
+
+// The composite's form of an allow mask: nonzero where attention is blocked (masked_fill's sense).
+Tensor blocked_positions(const MaskArg& mask) {
+  Tensor blocked = Tensor::empty(mask.data.shape(), DType::i64);
+  const std::int64_t* m = mask.data.data<std::int64_t>();
+  std::int64_t* b = blocked.data<std::int64_t>();
+  for (std::int64_t i = 0; i < mask.data.numel(); ++i) b[i] = m[i] == 0;
+  return blocked;
+}
+
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - std::min(2, s.size())); }
+
+// Shapes and per-problem offsets of one call: the broadcast batch dims flattened to BH problems.
+struct SdpaLayout {
+  Shape batch;  // broadcast batch dims
+  std::int64_t BH = 1, L = 0, S = 0, E = 0, Ev = 0;
+  std::vector<std::int64_t> q_off, k_off, v_off, m_off;
+  std::int64_t m_sl = 0, m_ss = 0;
+};
+
+SdpaLayout sdpa_layout(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask) {
+  SdpaLayout lay;
+  lay.L = q.size(-2);
+  lay.S = k.size(-2);
+  lay.E = q.size(-1);
+  lay.Ev = v.size(-1);
+  try {
+    lay.batch = broadcast_shapes(kSdpa, broadcast_shapes(kSdpa, batch_of(q.shape()), batch_of(k.shape())), batch_of(v.shape()));
+    if (mask.defined()) lay.batch = broadcast_shapes(kSdpa, lay.batch, batch_of(mask.shape()));
+  } catch (const std::invalid_argument&) {
+    sdpa_fail("batch dims do not broadcast", q, k, v, mask);
+  }
+  Shape full = lay.batch;
+  full.push_back(lay.L);
+  full.push_back(lay.S);
+  if (mask.defined()) {
+    bool ok = mask.dim() <= full.size();
+    for (int i = 1; ok && i <= std::min(2, mask.dim()); ++i)
+      ok = mask.shape()[mask.dim() - i] == 1 || mask.shape()[mask.dim() - i] == full[full.size() - i];
+    if (!ok) sdpa_fail("attn_mask does not broadcast to (..., L, S) = " + full.str(), q, k, v, mask);
+  }
+  lay.BH = lay.batch.numel();
+  const int nb = lay.batch.size();
+  std::int64_t qs[Shape::kMaxDims], ks[Shape::kMaxDims], vs[Shape::kMaxDims], ms[Shape::kMaxDims];
+  broadcast_strides(batch_of(q.shape()), lay.batch, qs);
+  broadcast_strides(batch_of(k.shape()), lay.batch, ks);
+  broadcast_strides(batch_of(v.shape()), lay.batch, vs);
+  if (mask.defined()) {
+    broadcast_strides(mask.shape(), full, ms);
+    lay.m_sl = ms[nb];
+    lay.m_ss = ms[nb + 1];
+  }
+  for (auto* o : {&lay.q_off, &lay.k_off, &lay.v_off, &lay.m_off}) o->resize(static_cast<std::size_t>(lay.BH));
+  std::int64_t idx[Shape::kMaxDims] = {};
+  for (std::int64_t bh = 0; bh < lay.BH; ++bh) {
+    std::int64_t oq = 0, ok = 0, ov = 0, om = 0;
+    for (int d = 0; d < nb; ++d) {
+      oq += idx[d] * qs[d];
+      ok += idx[d] * ks[d];
+      ov += idx[d] * vs[d];
+      if (mask.defined()) om += idx[d] * ms[d];
+    }
+    lay.q_off[bh] = oq * lay.L * lay.E;
+    lay.k_off[bh] = ok * lay.S * lay.E;
+    lay.v_off[bh] = ov * lay.S * lay.Ev;
+    lay.m_off[bh] = om;
+    for (int d = nb - 1; d >= 0; --d) {  // next multi-index, row-major
+      if (++idx[d] < lay.batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return lay;
+}
+
+template <class T>
+kernels::AttentionProblem<T> sdpa_problem(const SdpaLayout& lay, const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const MaskArg& mask, double scale, bool causal, double dropout_p,
+                                          std::uint64_t seed) {
+  kernels::AttentionProblem<T> p;
+  p.BH = lay.BH;
+  p.L = lay.L;
+  p.S = lay.S;
+  p.E = lay.E;
+  p.Ev = lay.Ev;
+  p.q = q.data<T>();
+  p.k = k.data<T>();
+  p.v = v.data<T>();
+  p.q_off = lay.q_off.data();
+  p.k_off = lay.k_off.data();
+  p.v_off = lay.v_off.data();
+  p.scale = static_cast<T>(scale);
+  p.causal = causal;
+  p.mask_kind = mask.kind;
+  if (mask.kind == kernels::AttentionMaskKind::additive) p.mask_add = mask.data.data<T>();
+  if (mask.kind == kernels::AttentionMaskKind::allow) p.mask_allow = mask.data.data<std::int64_t>();
+  p.mask_off = lay.m_off.data();
+  p.mask_sl = lay.m_sl;
+  p.mask_ss = lay.m_ss;
+  p.dropout_p = dropout_p;
+  p.seed = seed;
+  return p;
+}
+
+Shape with_last2(Shape s, std::int64_t a, std::int64_t b) {
+  s.push_back(a);
+  s.push_back(b);
+  return s;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
+                                    Generator* gen, Tensor* weights) {
+  check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, gen);
+  // The weights are the L x S matrix the tiled kernel avoids; a mask that wants a gradient needs
+  // the scores' gradient: both take the composed path, as do empty keys (an empty sum, not NaN).
+  if (weights || (attn_mask.defined() && attn_mask.requires_grad()) || key.size(-2) == 0 || key.size(-1) == 0)
+    return scaled_dot_product_attention_composed(query, key, value, attn_mask, dropout_p, is_causal, scale, gen, weights);
+  if (!is_floating(query.dtype()) || key.dtype() != query.dtype() || value.dtype() != query.dtype())
+    sdpa_fail("expects query, key and value of one floating dtype, got " + std::string(dtype_name(query.dtype())) + ", " +
+                  std::string(dtype_name(key.dtype())) + ", " + std::string(dtype_name(value.dtype())),
+              query, key, value, attn_mask);
+  const MaskArg mask = mask_arg(attn_mask, query.dtype());
+  const SdpaLayout lay = sdpa_layout(query, key, value, mask.data);
+  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(lay.E));
+  const std::uint64_t seed = dropout_p > 0.0 ? gen->next_u64() : 0;  // one draw, as tg::dropout
+  Tensor out = Tensor::empty(with_last2(lay.batch, lay.L, lay.Ev), query.dtype());
+  Tensor lse = Tensor::empty(Shape{lay.BH * lay.L}, query.dtype());
+  kernels::dispatch_floating(kSdpa, query.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::attention_forward(sdpa_problem<T>(lay, query, key, value, mask, s, is_causal, dropout_p, seed),
+                               out.data<T>(), lse.data<T>());
+  });
+  return record(kSdpa, out, {query, key, value},
+                [q = query.detach(), k = key.detach(), v = value.detach(), m = mask.data, kind = mask.kind,
+                 o = out.detach(), lse, s, is_causal, dropout_p, seed](BackwardContext& ctx) {
+    const SdpaLayout lay = sdpa_layout(q, k, v, m);
+    const Tensor& g = ctx.grad_output();
+    Tensor dq = Tensor::empty(with_last2(lay.batch, lay.L, lay.E), q.dtype());
+    Tensor dk = ctx.needs_grad(1) ? Tensor::empty(with_last2(lay.batch, lay.S, lay.E), q.dtype()) : Tensor();
+    Tensor dv = ctx.needs_grad(2) ? Tensor::empty(with_last2(lay.batch, lay.S, lay.Ev), q.dtype()) : Tensor();
+    kernels::dispatch_floating(kSdpa, q.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      kernels::attention_backward(sdpa_problem<T>(lay, q, k, v, MaskArg{kind, m}, s, is_causal, dropout_p, seed),
+                                  o.data<T>(), lse.data<T>(), g.data<T>(), dq.data<T>(),
+                                  dk.defined() ? dk.data<T>() : nullptr, dv.defined() ? dv.data<T>() : nullptr);
+    });
+    if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(dq, q.shape()));
+    if (dk.defined()) ctx.accumulate(1, kernels::sum_to(dk, k.shape()));
+    if (dv.defined()) ctx.accumulate(2, kernels::sum_to(dv, v.shape()));
+  });
+}
+
+Tensor scaled_dot_product_attention_composed(const Tensor& query, const Tensor& key, const Tensor& value,
+                                             const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
+                                             Generator* gen, Tensor* weights) {
+  check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, gen);
   const std::int64_t L = query.size(-2), S = key.size(-2);
   const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   Tensor scores = matmul(query, transpose(key, -2, -1)) * s;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) scores = masked_fill(scores, triu(Tensor::ones({L, S}, DType::i64), 1), neg_inf);
   if (attn_mask.defined()) {
-    if (!is_floating(attn_mask.dtype())) {
-      scores = masked_fill(scores, logical_not(attn_mask), neg_inf);  // masked_fill wants true = blocked
-    } else {
-      scores = scores + attn_mask;
-    }
+    const MaskArg mask = mask_arg(attn_mask, scores.dtype());
+    if (mask.kind == kernels::AttentionMaskKind::allow) scores = masked_fill(scores, blocked_positions(mask), neg_inf);
+    else scores = scores + attn_mask;  // the caller's tensor: a mask that requires grad gets one
   }
   Tensor attn = softmax(scores, -1);
   if (weights) *weights = attn;

@@ -1,12 +1,9 @@
 #include "nn/normalization.h"
 
-#include <limits>
 #include <sstream>
 #include <stdexcept>
-#include <vector>
 
-#include "autograd/ops_elementwise.h"
-#include "autograd/ops_reduce.h"
+#include "autograd/ops_norm.h"
 
 namespace tg::nn {
 
@@ -20,17 +17,14 @@ void check_normalized_shape(const Shape& s, const char* layer) {
                                   " must have positive dimensions");
 }
 
-// The trailing dims {-k, ..., -1} after checking that x ends in `s`.
-std::vector<std::int64_t> trailing_dims(const Tensor& x, const Shape& s, const char* layer) {
+// Checks that x ends in `s` (the layer's name in the message; the op would name itself).
+void check_trailing(const Tensor& x, const Shape& s, const char* layer) {
   const int k = s.size(), n = x.dim();
   bool ok = n >= k;
   for (int i = 0; ok && i < k; ++i) ok = x.shape()[n - k + i] == s[i];
   if (!ok)
     throw std::invalid_argument(std::string(layer) + ": input of shape " + x.shape().str() +
                                 " does not end in normalized_shape " + s.str());
-  std::vector<std::int64_t> dims;
-  for (int i = -k; i < 0; ++i) dims.push_back(i);
-  return dims;
 }
 
 // PyTorch prints normalized_shape as a tuple: "(8,)", "(2, 3)".
@@ -52,12 +46,8 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  const auto dims = trailing_dims(x, normalized_shape_, "LayerNorm");
-  const Tensor centred = x - tg::mean(x, dims, /*keepdim=*/true);
-  const Tensor var = tg::var(x, dims, Correction{0}, /*keepdim=*/true);  // biased, as PyTorch
-  Tensor y = centred * tg::rsqrt(var + eps_);
-  if (affine_) y = y * weight + bias;
-  return y;
+  check_trailing(x, normalized_shape_, "LayerNorm");
+  return tg::layer_norm(x, normalized_shape_, weight, bias, eps_);  // fused (autograd/ops_norm.h)
 }
 
 std::string LayerNorm::extra_repr() const {
@@ -73,12 +63,8 @@ RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool element
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
-  const auto dims = trailing_dims(x, normalized_shape_, "RMSNorm");
-  const double eps = eps_.value_or(x.dtype() == DType::f64 ? std::numeric_limits<double>::epsilon()
-                                                            : std::numeric_limits<float>::epsilon());
-  Tensor y = x * tg::rsqrt(tg::mean(tg::square(x), dims, /*keepdim=*/true) + eps);
-  if (affine_) y = y * weight;
-  return y;
+  check_trailing(x, normalized_shape_, "RMSNorm");
+  return tg::rms_norm(x, normalized_shape_, weight, eps_);  // fused (autograd/ops_norm.h)
 }
 
 std::string RMSNorm::extra_repr() const {

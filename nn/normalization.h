@@ -1,6 +1,6 @@
 #pragma once
-// LayerNorm (torch.nn.LayerNorm, PyTorch 1.13) and RMSNorm (torch.nn.RMSNorm, PyTorch 2.4), built
-// from the public reduction and elementwise ops (no backward of their own).
+// LayerNorm (torch.nn.LayerNorm, PyTorch 1.13) and RMSNorm (torch.nn.RMSNorm, PyTorch 2.4), through
+// the fused tg::layer_norm and tg::rms_norm (autograd/ops_norm.h).
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // Internal: row kernels of layer_norm and rms_norm over `rows` contiguous rows of length n.
-// Parallel over rows (grain from parallel.h), each row computed the same way whatever the thread
+// Parallel over blocks of ~16K elements, each row computed the same way whatever the thread
 // count; the weight and bias gradients are summed per fixed block of rows, then over blocks in
 // order, so they too are independent of the thread count.
 #include <cstdint>

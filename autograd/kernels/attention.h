@@ -1,0 +1,42 @@
+#pragma once
+// Internal: the tiled (FlashAttention-style) attention kernels behind scaled_dot_product_attention.
+// BH independent problems (the broadcast batch dims flattened), each softmax(scale q kᵀ + mask) v
+// with q (L, E), k (S, E), v (S, Ev) at per-problem offsets. The forward walks blocks of keys
+// with a running max and sum per query row, so its memory does not grow with S; it saves the
+// row's log-sum-exp. The backward (FlashAttention-2) recomputes each block of probabilities from
+// it instead of storing the L x S matrix.
+#include <cstdint>
+
+namespace tg::kernels {
+
+/// How the mask is given: nothing, added to the scores (T), or i64 where 0 blocks. Bool masks
+/// (when tapegrad has them) are a third kind read beside the i64 one.
+enum class AttentionMaskKind { none, additive, allow };
+
+template <class T>
+struct AttentionProblem {
+  std::int64_t BH = 0, L = 0, S = 0, E = 0, Ev = 0;
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  const std::int64_t *q_off = nullptr, *k_off = nullptr, *v_off = nullptr;  // per problem, in elements
+  T scale = T(1);
+  bool causal = false;  // row l sees keys s <= l, without a mask in memory
+  AttentionMaskKind mask_kind = AttentionMaskKind::none;
+  const T* mask_add = nullptr;               // additive
+  const std::int64_t* mask_allow = nullptr;  // allow
+  const std::int64_t* mask_off = nullptr;    // per problem
+  std::int64_t mask_sl = 0, mask_ss = 0;     // strides along L and S (0 where broadcast)
+  double dropout_p = 0;                      // on the probabilities, drawn from a splitmix64 stream:
+  std::uint64_t seed = 0;                    // element i of (BH, L, S) by output i/2 + 1, half i%2
+};
+
+/// out (BH, L, Ev); lse (BH, L): log Σ exp of each row's scores (-inf for a row with no allowed
+/// key, whose output is NaN as PyTorch's).
+template <class T>
+void attention_forward(const AttentionProblem<T>& p, T* out, T* lse);
+
+/// Given out, lse and dout (BH, L, Ev): dq (BH, L, E), dk (BH, S, E), dv (BH, S, Ev), each
+/// overwritten (nullptr: not needed; dq is always computed).
+template <class T>
+void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+
+}  // namespace tg::kernels
