@@ -26,7 +26,6 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/ops_attention.h"
-#include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
@@ -347,6 +346,12 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(dq, q.shape()));
     if (dk.defined()) ctx.accumulate(1, kernels::sum_to(dk, k.shape()));
     if (dv.defined()) ctx.accumulate(2, kernels::sum_to(dv, v.shape()));
+  }, [query, key, value, attn_mask, dropout_p, is_causal, scale](GradGraphContext& ctx) {
+    // The dropout mask came from the generator's draw in the forward; the composed form cannot
+    // draw it again.
+    if (dropout_p > 0.0)
+      throw std::runtime_error(std::string(kSdpa) + ": double backward (create_graph) is not supported with dropout_p > 0");
+    ctx.backward_through(scaled_dot_product_attention_composed(query, key, value, attn_mask, 0.0, is_causal, scale));
   });
 }
 

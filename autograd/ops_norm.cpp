@@ -91,6 +91,8 @@ Tensor norm_impl(const char* op, bool rms, const Tensor& x, const Shape& ns, con
     if (dx.defined()) ctx.accumulate(0, std::move(dx));
     if (dw.defined()) ctx.accumulate(iw, std::move(dw));
     if (db.defined()) ctx.accumulate(ib, std::move(db));
+  }, [x, weight, bias, ns, eps, rms](GradGraphContext& ctx) {  // the composed form, differentiated
+    ctx.backward_through(rms ? rms_norm_composed(x, ns, weight, eps) : layer_norm_composed(x, ns, weight, bias, eps));
   });
 }
 

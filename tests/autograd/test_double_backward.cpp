@@ -256,6 +256,30 @@ TEST(DoubleBackward, Attention) {
                        {q, k, rand64({4}, gen)});
 }
 
+// The fused norms' differentiable backward recomputes their composed form (autograd/ops_norm.h).
+TEST(DoubleBackward, FusedLayerNormAndRmsNorm) {
+  Generator gen(21);
+  const Tensor x = rand64({3, 2, 4}, gen), w = rand64({2, 4}, gen), b = rand64({2, 4}, gen);
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return layer_norm(in[0], Shape{2, 4}, in[1], in[2]); },
+                       {x, w, b});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return layer_norm(in[0], Shape{4}); }, {x});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return rms_norm(in[0], Shape{4}, in[1], 1e-6); },
+                       {x, rand64({4}, gen)});
+}
+
+TEST(DoubleBackward, AttentionWithDropoutSaysItIsNotSupported) {
+  Generator gen(22), drop(5);
+  const Tensor q = rand64({2, 3, 4}, gen);
+  const Tensor y = scaled_dot_product_attention(q, q, q, Tensor(), 0.5, false, 0.0, &drop);
+  try {
+    tg::grad({sum(y)}, {q}, {}, {.create_graph = true});
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "scaled_dot_product_attention: double backward (create_graph) is not supported with dropout_p > 0");
+  }
+}
+
 TEST(DoubleBackward, LinearTanhSoftmaxCrossEntropy) {
   Generator gen(14);
   const Tensor targets = i64({0, 2, 1, 2}, {4});
