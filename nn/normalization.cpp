@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "autograd/memory.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
 
@@ -20,15 +21,17 @@ void check_normalized_shape(const Shape& s, const char* layer) {
                                   " must have positive dimensions");
 }
 
-// The trailing dims {-k, ..., -1} after checking that x ends in `s`.
-std::vector<std::int64_t> trailing_dims(const Tensor& x, const Shape& s, const char* layer) {
+// The trailing dims {-k, ..., -1} after checking that x ends in `s` (pooled: a forward allocates
+// nothing from the system once warm).
+PooledVector<std::int64_t> trailing_dims(const Tensor& x, const Shape& s, const char* layer) {
   const int k = s.size(), n = x.dim();
   bool ok = n >= k;
   for (int i = 0; ok && i < k; ++i) ok = x.shape()[n - k + i] == s[i];
   if (!ok)
     throw std::invalid_argument(std::string(layer) + ": input of shape " + x.shape().str() +
                                 " does not end in normalized_shape " + s.str());
-  std::vector<std::int64_t> dims;
+  PooledVector<std::int64_t> dims;
+  dims.reserve(static_cast<std::size_t>(k));
   for (int i = -k; i < 0; ++i) dims.push_back(i);
   return dims;
 }

@@ -150,6 +150,18 @@ Tensor TransformerDecoderLayer::feed_forward(const Tensor& x) {
   return dropout3->forward(linear2->forward(dropout->forward(a)));
 }
 
+template <class SelfBlock, class CrossBlock>
+Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const SelfBlock& self_block, const CrossBlock& cross_block) {
+  if (options_.norm_first) {
+    x = x + self_block(norm1->forward(x));
+    x = x + cross_block(norm2->forward(x));
+    return x + feed_forward(norm3->forward(x));
+  }
+  x = norm1->forward(x + self_block(x));
+  x = norm2->forward(x + cross_block(x));
+  return norm3->forward(x + feed_forward(x));
+}
+
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
                                         const Tensor& memory_key_padding_mask, Tensor* memory_weights) {
@@ -163,17 +175,6 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
     return dropout2->forward(out);
   };
   return residual_blocks(tgt, self_block, cross_block);
-}
-
-Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const Block& self_block, const Block& cross_block) {
-  if (options_.norm_first) {
-    x = x + self_block(norm1->forward(x));
-    x = x + cross_block(norm2->forward(x));
-    return x + feed_forward(norm3->forward(x));
-  }
-  x = norm1->forward(x + self_block(x));
-  x = norm2->forward(x + cross_block(x));
-  return norm3->forward(x + feed_forward(x));
 }
 
 Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderLayerCache& cache,

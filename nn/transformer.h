@@ -125,9 +125,10 @@ class TransformerDecoderLayer : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
 
  private:
-  using Block = std::function<Tensor(const Tensor&)>;
-  /// The three residual blocks, post-norm or pre-norm, shared by forward and forward_step.
-  Tensor residual_blocks(Tensor x, const Block& self_block, const Block& cross_block);
+  /// The three residual blocks, post-norm or pre-norm, shared by forward and forward_step (a
+  /// template, not std::function: a step allocates nothing for the blocks).
+  template <class SelfBlock, class CrossBlock>
+  Tensor residual_blocks(Tensor x, const SelfBlock& self_block, const CrossBlock& cross_block);
   Tensor feed_forward(const Tensor& x);
   TransformerDecoderLayerOptions options_;
 };

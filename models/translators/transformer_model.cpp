@@ -131,42 +131,30 @@ class TransformerTranslator : public Seq2Seq {
     DecoderState state;
     state.valid_len = src_valid_len;
     state.memory = encode(src, src_valid_len);
+    state.cache.resize(kCachePerLayer * static_cast<std::size_t>(config_.num_layers));  // filled by step()
     return state;
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
     const auto L = static_cast<std::size_t>(config_.num_layers);
-    nn::TransformerDecoderCache cache;
-    cache.layers.resize(L);
-    if (!state.cache.empty()) {
-      if (state.cache.size() != kCachePerLayer * L)
-        throw std::invalid_argument("transformer step: the state's cache holds " + std::to_string(state.cache.size()) +
-                                    " tensors, expected " + std::to_string(kCachePerLayer * L));
-      for (std::size_t i = 0; i < L; ++i) {
-        nn::TransformerDecoderLayerCache& l = cache.layers[i];
-        l.self_key = state.cache[kCachePerLayer * i];
-        l.self_value = state.cache[kCachePerLayer * i + 1];
-        l.memory_key = state.cache[kCachePerLayer * i + 2];
-        l.memory_value = state.cache[kCachePerLayer * i + 3];
-      }
-    }
-    const std::int64_t t = cache.length();
+    if (state.cache.size() != kCachePerLayer * L)
+      throw std::invalid_argument("transformer step: the state's cache holds " + std::to_string(state.cache.size()) +
+                                  " tensors, expected " + std::to_string(kCachePerLayer * L));
+    const std::int64_t t = state.cache[0].defined() ? state.cache[0].size(2) : 0;  // positions decoded so far
     Tensor x = embed_target(unsqueeze(y_prev, 1), t);  // (B, 1, d)
     const Tensor pad = padding_mask(state.valid_len, state.memory.size(1), x.dtype());
     Tensor weights;
-    for (std::size_t i = 0; i < L; ++i)
-      x = decoder->stack->layer(static_cast<std::int64_t>(i))
-              ->forward_step(x, state.memory, cache.layers[i], pad,
-                             static_cast<std::int64_t>(i) == attention_layer_ ? &weights : nullptr);
-    if (decoder->norm) x = decoder->norm->forward(x);
-    state.cache.resize(kCachePerLayer * L);
     for (std::size_t i = 0; i < L; ++i) {
-      const nn::TransformerDecoderLayerCache& l = cache.layers[i];
-      state.cache[kCachePerLayer * i] = l.self_key;
-      state.cache[kCachePerLayer * i + 1] = l.self_value;
-      state.cache[kCachePerLayer * i + 2] = l.memory_key;
-      state.cache[kCachePerLayer * i + 3] = l.memory_value;
+      Tensor* slot = &state.cache[kCachePerLayer * i];
+      nn::TransformerDecoderLayerCache cache{.self_key = slot[0], .self_value = slot[1], .memory_key = slot[2],
+                                             .memory_value = slot[3]};
+      x = decoder->stack->layer(static_cast<std::int64_t>(i))
+              ->forward_step(x, state.memory, cache, pad,
+                             static_cast<std::int64_t>(i) == attention_layer_ ? &weights : nullptr);
+      slot[0] = std::move(cache.self_key), slot[1] = std::move(cache.self_value);
+      slot[2] = std::move(cache.memory_key), slot[3] = std::move(cache.memory_value);
     }
+    if (decoder->norm) x = decoder->norm->forward(x);
     state.attention = squeeze(pick_heads(weights), 1);  // (B, S)
     return decoder->readout(squeeze(x, 1));
   }
@@ -206,6 +194,18 @@ class TransformerTranslator : public Seq2Seq {
     return m;
   }
 
+  // (T, T) additive mask: position i may attend to j <= i only (filled here, not through
+  // generate_square_subsequent_mask's std::vector, so a training step allocates nothing).
+  static Tensor causal_mask(std::int64_t T, DType dtype) {
+    Tensor m = Tensor::zeros({T, T}, dtype);
+    for (std::int64_t i = 0; i < T; ++i)
+      for (std::int64_t j = i + 1; j < T; ++j) {
+        if (dtype == DType::f64) m.data<double>()[i * T + j] = -1e9;
+        else m.data<float>()[i * T + j] = -1e9f;
+      }
+    return m;
+  }
+
   Tensor encode(const Tensor& src, const Tensor& src_valid_len) {
     const Tensor x = encoder->positions->forward(encoder->embedding->forward(src) * scale());
     return encoder->stack->forward(x, Tensor(), padding_mask(src_valid_len, src.size(1), x.dtype()));
@@ -221,7 +221,7 @@ class TransformerTranslator : public Seq2Seq {
   Tensor decode_all(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
     const Tensor memory = encode(src, src_valid_len);
     Tensor x = embed_target(dec_input, 0);
-    const Tensor causal = nn::Transformer::generate_square_subsequent_mask(dec_input.size(1), x.dtype());
+    const Tensor causal = causal_mask(dec_input.size(1), x.dtype());
     const Tensor pad = padding_mask(src_valid_len, src.size(1), x.dtype());
     Tensor weights;
     for (std::int64_t i = 0; i < config_.num_layers; ++i)
