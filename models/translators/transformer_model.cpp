@@ -5,7 +5,7 @@
 //   logits = W h + b, or h Eᵀ with the target embedding tied to the output projection
 // Config: embed_size = d_model, num_hiddens = the feed-forward width, num_layers = layers in each
 // stack, num_heads, norm_first (pre-LN, with a final LayerNorm on each stack; post-LN has none, as
-// the paper), tie_embeddings. Embeddings are drawn from N(0, d_model^-1/2) so the scaled ones have
+// the paper), tie_embeddings. Embeddings are drawn with std d_model^-1/2 so the scaled ones have
 // unit variance; every other matrix from xavier_uniform, as torch's nn.Transformer.
 // Parameter names: encoder.{embedding,layers.N.*,norm}, decoder.{embedding,layers.N.*,norm,dense}
 // with the layers' names as torch's (self_attn.in_proj_weight, multihead_attn.*, linear1, norm1...).
@@ -38,7 +38,8 @@ namespace tg::models {
 
 namespace {
 
-// Decoder positions go up to the decoders' max_steps (limits::kMaxSteps), sources to num_steps.
+// Decoder positions go up to the decoders' max_steps (limits::kMaxSteps); sources are cut to
+// num_steps (the data code and encode_sources), so the encoder's table has num_steps rows.
 constexpr std::int64_t kMaxPositions = limits::kMaxSteps + 1;
 constexpr std::size_t kCachePerLayer = 4;  // self key, self value, memory key, memory value
 
@@ -66,7 +67,7 @@ class TfmEncoder : public nn::Module {
     embedding = register_module("embedding", scaled_embedding(c.src_vocab, c.embed_size, gen));
     positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(
                                                  nn::PositionalEncodingOptions{.d_model = c.embed_size,
-                                                                               .max_len = kMaxPositions,
+                                                                               .max_len = c.num_steps,
                                                                                .dropout = c.dropout,
                                                                                .batch_first = true,
                                                                                .generator = masks}));
