@@ -86,6 +86,11 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), last_lr_(optimizer.lr()) {}
 
+void LRScheduler::set_initial_lr(double lr) {
+  optimizer_.set_lr(lr);
+  last_lr_ = lr;
+}
+
 void LRScheduler::step() {
   ++last_epoch_;
   last_lr_ = next_lr(optimizer_.lr(), last_epoch_);
@@ -122,7 +127,7 @@ WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& optimizer, std::int64_t warm
     throw std::invalid_argument("WarmupInverseSqrtLR: warmup_steps must be >= 1, got " + std::to_string(warmup_steps));
   if (start_step < 0)
     throw std::invalid_argument("WarmupInverseSqrtLR: start_step must be >= 0, got " + std::to_string(start_step));
-  optimizer.set_lr(lr_at(start_ + 1));
+  set_initial_lr(lr_at(start_ + 1));
 }
 
 double WarmupInverseSqrtLR::lr_at(std::int64_t step) const {

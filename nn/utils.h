@@ -39,6 +39,8 @@ class LRScheduler {
  protected:
   /// The learning rate for epoch `epoch` (>= 1) given the current one.
   virtual double next_lr(double current, std::int64_t epoch) const = 0;
+  /// Sets the optimizer's learning rate now (a schedule that starts elsewhere than at its lr).
+  void set_initial_lr(double lr);
 
  private:
   Optimizer& optimizer_;

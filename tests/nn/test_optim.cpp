@@ -305,6 +305,7 @@ TEST(Optim, WarmupInverseSqrtSchedule) {
   tg::nn::Adam adam(std::vector<Tensor>{p}, AdamOptions(0.01));
   tg::nn::WarmupInverseSqrtLR sched(adam, /*warmup_steps=*/4);
   // Update s (1-based) gets 0.01 * min(s / 4, sqrt(4 / s)): construction sets update 1's.
+  EXPECT_EQ(sched.get_last_lr(), adam.lr());
   std::vector<double> seq{adam.lr()};
   for (int s = 2; s <= 16; ++s) {
     sched.step();
