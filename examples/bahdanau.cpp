@@ -332,7 +332,8 @@ int run_train(TrainArgs& a) {
   if (a.out.empty()) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
 
   TrainOptions opts;
-  opts.batch_size(a.batch_size).lr(a.lr).warmup_steps(a.warmup_steps).label_smoothing(a.label_smoothing).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
+  opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
+      .warmup_steps(a.warmup_steps).label_smoothing(a.label_smoothing)
       .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes());
   if (a.steps > 0) opts.steps(a.steps);
   else opts.epochs(a.epochs);
