@@ -25,6 +25,7 @@
 #include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/reduce.h"
+#include "autograd/memory.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
@@ -211,7 +212,7 @@ Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - std::min(2, s
 struct SdpaLayout {
   Shape batch;  // broadcast batch dims
   std::int64_t BH = 1, L = 0, S = 0, E = 0, Ev = 0;
-  std::vector<std::int64_t> q_off, k_off, v_off, m_off;
+  PooledVector<std::int64_t> q_off, k_off, v_off, m_off;  // pooled: a step allocates nothing from the system once warm
   std::int64_t m_sl = 0, m_ss = 0;
 };
 

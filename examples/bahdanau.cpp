@@ -288,8 +288,10 @@ struct TrainArgs {
   std::int64_t embed_size = 32, num_hiddens = 32, num_layers = 2, num_steps = 10, maxout_units = 0;
   double dropout = 0.1;
   std::string readout = "maxout", attention = "additive";
-  std::int64_t batch_size = 64, epochs = 10, steps = 0;
-  double lr = 0.005, clip = 1.0;
+  std::int64_t num_heads = 4;              // transformer
+  bool norm_first = false, tie_embeddings = false;
+  std::int64_t batch_size = 64, epochs = 10, steps = 0, warmup_steps = 0;
+  double lr = 0.005, clip = 1.0, label_smoothing = 0.0;
   std::uint64_t seed = 0;
   bool no_shuffle = false, quiet = false, compact_grads = false;
   std::string init_from, log_csv, out;
@@ -322,6 +324,9 @@ int run_train(TrainArgs& a) {
     same("num-steps", a.num_steps, config.num_steps);
     same("readout", a.readout, std::string(to_string(config.readout)));
     same("attention", a.attention, std::string(to_string(config.attention)));
+    same("num-heads", a.num_heads, config.num_heads);
+    same("norm-first", a.norm_first, config.norm_first);
+    same("tie-embeddings", a.tie_embeddings, config.tie_embeddings);
     if (given("dropout")) config.dropout = a.dropout;  // not part of the weights: may change
     // Unset training options continue the checkpoint's run.
     if (ck->training) {
@@ -330,6 +335,8 @@ int run_train(TrainArgs& a) {
       if (!given("batch-size") && t.batch_size > 0) a.batch_size = t.batch_size;
       if (!given("lr") && t.lr > 0) a.lr = t.lr;
       if (!given("clip")) a.clip = t.clip;
+      if (!given("warmup-steps")) a.warmup_steps = t.warmup_steps;
+      if (!given("label-smoothing")) a.label_smoothing = t.label_smoothing;
       if (!given("no-shuffle")) a.no_shuffle = !t.shuffle;
       if (!given("data") && !given("task")) a.data.from_notes(t.notes, a.init_from);
     }
@@ -344,6 +351,9 @@ int run_train(TrainArgs& a) {
     config.readout = parse_option<Readout>(a.readout, "--readout");
     config.attention = parse_option<AttentionScore>(a.attention, "--attention");
     config.maxout_units = a.maxout_units;
+    config.num_heads = a.num_heads;
+    config.norm_first = a.norm_first;
+    config.tie_embeddings = a.tie_embeddings;
   }
   if (a.data.data.empty() && a.data.task.empty()) throw UsageError("train: give --data FILE or --task NAME");
 
@@ -385,6 +395,7 @@ int run_train(TrainArgs& a) {
 
   TrainOptions opts;
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
+      .warmup_steps(a.warmup_steps).label_smoothing(a.label_smoothing)
       .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes()).subword(subword);
   if (a.steps > 0) opts.steps(a.steps);
   else opts.epochs(a.epochs);
@@ -452,6 +463,8 @@ struct TranslateArgs {
   DecodeArgs decode;
   std::string heatmap, attention_out, bars;
   bool show_attention = false, quiet = false;
+  std::int64_t attention_layer = -1, attention_head = -1;  // transformer
+  CLI::Option *attention_layer_opt = nullptr, *attention_head_opt = nullptr;
   int threads = 0;
   std::vector<std::string> sentences;
 };
@@ -459,6 +472,21 @@ struct TranslateArgs {
 int run_translate(TranslateArgs& a) {
   set_threads(a.threads);
   Checkpoint ck = load_checkpoint(a.model);
+  if (a.attention_layer_opt->count() || a.attention_head_opt->count()) {
+    // Which weights step() reports is part of the config: rebuild with the same weights.
+    ModelConfig config = ck.config;
+    if (a.attention_layer_opt->count()) config.attention_layer = a.attention_layer;
+    if (a.attention_head_opt->count()) config.attention_head = a.attention_head;
+    try {
+      config.validate("--attention-layer/--attention-head");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    Generator gen(0);
+    auto model = make_model(config, gen);
+    model->load_state_dict(ck.model->state_dict(), a.model);
+    ck.model = model;
+  }
   const bool wants_attention = !a.heatmap.empty() || !a.attention_out.empty() || !a.bars.empty() || a.show_attention;
   if (wants_attention && !ck.model->has_attention())
     throw UsageError(a.model + ": model '" + std::string(ck.config.model.name()) + "' has no attention weights to show");
@@ -842,6 +870,11 @@ int main(int argc, char** argv) {
                              ->check(CLI::IsMember(option_names<AttentionScore>()))->capture_default_str();
   train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
       ->check(int_range(0, limits::kMaxWidth));
+  ta.opts["num-heads"] = train_cmd->add_option("--num-heads", ta.num_heads, "transformer: attention heads")
+                             ->check(kWidth)->capture_default_str();
+  ta.opts["norm-first"] = train_cmd->add_flag("--norm-first", ta.norm_first, "transformer: pre-LN (default post-LN)");
+  ta.opts["tie-embeddings"] =
+      train_cmd->add_flag("--tie-embeddings", ta.tie_embeddings, "transformer: output projection = target embedding");
   ta.opts["min-freq"] = train_cmd->add_option("--min-freq", ta.data.min_freq,
                                               "Tokens seen fewer times become <unk> (--subword: default 1)")
                             ->check(kNonNegative)->capture_default_str();
@@ -858,6 +891,11 @@ int main(int argc, char** argv) {
   ta.opts["batch-size"] = train_cmd->add_option("--batch-size", ta.batch_size, "Minibatch size")
                               ->check(int_range(1, limits::kMaxBatchSize))->capture_default_str();
   ta.opts["lr"] = train_cmd->add_option("--lr", ta.lr, "Adam learning rate")->check(kPositive)->capture_default_str();
+  ta.opts["warmup-steps"] =
+      train_cmd->add_option("--warmup-steps", ta.warmup_steps, "lr warmup steps, then 1/sqrt(step) decay (0 = constant lr)")
+          ->check(kNonNegative);
+  ta.opts["label-smoothing"] = train_cmd->add_option("--label-smoothing", ta.label_smoothing, "Label smoothing of the loss")
+                                   ->check(CLI::Range(0.0, 0.999));
   CLI::Option* epochs_opt = train_cmd->add_option("--epochs", ta.epochs, "Train until this many epochs in total")
                                 ->check(kPositive)->capture_default_str();
   CLI::Option* steps_opt = train_cmd->add_option("--steps", ta.steps, "Train until this many optimizer steps in total")
@@ -894,6 +932,10 @@ int main(int argc, char** argv) {
                             "Write the first sentence's attention as float32 .npy (decoding steps, source positions)");
   translate_cmd->add_option("--bars", tr.bars, "Write the first sentence's attention as per-step bar charts (SVG)");
   translate_cmd->add_flag("--show-attention", tr.show_attention, "Draw each sentence's attention on stderr");
+  tr.attention_layer_opt = translate_cmd->add_option("--attention-layer", tr.attention_layer,
+                            "transformer: decoder layer whose cross-attention is shown (-1 = the last)");
+  tr.attention_head_opt = translate_cmd->add_option("--attention-head", tr.attention_head,
+                            "transformer: head shown (-1 = the mean over heads)");
   translate_cmd->add_flag("--quiet", tr.quiet,
                           "No warnings on stderr about unknown tokens (read as <unk>) or inputs cut to the model's "
                           "num_steps");

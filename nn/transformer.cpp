@@ -150,20 +150,8 @@ Tensor TransformerDecoderLayer::feed_forward(const Tensor& x) {
   return dropout3->forward(linear2->forward(dropout->forward(a)));
 }
 
-Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
-                                        const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
-                                        const Tensor& memory_key_padding_mask) {
-  auto self_block = [&](const Tensor& x) {
-    return dropout1->forward(std::get<0>(self_attn->forward(x, x, x, tgt_key_padding_mask, false, tgt_mask)));
-  };
-  auto cross_block = [&](const Tensor& x) {
-    return dropout2->forward(
-        std::get<0>(multihead_attn->forward(x, memory, memory, memory_key_padding_mask, false, memory_mask)));
-  };
-  return residual_blocks(tgt, self_block, cross_block);
-}
-
-Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const Block& self_block, const Block& cross_block) {
+template <class SelfBlock, class CrossBlock>
+Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const SelfBlock& self_block, const CrossBlock& cross_block) {
   if (options_.norm_first) {
     x = x + self_block(norm1->forward(x));
     x = x + cross_block(norm2->forward(x));
@@ -174,8 +162,23 @@ Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const Block& self_bloc
   return norm3->forward(x + feed_forward(x));
 }
 
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                        const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                        const Tensor& memory_key_padding_mask, Tensor* memory_weights) {
+  auto self_block = [&](const Tensor& x) {
+    return dropout1->forward(std::get<0>(self_attn->forward(x, x, x, tgt_key_padding_mask, false, tgt_mask)));
+  };
+  auto cross_block = [&](const Tensor& x) {
+    auto [out, weights] = multihead_attn->forward(x, memory, memory, memory_key_padding_mask, memory_weights != nullptr,
+                                                  memory_mask, /*average_attn_weights=*/false);
+    if (memory_weights) *memory_weights = weights;
+    return dropout2->forward(out);
+  };
+  return residual_blocks(tgt, self_block, cross_block);
+}
+
 Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderLayerCache& cache,
-                                             const Tensor& memory_key_padding_mask) {
+                                             const Tensor& memory_key_padding_mask, Tensor* memory_weights) {
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("TransformerDecoderLayer::forward_step: " + why + ": tgt " + tgt.shape().str() +
                                 ", memory " + memory.shape().str());
@@ -223,7 +226,8 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
     }
     const Tensor q = project_heads(*multihead_attn, h, 0);
     return dropout2->forward(merge_heads(
-        *multihead_attn, scaled_dot_product_attention(q, cache.memory_key, cache.memory_value, mask)));
+        *multihead_attn, scaled_dot_product_attention(q, cache.memory_key, cache.memory_value, mask, 0.0,
+                                                        false, 0.0, nullptr, memory_weights)));
   };
   const Tensor x = residual_blocks(x0, self_block, cross_block);
   return bf ? x : transpose(x, 0, 1);

@@ -100,10 +100,12 @@ class TransformerDecoderLayer : public Module {
 
   /// tgt (T, N, E) and memory (S, N, E) ((N, T, E), (N, S, E) with batch_first; unbatched (T, E),
   /// (S, E)) -> like tgt. tgt_mask (T, T), memory_mask (T, S), tgt_key_padding_mask (N, T),
-  /// memory_key_padding_mask (N, S), as MultiheadAttention's; undefined = none.
+  /// memory_key_padding_mask (N, S), as MultiheadAttention's; undefined = none. With
+  /// `memory_weights`, the cross-attention (multihead_attn) weights per head go there: (N, nhead, T, S)
+  /// (before attention dropout; differentiable). Costs nothing when null.
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
-                 const Tensor& memory_key_padding_mask = Tensor());
+                 const Tensor& memory_key_padding_mask = Tensor(), Tensor* memory_weights = nullptr);
 
   /// Incremental decoding: `tgt` holds only the new positions (T_new, N, E) (batch_first:
   /// (N, T_new, E)); they attend causally to themselves and to every position already in `cache`,
@@ -113,8 +115,9 @@ class TransformerDecoderLayer : public Module {
   /// memory each step, or a fresh cache for a new one. No attention dropout here, so this throws in
   /// training mode with dropout > 0 (use forward() to train). Batched inputs only; no memory_mask
   /// or tgt_key_padding_mask. Each step appends to the cache with concat (a copy of the cache).
+  /// `memory_weights` as in forward(): (N, nhead, T_new, S).
   Tensor forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderLayerCache& cache,
-                      const Tensor& memory_key_padding_mask = Tensor());
+                      const Tensor& memory_key_padding_mask = Tensor(), Tensor* memory_weights = nullptr);
 
   /// As TransformerEncoderLayer::clone.
   std::shared_ptr<TransformerDecoderLayer> clone() const;
@@ -127,9 +130,10 @@ class TransformerDecoderLayer : public Module {
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
 
  private:
-  using Block = std::function<Tensor(const Tensor&)>;
-  /// The three residual blocks, post-norm or pre-norm, shared by forward and forward_step.
-  Tensor residual_blocks(Tensor x, const Block& self_block, const Block& cross_block);
+  /// The three residual blocks, post-norm or pre-norm, shared by forward and forward_step (a
+  /// template, not std::function: a step allocates nothing for the blocks).
+  template <class SelfBlock, class CrossBlock>
+  Tensor residual_blocks(Tensor x, const SelfBlock& self_block, const CrossBlock& cross_block);
   Tensor feed_forward(const Tensor& x);
   TransformerDecoderLayerOptions options_;
 };

@@ -1,5 +1,6 @@
 #include "nn/utils.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -85,6 +86,11 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
 
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), last_lr_(optimizer.lr()) {}
 
+void LRScheduler::set_initial_lr(double lr) {
+  optimizer_.set_lr(lr);
+  last_lr_ = lr;
+}
+
 void LRScheduler::step() {
   ++last_epoch_;
   last_lr_ = next_lr(optimizer_.lr(), last_epoch_);
@@ -114,5 +120,21 @@ ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(o
 }
 
 double ExponentialLR::next_lr(double current, std::int64_t) const { return current * gamma_; }
+
+WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& optimizer, std::int64_t warmup_steps, std::int64_t start_step)
+    : LRScheduler(optimizer), base_lr_(optimizer.lr()), warmup_(warmup_steps), start_(start_step) {
+  if (warmup_steps < 1)
+    throw std::invalid_argument("WarmupInverseSqrtLR: warmup_steps must be >= 1, got " + std::to_string(warmup_steps));
+  if (start_step < 0)
+    throw std::invalid_argument("WarmupInverseSqrtLR: start_step must be >= 0, got " + std::to_string(start_step));
+  set_initial_lr(lr_at(start_ + 1));
+}
+
+double WarmupInverseSqrtLR::lr_at(std::int64_t step) const {
+  const double s = static_cast<double>(std::max<std::int64_t>(step, 1)), w = static_cast<double>(warmup_);
+  return base_lr_ * std::min(s / w, std::sqrt(w / s));
+}
+
+double WarmupInverseSqrtLR::next_lr(double, std::int64_t epoch) const { return lr_at(start_ + epoch + 1); }
 
 }  // namespace tg::nn

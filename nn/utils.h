@@ -39,6 +39,8 @@ class LRScheduler {
  protected:
   /// The learning rate for epoch `epoch` (>= 1) given the current one.
   virtual double next_lr(double current, std::int64_t epoch) const = 0;
+  /// Sets the optimizer's learning rate now (a schedule that starts elsewhere than at its lr).
+  void set_initial_lr(double lr);
 
  private:
   Optimizer& optimizer_;
@@ -58,6 +60,29 @@ class StepLR : public LRScheduler {
  private:
   std::int64_t step_size_;
   double gamma_;
+};
+
+/// Linear warmup, then decay with the inverse square root of the update number s (1-based; the
+/// Transformer's schedule, Vaswani et al. 2017, eq. 3):
+///   lr(s) = base_lr * min(s / warmup_steps, sqrt(warmup_steps / s)),
+/// rising to base_lr at s = warmup_steps. The paper's d_model^-0.5 min(s^-0.5, s warmup^-1.5) is
+/// base_lr = (d_model * warmup_steps)^-0.5. base_lr is the optimizer's lr at construction, which
+/// sets the lr of update start_step + 1 (unlike StepLR: starting at lr(0) = 0 would waste an
+/// update); each step() after an optimizer step sets the next one's. start_step = the updates
+/// already done, to continue a schedule (e.g. the optimizer's step_count() after loading it).
+class WarmupInverseSqrtLR : public LRScheduler {
+ public:
+  /// warmup_steps >= 1, start_step >= 0.
+  WarmupInverseSqrtLR(Optimizer& optimizer, std::int64_t warmup_steps, std::int64_t start_step = 0);
+  /// The learning rate of update `step` (1-based).
+  double lr_at(std::int64_t step) const;
+
+ protected:
+  double next_lr(double current, std::int64_t epoch) const override;
+
+ private:
+  double base_lr_;
+  std::int64_t warmup_, start_;
 };
 
 /// lr *= gamma every epoch (torch.optim.lr_scheduler.ExponentialLR).

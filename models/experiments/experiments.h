@@ -9,7 +9,7 @@
 //   std::cout << result.markdown();
 //
 // Experiments (defaults in docs/experiments.md; every size can be overridden in the options):
-// - length:   rnnsearch and rnnencdec trained with the same budget (steps, batch, sizes, seed) on
+// - length:   rnnsearch, rnnencdec and transformer trained with the same budget (steps, batch, sizes, seed) on
 //             the same data, then held-out pairs scored per source-length bucket (corpus BLEU-4,
 //             exact match, GeoMean). Data: the `reverse` task (lengths 1..max_len), and, when
 //             data_file is set, pairs of that file (e.g. fra.txt) with at most data_max_len tokens
@@ -21,8 +21,8 @@
 //             the standard deviation of GeoMean over rounds.
 // - primes:   ablation on `primes` at maximum lengths 10, 60, 110 with 3 rounds (quick: 5 and 10,
 //             1 round).
-// - scores:   rnnsearch with additive, scaled_dot and dot attention, otherwise identical, on a
-//             task (default `dates`): exact match, GeoMean, BLEU-4, training tokens/s.
+// - scores:   rnnsearch with additive, scaled_dot and dot attention, otherwise identical, and the
+//             transformer, on a task (default `dates`): exact match, GeoMean, BLEU-4, training tokens/s.
 // All models use dropout 0 and min_freq 1 vocabularies for tasks (min_freq 2 for a file).
 #include <cstdint>
 #include <string>

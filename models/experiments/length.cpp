@@ -1,4 +1,4 @@
-// The `length` experiment: rnnsearch and rnnencdec with the same budget, scored per source-length
+// The `length` experiment: rnnsearch, rnnencdec and transformer with the same budget, scored per source-length
 // bucket on `reverse` and, if data_file is set, on sentence pairs of that file.
 #include <algorithm>
 #include <cmath>
@@ -31,7 +31,7 @@ std::pair<ExperimentTable, std::string> length_study(const TranslationData& data
                                                      std::int64_t num_steps, const Settings& s,
                                                      const ExperimentOptions& o, const std::string& slug,
                                                      const std::string& title, double& train_seconds) {
-  const std::vector<std::string> models = {"rnnsearch", "rnnencdec"};
+  const std::vector<std::string> models = {"rnnsearch", "rnnencdec", "transformer"};
   std::vector<Run> runs;
   for (const auto& m : models) {
     runs.push_back(train_and_eval(base_config(m, s, data, num_steps), data, s, o.seed, o.verbose, slug + " " + m));
@@ -77,13 +77,15 @@ std::pair<ExperimentTable, std::string> length_study(const TranslationData& data
   }
   add_row("all", all_indices(data.heldout_pairs.size()), NAN);
   std::ostringstream notes;
-  notes << "Same budget for both: " << describe(s, false) << ", num_steps " << num_steps << ", seed " << o.seed
-        << ". Training time: rnnsearch " << num(runs[0].train_seconds, 1) << " s ("
-        << num(runs[0].train.tokens / std::max(runs[0].train_seconds, 1e-9), 0) << " tokens/s), rnnencdec "
-        << num(runs[1].train_seconds, 1) << " s (" << num(runs[1].train.tokens / std::max(runs[1].train_seconds, 1e-9), 0)
-        << " tokens/s); last training loss " << num(runs[0].train.steps.back().loss, 4) << " / "
-        << num(runs[1].train.steps.back().loss, 4)
-        << ". BLEU-4 is corpus BLEU over the bucket (n/a where no reference has 4 tokens, so no 4-gram can match); "
+  notes << "Same budget for every model: " << describe(s, false) << ", num_steps " << num_steps << ", seed " << o.seed
+        << "; the transformer has 2 + 2 layers, " << transformer_heads(s) << " heads, feed-forward width " << s.hiddens << " and "
+        << transformer_warmup(s) << " warmup steps. Training time:";
+  for (std::size_t k = 0; k < models.size(); ++k)
+    notes << (k ? "," : "") << " " << models[k] << " " << num(runs[k].train_seconds, 1) << " s ("
+          << num(runs[k].train.tokens / std::max(runs[k].train_seconds, 1e-9), 0) << " tokens/s)";
+  notes << "; last training loss";
+  for (std::size_t k = 0; k < models.size(); ++k) notes << (k ? " /" : "") << " " << num(runs[k].train.steps.back().loss, 4);
+  notes        << ". BLEU-4 is corpus BLEU over the bucket (n/a where no reference has 4 tokens, so no 4-gram can match); "
            "exact = exact-match rate; GeoMean = mean sqrt(PSA·LCSR).";
   t.notes = notes.str();
   PlotOptions po;

@@ -1,5 +1,5 @@
 // The `scores` experiment: rnnsearch with additive, scaled_dot and dot attention, otherwise
-// identical: accuracy scores and training speed.
+// identical, and the transformer with the same budget: accuracy scores and training speed.
 #include <algorithm>
 #include <array>
 #include <sstream>
@@ -29,19 +29,21 @@ ExperimentResult scores_experiment(const ExperimentOptions& o) {
   result.name = "scores";
   ExperimentTable t;
   t.slug = "scores";
-  t.title = "Attention score functions of rnnsearch on `" + task + "`";
+  t.title = "Attention score functions of rnnsearch, and the transformer, on `" + task + "`";
   t.columns = {"attention", "rounds", "exact", "GeoMean", "BLEU-4", "tokens/s", "tokens/CPU-s", "train s", "last loss"};
   const std::vector<AttentionScore> kinds = {AttentionScore::additive, AttentionScore::scaled_dot, AttentionScore::dot};
   std::vector<std::string> kind_names;
   for (const AttentionScore k : kinds) kind_names.emplace_back(to_string(k));
+  kind_names.emplace_back("transformer");  // the last row: the transformer model (multi-head scaled dot)
   std::vector<std::array<double, 3>> acc;
   std::vector<double> speeds;
-  for (const AttentionScore kind : kinds) {
-    const std::string kind_name(to_string(kind));
+  for (std::size_t k = 0; k < kind_names.size(); ++k) {
+    const std::string& kind_name = kind_names[k];
+    const bool transformer = k == kinds.size();
     std::vector<double> exact, geo, bleu, tps, cpu_tps, secs, loss;
     for (std::int64_t r = 0; r < s.rounds; ++r) {
-      ModelConfig c = base_config("rnnsearch", s, fitted, num_steps);
-      c.attention = kind;
+      ModelConfig c = base_config(transformer ? "transformer" : "rnnsearch", s, fitted, num_steps);
+      if (!transformer) c.attention = kinds[k];
       const Run run = train_and_eval(c, fitted, s, o.seed + static_cast<std::uint64_t>(r), o.verbose,
                                      "scores " + kind_name + " round " + std::to_string(r + 1));
       result.train_seconds += run.train_seconds;
@@ -60,7 +62,9 @@ ExperimentResult scores_experiment(const ExperimentOptions& o) {
     speeds.push_back(mean(cpu_tps));
   }
   std::ostringstream notes;
-  notes << "rnnsearch (bidirectional GRU encoder, maxout readout) with only the score function changed; task `" << task
+  notes << "rnnsearch (bidirectional GRU encoder, maxout readout) with only the score function changed, and the "
+           "transformer (2 + 2 layers, " << transformer_heads(s) << " heads, d_model " << s.embed << ", feed-forward " << s.hiddens << ", "
+        << transformer_warmup(s) << " warmup steps); task `" << task
         << "`" << (task == "dates" ? "" : " with source lengths 1–" + std::to_string(max_len)) << ", num_steps "
         << num_steps << "; " << describe(s, true) << ", seed " << o.seed
         << " (+ round − 1). tokens/s = target tokens trained per second of training wall time; tokens/CPU-s = per "
@@ -70,12 +74,12 @@ ExperimentResult scores_experiment(const ExperimentOptions& o) {
   result.tables.push_back(t);
   const double fastest = *std::max_element(speeds.begin(), speeds.end());
   std::vector<BarGroup> groups = {{"exact match", {}}, {"GeoMean", {}}, {"BLEU-4", {}}, {"speed (fastest = 1)", {}}};
-  for (std::size_t k = 0; k < kinds.size(); ++k) {
+  for (std::size_t k = 0; k < kind_names.size(); ++k) {
     for (int m = 0; m < 3; ++m) groups[m].values.push_back(acc[k][m]);
     groups[3].values.push_back(fastest > 0 ? speeds[k] / fastest : 0.0);
   }
   PlotOptions po;
-  po.title = "rnnsearch score functions on " + task;
+  po.title = "rnnsearch score functions and the transformer on " + task;
   po.x_label = "";
   po.y_label = "score";
   const std::string svg = grouped_bar_chart_svg(kind_names, groups, po);

@@ -71,6 +71,9 @@ std::string describe(const Settings& s, bool with_rounds) {
   return os.str();
 }
 
+std::int64_t transformer_warmup(const Settings& s) { return std::max<std::int64_t>(1, s.steps / 8); }
+std::int64_t transformer_heads(const Settings& s) { return s.embed % 4 == 0 ? 4 : s.embed % 2 == 0 ? 2 : 1; }
+
 ModelConfig base_config(const ModelKind& model, const Settings& s, const TranslationData& data, std::int64_t num_steps) {
   ModelConfig c;
   c.model = model;
@@ -78,7 +81,8 @@ ModelConfig base_config(const ModelKind& model, const Settings& s, const Transla
   c.tgt_vocab = data.tgt_vocab.size();
   c.embed_size = s.embed;
   c.num_hiddens = s.hiddens;
-  c.num_layers = 1;
+  c.num_layers = model.name() == "transformer" ? 2 : 1;  // two encoder and two decoder layers
+  c.num_heads = transformer_heads(s);
   c.dropout = 0.0;
   c.num_steps = num_steps;
   c.readout = Readout::maxout;
@@ -91,6 +95,7 @@ Run train_and_eval(const ModelConfig& config, const TranslationData& data, const
   auto model = make_model(config, gen);
   TrainOptions to;
   to.steps(s.steps).batch_size(s.batch).lr(s.lr).seed(seed).progress(false).checkpoint_every(0);
+  if (config.model.name() == "transformer") to.warmup_steps(transformer_warmup(s));
   Run r;
   const auto t0 = Clock::now();
   const std::clock_t c0 = std::clock();

@@ -36,8 +36,15 @@ Settings resolve(const ExperimentOptions& o, Settings quick, Settings full);
 /// "S steps × batch B, lr ..., N training / M held-out pairs[, R rounds]" for table notes.
 std::string describe(const Settings& s, bool with_rounds);
 
-/// One-layer `model` with maxout readout, dropout 0, sized by `s` and the vocabularies of `data`.
+/// One-layer `model` with maxout readout, dropout 0, sized by `s` and the vocabularies of `data`;
+/// the transformer: d_model s.embed, feed-forward s.hiddens, 2 + 2 layers, transformer_heads(s) heads.
 ModelConfig base_config(const ModelKind& model, const Settings& s, const TranslationData& data, std::int64_t num_steps);
+
+/// The transformer's warmup in train_and_eval: s.steps / 8 (at least 1), then 1/sqrt(step) decay
+/// from s.lr (the RNNs train at constant s.lr).
+std::int64_t transformer_warmup(const Settings& s);
+/// The transformer's heads: 4, or 2 or 1 when s.embed is not a multiple of 4 (of 2).
+std::int64_t transformer_heads(const Settings& s);
 
 /// A trained and scored model.
 struct Run {

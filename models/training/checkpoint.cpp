@@ -253,6 +253,8 @@ std::string training_to_json(const TrainingState& s) {
   j["batch_size"] = s.batch_size;
   j["lr"] = s.lr;
   j["clip"] = s.clip;
+  j["warmup_steps"] = s.warmup_steps;
+  j["label_smoothing"] = s.label_smoothing;
   j["shuffle"] = s.shuffle;
   j["notes"] = s.notes;
   return j.dump(2) + "\n";
@@ -261,7 +263,7 @@ std::string training_to_json(const TrainingState& s) {
 TrainingState training_from_json(const std::string& text, const std::string& source) {
   const json j = parse_object(text, source);
   check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "last_loss", "seed", "batch_size", "lr",
-                       "clip", "shuffle", "notes"},
+                       "clip", "warmup_steps", "label_smoothing", "shuffle", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
@@ -273,6 +275,8 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("batch_size")) s.batch_size = get_int(j, "batch_size", source);
   if (j.contains("lr")) s.lr = get_double(j, "lr", source);
   if (j.contains("clip")) s.clip = get_double(j, "clip", source);
+  if (j.contains("warmup_steps")) s.warmup_steps = get_int(j, "warmup_steps", source);
+  if (j.contains("label_smoothing")) s.label_smoothing = get_double(j, "label_smoothing", source);
   if (j.contains("shuffle")) s.shuffle = get_bool(j, "shuffle", source);
   if (j.contains("notes")) {
     if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
@@ -289,12 +293,15 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   check_count("epoch", s.epoch, limits::kMaxCount);
   check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
   check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
+  check_count("warmup_steps", s.warmup_steps, limits::kMaxCount);
   auto check_real = [&](const char* key, double v) {  // NaN fails too
     if (!(v >= 0 && std::isfinite(v))) bad(source, std::string(key) + " = " + std::to_string(v) + " must be finite and >= 0");
   };
   check_real("elapsed_s", s.elapsed_s);
   check_real("lr", s.lr);
   check_real("clip", s.clip);
+  if (!(s.label_smoothing >= 0 && s.label_smoothing < 1))
+    bad(source, "label_smoothing = " + std::to_string(s.label_smoothing) + " is out of range [0, 1)");
   return s;
 }
 
@@ -378,6 +385,11 @@ std::string config_to_json(const ModelConfig& c) {
   j["maxout_units"] = c.maxout_units;
   j["attention"] = std::string(to_string(c.attention));
   j["ablation"] = std::string(to_string(c.ablation));
+  j["num_heads"] = c.num_heads;
+  j["norm_first"] = c.norm_first;
+  j["tie_embeddings"] = c.tie_embeddings;
+  j["attention_layer"] = c.attention_layer;
+  j["attention_head"] = c.attention_head;
   return j.dump(2) + "\n";
 }
 
@@ -385,7 +397,8 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   const json j = parse_object(text, source);
   check_known_keys(j,
                    {"model", "src_vocab", "tgt_vocab", "embed_size", "num_hiddens", "num_layers", "dropout",
-                    "num_steps", "readout", "maxout_units", "attention", "ablation"},
+                    "num_steps", "readout", "maxout_units", "attention", "ablation", "num_heads", "norm_first",
+                    "tie_embeddings", "attention_layer", "attention_head"},
                    source);
   // Typed fields are parsed here, once; an unknown value names the field and the allowed ones.
   auto typed = [&](const char* key, auto parse) {
@@ -416,6 +429,12 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   if (j.contains("maxout_units")) c.maxout_units = get_int(j, "maxout_units", source);
   if (j.contains("attention")) c.attention = typed("attention", parse_option<AttentionScore>);
   if (j.contains("ablation")) c.ablation = typed("ablation", parse_option<Ablation>);
+  // The transformer's fields; configs written before it existed leave them at their defaults.
+  if (j.contains("num_heads")) c.num_heads = get_int(j, "num_heads", source);
+  if (j.contains("norm_first")) c.norm_first = get_bool(j, "norm_first", source);
+  if (j.contains("tie_embeddings")) c.tie_embeddings = get_bool(j, "tie_embeddings", source);
+  if (j.contains("attention_layer")) c.attention_layer = get_int(j, "attention_layer", source);
+  if (j.contains("attention_head")) c.attention_head = get_int(j, "attention_head", source);
   // Every field range-checked (models/translators/limits.h) before any size is used. Vocabulary
   // sizes may be left out (the vocabulary files give them): validate with stand-ins.
   ModelConfig check = c;

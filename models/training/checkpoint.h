@@ -76,6 +76,8 @@ struct TrainingState {
   std::int64_t batch_size = 0;
   double lr = 0.0;
   double clip = 0.0;
+  std::int64_t warmup_steps = 0;    ///< 0 = constant lr (absent in older training.json)
+  double label_smoothing = 0.0;
   bool shuffle = true;
   /// Free-form string metadata (the CLI records its data source here).
   std::map<std::string, std::string> notes;

@@ -184,6 +184,9 @@ void TrainOptions::validate() const {
     fail("batch_size = " + std::to_string(batch_size_) + " is out of range [1, " + std::to_string(limits::kMaxBatchSize) + "]");
   if (!(lr_ > 0) || !std::isfinite(lr_)) fail("lr must be positive");
   if (!(clip_ >= 0) || !std::isfinite(clip_)) fail("clip must be >= 0 (0 = no clipping)");
+  if (warmup_steps_ < 0 || warmup_steps_ > limits::kMaxCount)
+    fail("warmup_steps = " + std::to_string(warmup_steps_) + " is out of range [0, " + std::to_string(limits::kMaxCount) + "]");
+  if (!(label_smoothing_ >= 0 && label_smoothing_ < 1)) fail("label_smoothing must be in [0, 1)");
   if (threads_ < 0) fail("threads must be >= 0");
   if (checkpoint_every_ < 0) fail("checkpoint_every must be >= 0 (0 = only at the end)");
   if (history_ < 0) fail("history must be >= 0 (0 = keep no step records)");
@@ -239,7 +242,12 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   st.batch_size = options.batch_size();
   st.lr = options.lr();
   st.clip = options.clip();
+  st.warmup_steps = options.warmup_steps();
+  st.label_smoothing = options.label_smoothing();
   st.shuffle = options.shuffle();
+  // Continues from the steps already done (a resumed run's optimizer holds options.lr()).
+  std::optional<nn::WarmupInverseSqrtLR> schedule;
+  if (options.warmup_steps() > 0) schedule.emplace(optimizer, options.warmup_steps(), st.step);
   st.notes = options.notes();
 
   const std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
@@ -292,10 +300,13 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       for (std::size_t g = 0; g < generators.size(); ++g)
         *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
       const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
-      const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len);
+      const Tensor loss =
+          model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing());
       loss.backward();
       const double grad_norm = nn::clip_grad_norm(params, max_norm);
+      const double lr = optimizer.lr();
       optimizer.step();
+      if (schedule) schedule->step();
       optimizer.zero_grad();  // now, not before the next backward: no gradient sits beside the next forward's activations
       ++st.step;
       st.batch_in_epoch = static_cast<std::int64_t>(i) + 1;
@@ -306,7 +317,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       r.loss = loss.item();
       r.tokens = sum_i64(b.tgt_valid_len);
       r.grad_norm = grad_norm;
-      r.lr = optimizer.lr();
+      r.lr = lr;
       r.elapsed_s = elapsed_before + seconds();
       st.last_loss = r.loss;
       ++result.steps_run;

@@ -7,7 +7,8 @@
 //   auto report = tg::models::evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
 //
 // One optimizer step: teacher forcing (decoder input = `<bos>` + the target shifted right), loss =
-// sequence_loss (mean cross-entropy over the valid target tokens), backward, clip_grad_norm, Adam.
+// sequence_loss (mean cross-entropy over the valid target tokens, optionally label-smoothed),
+// backward, clip_grad_norm, Adam (constant lr, or warmup + inverse square root).
 //
 // Reproducibility. Every random choice is a function of (seed, position), never of history:
 //   - epoch e's batch order is drawn from Generator(mix(seed, "shuffle", e));
@@ -46,6 +47,12 @@ class TrainOptions {
   TrainOptions& batch_size(std::int64_t v) { batch_size_ = v; return *this; }
   /// Adam learning rate (default 0.005, d2l's Bahdanau chapter).
   TrainOptions& lr(double v) { lr_ = v; return *this; }
+  /// 0 (default): lr is constant. > 0: nn::WarmupInverseSqrtLR, rising linearly to lr at this step
+  /// and decaying as 1/sqrt(step) after it (the Transformer's schedule).
+  TrainOptions& warmup_steps(std::int64_t v) { warmup_steps_ = v; return *this; }
+  /// Label smoothing ε in [0, 1) of the training loss (default 0; sequence_loss). Evaluation losses
+  /// are never smoothed.
+  TrainOptions& label_smoothing(double v) { label_smoothing_ = v; return *this; }
   /// clip_grad_norm max norm (default 1.0); 0 disables clipping (the norm is still logged).
   TrainOptions& clip(double v) { clip_ = v; return *this; }
   TrainOptions& seed(std::uint64_t v) { seed_ = v; return *this; }
@@ -81,6 +88,8 @@ class TrainOptions {
   std::int64_t steps() const { return steps_; }
   std::int64_t batch_size() const { return batch_size_; }
   double lr() const { return lr_; }
+  std::int64_t warmup_steps() const { return warmup_steps_; }
+  double label_smoothing() const { return label_smoothing_; }
   double clip() const { return clip_; }
   std::uint64_t seed() const { return seed_; }
   bool shuffle() const { return shuffle_; }
@@ -101,6 +110,8 @@ class TrainOptions {
   std::int64_t steps_ = 0;
   std::int64_t batch_size_ = 64;
   double lr_ = 0.005;
+  std::int64_t warmup_steps_ = 0;
+  double label_smoothing_ = 0.0;
   double clip_ = 1.0;
   std::uint64_t seed_ = 0;
   bool shuffle_ = true;

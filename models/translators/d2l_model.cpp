@@ -99,9 +99,9 @@ class D2lSeq2Seq : public Seq2Seq {
   // The dense layer only at valid target positions (same loss and gradients as d2l's masked loss
   // over all positions; a third of the positions are pads when lengths are uniform in [3, T]).
   Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
-              const Tensor& tgt_valid_len) override {
+              const Tensor& tgt_valid_len, double label_smoothing) override {
     return loss_at_valid_positions(decoder_outputs(src, src_valid_len, dec_input, nullptr), tgt, tgt_valid_len,
-                                   [this](const Tensor& rows) { return decoder->dense->forward(rows); });
+                                   [this](const Tensor& rows) { return decoder->dense->forward(rows); }, label_smoothing);
   }
 
   std::shared_ptr<D2lEncoder> encoder;

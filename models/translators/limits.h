@@ -15,9 +15,11 @@ namespace tg::models::limits {
 /// subword vocabulary in common use.
 inline constexpr std::int64_t kMinVocab = 4;
 inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 22;
-/// embed_size, num_hiddens, maxout_units: 65,536 (maxout_units may also be 0, meaning num_hiddens / 2).
+/// embed_size, num_hiddens, maxout_units, num_heads: 65,536 (maxout_units may also be 0, meaning
+/// num_hiddens / 2).
 inline constexpr std::int64_t kMaxWidth = std::int64_t{1} << 16;
-/// Stacked recurrent layers (d2l; the paper's models have one).
+/// Stacked recurrent layers (d2l; the paper's models have one) and transformer layers per stack;
+/// attention_layer lies in [-kMaxLayers, kMaxLayers] (the model checks it against num_layers).
 inline constexpr std::int64_t kMaxLayers = 64;
 /// num_steps (source/target length the model is trained and decodes with) and the decoders'
 /// max_steps: each decoding step is a full pass of the decoder, so this bounds a translation's time.

@@ -57,8 +57,9 @@ struct DeepOutput {
   }
 
   /// sequence_loss of the logits of features (B, T, in), computed only at the valid positions.
-  Tensor loss_at_valid(const Tensor& features, const Tensor& target, const Tensor& target_valid_len) const {
-    return loss_at_valid_positions(features, target, target_valid_len, *this);
+  Tensor loss_at_valid(const Tensor& features, const Tensor& target, const Tensor& target_valid_len,
+                       double label_smoothing = 0.0) const {
+    return loss_at_valid_positions(features, target, target_valid_len, *this, label_smoothing);
   }
 };
 

@@ -12,12 +12,14 @@ namespace tg::models {
 const ModelSpec& d2l_model_spec();
 const ModelSpec& rnnsearch_model_spec();
 const ModelSpec& rnnencdec_model_spec();
+const ModelSpec& transformer_model_spec();
 
 const std::vector<const ModelSpec*>& model_registry() {
   static const std::vector<const ModelSpec*> specs = {
       &d2l_model_spec(),
       &rnnsearch_model_spec(),
       &rnnencdec_model_spec(),
+      &transformer_model_spec(),
   };
   return specs;
 }

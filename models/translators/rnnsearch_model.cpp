@@ -160,8 +160,9 @@ class RnnSearch : public Seq2Seq {
   }
 
   Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
-              const Tensor& tgt_valid_len) override {
-    return decoder->readout->loss_at_valid(output_features(src, src_valid_len, dec_input, nullptr), tgt, tgt_valid_len);
+              const Tensor& tgt_valid_len, double label_smoothing) override {
+    return decoder->readout->loss_at_valid(output_features(src, src_valid_len, dec_input, nullptr), tgt, tgt_valid_len,
+                                           label_smoothing);
   }
 
   std::shared_ptr<BiEncoder> encoder;

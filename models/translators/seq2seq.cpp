@@ -7,8 +7,10 @@
 #include <stdexcept>
 
 #include "autograd/memory.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/ops_softmax.h"
 #include "autograd/random.h"
 #include "models/translators/limits.h"
@@ -38,6 +40,9 @@ void ModelConfig::validate(std::string_view where) const {
   }
   check("num_steps", num_steps, 1, limits::kMaxSteps);
   check("maxout_units", maxout_units, 0, limits::kMaxWidth);
+  check("num_heads", num_heads, 1, limits::kMaxWidth);
+  check("attention_layer", attention_layer, -limits::kMaxLayers, limits::kMaxLayers);
+  check("attention_head", attention_head, -1, limits::kMaxWidth);
   const ModelSpec& spec = model.spec();
   if (spec.validate) {
     try {
@@ -63,6 +68,8 @@ DecoderState DecoderState::reorder(const Tensor& index) const {
   out.valid_len = pick(valid_len, 0);
   out.context = pick(context, 0);
   out.attention = pick(attention, 0);
+  out.cache.reserve(cache.size());
+  for (const Tensor& t : cache) out.cache.push_back(pick(t, 0));
   return out;
 }
 
@@ -91,7 +98,18 @@ std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen) {
   return config.model.spec().make(config, gen);
 }
 
-Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len) {
+Tensor smoothed_cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing) {
+  if (!(label_smoothing >= 0 && label_smoothing < 1))
+    throw std::invalid_argument("smoothed_cross_entropy: label_smoothing = " + std::to_string(label_smoothing) +
+                                " is out of range [0, 1)");
+  const Tensor nll = cross_entropy(logits, labels);
+  if (label_smoothing == 0) return nll;
+  // The uniform part: mean over rows and classes of -log p (every row here is a counted target).
+  return nll * (1 - label_smoothing) - mean(log_softmax(logits, -1)) * label_smoothing;
+}
+
+Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len,
+                     double label_smoothing) {
   if (logits.dim() != 3 || target.dim() != 2 || logits.size(0) != target.size(0) || logits.size(1) != target.size(1))
     throw std::invalid_argument("sequence_loss: logits " + logits.shape().str() + " do not match target " +
                                 target.shape().str());
@@ -105,12 +123,16 @@ Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& t
   const std::int64_t* len = target_valid_len.data<std::int64_t>();
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = len[b]; t < T; ++t) m[b * T + t] = -100;
-  return cross_entropy(reshape(logits, {B * T, logits.size(2)}), reshape(masked, {B * T}), -100);
+  if (label_smoothing == 0)
+    return cross_entropy(reshape(logits, {B * T, logits.size(2)}), reshape(masked, {B * T}), -100);
+  const Tensor rows = valid_positions(target_valid_len, T);
+  return smoothed_cross_entropy(index_select(reshape(logits, {B * T, logits.size(2)}), 0, rows),
+                                index_select(reshape(target.detach(), {B * T}), 0, rows), label_smoothing);
 }
 
 Tensor Seq2Seq::loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
-                     const Tensor& tgt_valid_len) {
-  return sequence_loss(forward(src, src_valid_len, dec_input), tgt, tgt_valid_len);
+                     const Tensor& tgt_valid_len, double label_smoothing) {
+  return sequence_loss(forward(src, src_valid_len, dec_input), tgt, tgt_valid_len, label_smoothing);
 }
 
 Tensor valid_positions(const Tensor& target_valid_len, std::int64_t T) {

@@ -53,7 +53,7 @@ std::ostream& operator<<(std::ostream& os, const ModelKind& kind);
 
 /// Everything that defines a model's architecture; stored as config.json in checkpoints.
 struct ModelConfig {
-  ModelKind model;                  ///< d2l | rnnsearch | rnnencdec (the registry)
+  ModelKind model;                  ///< d2l | rnnsearch | rnnencdec | transformer (the registry)
   std::int64_t src_vocab = 0;
   std::int64_t tgt_vocab = 0;
   std::int64_t embed_size = 32;
@@ -65,6 +65,12 @@ struct ModelConfig {
   std::int64_t maxout_units = 0;    ///< maxout output size (0 = num_hiddens / 2, the paper's 500 for 1000)
   AttentionScore attention = AttentionScore::additive;  ///< rnnsearch (dot scores need num_hiddens-sized keys)
   Ablation ablation = Ablation::none;  ///< rnnsearch decoder-path ablations
+  // transformer (embed_size = d_model, num_hiddens = feed-forward width, num_layers = layers per stack)
+  std::int64_t num_heads = 4;        ///< attention heads (embed_size must be a multiple)
+  bool norm_first = false;           ///< pre-LN (LayerNorm before each block, final norms) or the paper's post-LN
+  bool tie_embeddings = false;       ///< the output projection is the target embedding (no separate dense)
+  std::int64_t attention_layer = -1; ///< decoder layer whose cross-attention is reported (-1 = the last)
+  std::int64_t attention_head = -1;  ///< that layer's head, or -1 = the mean over heads
 
   /// Throws std::invalid_argument naming the first bad field, its value and its allowed range
   /// (models/translators/limits.h), e.g. `model config: num_hiddens = 99999999 is out of range
@@ -82,6 +88,7 @@ struct DecoderState {
   Tensor valid_len;      ///< (B) i64 source valid lengths
   Tensor context;        ///< (B, D) fixed context (rnnencdec)
   Tensor attention;      ///< (B, S) weights used by the last step (undefined for rnnencdec)
+  std::vector<Tensor> cache;  ///< model-defined, batch on axis 0 (transformer: key/value caches)
 
   /// Keeps batch rows `index` (i64, 1-D), in that order, in every defined tensor.
   DecoderState reorder(const Tensor& index) const;
@@ -106,11 +113,11 @@ class Seq2Seq : public nn::Module {
   virtual Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input,
                          Tensor* attention = nullptr);
   /// The training loss of teacher forcing: sequence_loss(forward(src, src_valid_len, dec_input),
-  /// tgt, tgt_valid_len). The built-in models compute the readout only at the valid target
+  /// tgt, tgt_valid_len, label_smoothing). The built-in models compute the readout only at the valid target
   /// positions (the vocabulary GEMM is most of a step's work, and pads are a large share of the
   /// positions: docs/performance.md), with the same value and gradients (tested).
   virtual Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
-                      const Tensor& tgt_valid_len);
+                      const Tensor& tgt_valid_len, double label_smoothing = 0.0);
   /// Whether step() produces attention weights.
   virtual bool has_attention() const { return true; }
   /// True when source positions past src_valid_len and target positions past tgt_valid_len
@@ -139,8 +146,15 @@ void allow_compact_grads(Seq2Seq& model, bool on = true);
 std::vector<std::string> model_names();
 
 /// Mean cross-entropy over the valid target tokens: logits (B, T, V), target i64 (B, T),
-/// target_valid_len i64 (B); positions t >= valid length are ignored.
-Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len);
+/// target_valid_len i64 (B); positions t >= valid length are ignored. With label_smoothing ε the
+/// target distribution is (1 - ε) one-hot + ε / V uniform, as torch's CrossEntropyLoss.
+Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& target_valid_len,
+                     double label_smoothing = 0.0);
+
+/// Mean over rows of the cross-entropy of logits (N, V) against labels i64 (N) smoothed by ε in
+/// [0, 1): (1 - ε) cross_entropy + ε mean over rows and classes of -log_softmax (torch's
+/// label_smoothing). ε = 0 is exactly cross_entropy. Throws std::invalid_argument for ε outside [0, 1).
+Tensor smoothed_cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing);
 
 /// Row-major flat indices b * T + t of the valid target positions (t < target_valid_len[b]) of a
 /// (B, T) target: i64 (N) with N = the number of valid tokens.

@@ -17,7 +17,7 @@ namespace tg::models {
 /// the same value and gradients for less work. `readout` maps (N, F) to logits (N, V).
 template <class Readout>
 Tensor loss_at_valid_positions(const Tensor& features, const Tensor& target, const Tensor& target_valid_len,
-                               const Readout& readout) {
+                               const Readout& readout, double label_smoothing = 0.0) {
   const std::int64_t B = features.size(0), T = features.size(1);
   if (!(target.shape() == Shape{B, T}) || !(target_valid_len.shape() == Shape{B}))
     throw std::invalid_argument("loss: target " + target.shape().str() + " and target_valid_len " +
@@ -28,7 +28,7 @@ Tensor loss_at_valid_positions(const Tensor& features, const Tensor& target, con
   const std::int64_t *pos = rows.data<std::int64_t>(), *y = target.data<std::int64_t>();
   std::int64_t* label = labels.data<std::int64_t>();
   for (std::int64_t i = 0; i < rows.numel(); ++i) label[i] = y[pos[i]];
-  return cross_entropy(readout(picked), labels);
+  return smoothed_cross_entropy(readout(picked), labels, label_smoothing);
 }
 
 /// Exact parameter counts of the layers the models are built from, for ModelSpec::num_parameters.
@@ -54,6 +54,8 @@ class ParameterCount {
       for (std::int64_t d = 0; d < directions; ++d) gru_cell(l == 0 ? in : mul(directions, hidden), hidden);
     return *this;
   }
+  /// LayerNorm(d): weight and bias.
+  ParameterCount& layer_norm(std::int64_t d) { return add(mul(2, d)); }
   /// AdditiveAttention(key_size, query_size, num_hiddens): W_k, W_q, w_v, no biases.
   ParameterCount& additive_attention(std::int64_t key_size, std::int64_t query_size, std::int64_t num_hiddens) {
     return linear(key_size, num_hiddens, false).linear(query_size, num_hiddens, false).linear(num_hiddens, 1, false);

@@ -137,6 +137,33 @@ TEST_F(Cli, TrainThenTranslateOneLinePerInput) {
   EXPECT_NE(r.err.find("<eos>"), std::string::npos) << r.err;
 }
 
+// The transformer through the same commands: train with its options, translate with a heatmap of
+// a chosen layer and head, resume (its schedule and smoothing come from training.json).
+TEST_F(Cli, TransformerTrainTranslateHeatmapAndResume) {
+  const fs::path ck = dir() / "tfm";
+  CliRun r = run("train --task reverse --num-examples 100 --max-len 5 --num-steps 8 --model transformer --embed-size 8 "
+                 "--num-hiddens 16 --num-heads 2 --norm-first --tie-embeddings --warmup-steps 3 --label-smoothing 0.1 "
+                 "--batch-size 32 --steps 4 --seed 1 --quiet --out " + ck.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "config.json").find("\"num_heads\": 2"), std::string::npos);
+  EXPECT_NE(read_file(ck / "training.json").find("\"warmup_steps\": 3"), std::string::npos);
+  const fs::path svg = dir() / "tfm.svg", npy = dir() / "tfm.npy";
+  r = run("translate --model " + ck.string() + " --attention-layer 0 --attention-head 1 --heatmap " + svg.string() +
+          " --attention-out " + npy.string() + " 'a b c'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u) << r.out;
+  EXPECT_NE(read_file(svg).find("<svg"), std::string::npos);
+  EXPECT_NE(read_file(npy).find(", 4)"), std::string::npos);  // 4 source positions
+  r = run("translate --model " + ck.string() + " --attention-head 2 'a'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("attention_head = 2 is not a head (num_heads = 2"), std::string::npos) << r.err;
+  r = run("train --init-from " + ck.string() + " --steps 6 --quiet");
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run("train --init-from " + ck.string() + " --num-heads 4 --steps 8 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--num-heads 4 contradicts"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, EvalBleuAndResume) {
   const fs::path& ck = checkpoint();
   CliRun r = run("eval --model " + ck.string() + " --task reverse --num-examples 20 --max-len 5");

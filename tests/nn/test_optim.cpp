@@ -300,6 +300,31 @@ TEST(Optim, LearningRateSchedules) {
   }
 }
 
+TEST(Optim, WarmupInverseSqrtSchedule) {
+  Tensor p = Tensor::zeros({1}).requires_grad_();
+  tg::nn::Adam adam(std::vector<Tensor>{p}, AdamOptions(0.01));
+  tg::nn::WarmupInverseSqrtLR sched(adam, /*warmup_steps=*/4);
+  // Update s (1-based) gets 0.01 * min(s / 4, sqrt(4 / s)): construction sets update 1's.
+  EXPECT_EQ(sched.get_last_lr(), adam.lr());
+  std::vector<double> seq{adam.lr()};
+  for (int s = 2; s <= 16; ++s) {
+    sched.step();
+    seq.push_back(adam.lr());
+  }
+  for (int s = 1; s <= 16; ++s)
+    EXPECT_DOUBLE_EQ(seq[s - 1], 0.01 * std::min(s / 4.0, std::sqrt(4.0 / s))) << "update " << s;
+  EXPECT_DOUBLE_EQ(seq[3], 0.01);       // the peak at the end of warmup
+  EXPECT_DOUBLE_EQ(seq[15], 0.01 / 2);  // sqrt(4 / 16)
+  // Continuing after 9 updates gives update 10's rate, as the straight schedule.
+  tg::nn::Adam resumed(std::vector<Tensor>{p}, AdamOptions(0.01));
+  tg::nn::WarmupInverseSqrtLR cont(resumed, 4, /*start_step=*/9);
+  EXPECT_DOUBLE_EQ(resumed.lr(), seq[9]);
+  cont.step();
+  EXPECT_DOUBLE_EQ(resumed.lr(), seq[10]);
+  EXPECT_THROW(tg::nn::WarmupInverseSqrtLR(adam, 0), std::invalid_argument);
+  EXPECT_THROW(tg::nn::WarmupInverseSqrtLR(adam, 4, -1), std::invalid_argument);
+}
+
 // ---- checkpoints and training ------------------------------------------------------------------
 
 struct ToyData {

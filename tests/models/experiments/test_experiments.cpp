@@ -113,8 +113,9 @@ TEST(Experiments, LengthStudyBucketsHeldOutPairsBySourceLength) {
   const ExperimentTable& t = r.tables[0];
   EXPECT_EQ(t.slug, "length_reverse");
   EXPECT_EQ(t.columns,
-            (std::vector<std::string>{"source length", "pairs", "rnnsearch BLEU-4", "rnnencdec BLEU-4", "rnnsearch exact",
-                                      "rnnencdec exact", "rnnsearch GeoMean", "rnnencdec GeoMean"}));
+            (std::vector<std::string>{"source length", "pairs", "rnnsearch BLEU-4", "rnnencdec BLEU-4",
+                                      "transformer BLEU-4", "rnnsearch exact", "rnnencdec exact", "transformer exact",
+                                      "rnnsearch GeoMean", "rnnencdec GeoMean", "transformer GeoMean"}));
   ASSERT_EQ(t.rows.size(), 6u);
   EXPECT_EQ(t.rows[0][0], "1–2");
   EXPECT_EQ(t.rows[4][0], "9–10");
@@ -125,8 +126,9 @@ TEST(Experiments, LengthStudyBucketsHeldOutPairsBySourceLength) {
   EXPECT_EQ(t.rows[5][1], "30");
   EXPECT_EQ(t.rows[0][2], "n/a");  // references of 1-2 tokens have no 4-grams
   EXPECT_NE(t.rows[4][2], "n/a");
-  expect_unit_metrics(t, {"rnnsearch BLEU-4", "rnnencdec BLEU-4", "rnnsearch exact", "rnnencdec exact",
-                          "rnnsearch GeoMean", "rnnencdec GeoMean"});
+  expect_unit_metrics(t, {"rnnsearch BLEU-4", "rnnencdec BLEU-4", "transformer BLEU-4", "rnnsearch exact",
+                          "rnnencdec exact", "transformer exact", "rnnsearch GeoMean", "rnnencdec GeoMean",
+                          "transformer GeoMean"});
   EXPECT_NE(t.notes.find("12 steps × batch 16"), std::string::npos) << t.notes;
   EXPECT_GT(r.train_seconds, 0.0);
   EXPECT_GE(r.seconds, r.train_seconds);
@@ -227,17 +229,18 @@ TEST(Experiments, PrimesQuickRunsTwoLengths) {
   EXPECT_NE(svg.find("max length 10"), std::string::npos);
 }
 
-TEST(Experiments, ScoresComparesTheThreeScoreFunctions) {
+TEST(Experiments, ScoresComparesTheThreeScoreFunctionsAndTheTransformer) {
   const fs::path dir = scratch("scores");
   ExperimentOptions o = tiny(dir);
   const ExperimentResult r = scores_experiment(o);
   const ExperimentTable& t = r.tables[0];
   EXPECT_EQ(t.columns, (std::vector<std::string>{"attention", "rounds", "exact", "GeoMean", "BLEU-4", "tokens/s",
                                                  "tokens/CPU-s", "train s", "last loss"}));
-  ASSERT_EQ(t.rows.size(), 3u);
+  ASSERT_EQ(t.rows.size(), 4u);
   EXPECT_EQ(t.rows[0][0], "additive");
   EXPECT_EQ(t.rows[1][0], "scaled_dot");
   EXPECT_EQ(t.rows[2][0], "dot");
+  EXPECT_EQ(t.rows[3][0], "transformer");
   EXPECT_NE(t.title.find("`dates`"), std::string::npos);
   expect_unit_metrics(t, {"exact", "GeoMean", "BLEU-4"});
   for (const auto& row : t.rows) {

@@ -36,6 +36,7 @@
 #include "autograd/ops_reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
+#include "autograd/tape.h"
 #include "autograd/tensor.h"
 #include "bench/workloads.h"
 #include "models/translators/seq2seq.h"
@@ -232,6 +233,52 @@ TEST(Allocations, RnnSearchCompactGradsStepAllocatesNothing) {
   c.dropout = 0.0, c.num_steps = 6, c.readout = tg::models::Readout::linear;
   const auto counts = allocations_per_step(c, 8, 20, 20, true);
   std::printf("rnnsearch (small, compact gradients): operator new calls per step after warm-up: %s\n", str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+models::ModelConfig small_transformer(double dropout) {
+  models::ModelConfig c;
+  c.model = "transformer";
+  c.src_vocab = 60, c.tgt_vocab = 70, c.embed_size = 16, c.num_hiddens = 32, c.num_layers = 2, c.num_heads = 4;
+  c.dropout = dropout, c.num_steps = 6;
+  return c;
+}
+
+TEST(Allocations, TransformerTrainingStepAllocatesNothing) {
+  const auto counts = allocations_per_step(small_transformer(0.1), 8, 20, 20);
+  std::printf("transformer (small, dropout 0.1): operator new calls per step after warm-up: %s\n", str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+// Cached decoding: begin() then step() after step() (as greedy_decode), each step appending one
+// position to every layer's key/value cache. The second pass over the same batch is measured.
+TEST(Allocations, TransformerCachedDecodingStepAllocatesNothing) {
+  set_num_threads(1);
+  const models::ModelConfig config = small_transformer(0.0);
+  Generator gen(0);
+  auto model = models::make_model(config, gen);
+  model->eval();
+  SplitMix64 rng{777};
+  const Batch b = make_batch(rng, 8, config);
+  std::vector<std::int64_t> counts;
+  for (int pass = 0; pass < 3; ++pass) {
+    NoGradGuard no_grad;
+    models::DecoderState state = model->begin(b.src, b.src_len);
+    Tensor y = Tensor::full({8}, static_cast<double>(kBos), DType::i64);
+    for (std::int64_t t = 0; t < config.num_steps; ++t) {
+      const std::int64_t before = g_news.load() + memory::cache_stats().system_allocs;
+      g_counting = pass == 2;
+      {
+        const Tensor logits = model->step(y, state);
+        y = argmax(logits, -1);
+      }
+      g_counting = false;
+      if (pass == 2) counts.push_back(g_news.load() + memory::cache_stats().system_allocs - before);
+    }
+  }
+  if (g_trace) print_sites();
+  set_num_threads(0);
+  std::printf("transformer (small): operator new calls per cached decoding step: %s\n", str(counts).c_str());
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
 }
 

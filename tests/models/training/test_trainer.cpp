@@ -128,6 +128,43 @@ TEST(Trainer, ResumedRunRepeatsTheStraightRunExactly) {
   fs::remove_all(root);
 }
 
+// The transformer with the warmup schedule and label smoothing: the logged lr follows the schedule,
+// training.json keeps both settings, and a resumed run repeats the straight one.
+TEST(Trainer, WarmupScheduleAndLabelSmoothingResumeExactly) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);
+  ModelConfig c = tiny_config(data, "transformer");
+  c.num_heads = 2;
+  const auto options = TrainOptions().batch_size(16).lr(0.01).warmup_steps(4).label_smoothing(0.1).seed(9).progress(false);
+  Generator gen_a(1);
+  auto straight = make_model(c, gen_a);
+  const auto full = train(*straight, data, TrainOptions(options).steps(8));
+  ASSERT_EQ(full.steps.size(), 8u);
+  for (const StepRecord& r : full.steps)
+    EXPECT_DOUBLE_EQ(r.lr, 0.01 * std::min(r.step / 4.0, std::sqrt(4.0 / static_cast<double>(r.step))));
+  Generator gen_b(1);
+  auto first = make_model(c, gen_b);
+  const auto part1 = train(*first, data, TrainOptions(options).steps(5).out_dir((root / "ck").string()));
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_TRUE(ck.training);
+  EXPECT_EQ(ck.training->warmup_steps, 4);
+  EXPECT_EQ(ck.training->label_smoothing, 0.1);
+  const auto part2 = train(*ck.model, data, TrainOptions(options).steps(8).resume_from(ck.dir));
+  std::vector<double> resumed = losses(part1);
+  for (double l : losses(part2)) resumed.push_back(l);
+  EXPECT_EQ(resumed, losses(full));
+  EXPECT_EQ(part2.steps.front().lr, full.steps[5].lr);
+  EXPECT_TRUE(weights(*ck.model) == weights(*straight));
+  // Smoothing changes the loss being minimised: the first step's loss differs from the plain one.
+  Generator gen_c(1);
+  auto plain = make_model(c, gen_c);
+  const auto unsmoothed = train(*plain, data, TrainOptions(options).label_smoothing(0).steps(1));
+  EXPECT_NE(unsmoothed.steps.front().loss, full.steps.front().loss);
+  EXPECT_THROW(train(*plain, data, TrainOptions(options).label_smoothing(1.0)), std::invalid_argument);
+  EXPECT_THROW(train(*plain, data, TrainOptions(options).warmup_steps(-1)), std::invalid_argument);
+  fs::remove_all(root);
+}
+
 TEST(Trainer, LogsEveryStepAndCheckpointsAtEpochEnds) {
   const fs::path root = temp_dir();
   const TranslationData data = reverse_data(40);

@@ -50,6 +50,7 @@ ModelConfig small(const std::string& model) {
   c.embed_size = 5;
   c.num_hiddens = 6;
   c.num_layers = model == "d2l" ? 3 : 1;
+  c.num_heads = 5;  // transformer: a divisor of embed_size
   return c;
 }
 
@@ -78,6 +79,10 @@ TEST(ConfigLimits, EachFieldOutOfRangeIsRefusedNamingIt) {
       {"num_steps", "1000000000", range(1, kMaxSteps)},
       {"maxout_units", "-1", range(0, kMaxWidth)},
       {"maxout_units", std::to_string(kHuge), range(0, kMaxWidth)},
+      {"num_heads", "0", range(1, kMaxWidth)},
+      {"num_heads", std::to_string(kHuge), range(1, kMaxWidth)},
+      {"attention_layer", std::to_string(-kMaxLayers - 1), range(-kMaxLayers, kMaxLayers)},
+      {"attention_head", "-2", range(-1, kMaxWidth)},
       {"dropout", "-0.5", "[0, 1)"},
       {"dropout", "1", "[0, 1)"},
       {"dropout", "1e300", "[0, 1)"},
@@ -165,6 +170,16 @@ TEST(ConfigLimits, ParameterCountMatchesTheBuiltModel) {
         c.ablation = a;
         configs.push_back(c);
       }
+    }
+    if (spec->name == "transformer") {
+      for (const bool norm_first : {false, true})
+        for (const bool tie : {false, true}) {
+          c = configs.front();
+          c.num_layers = 3;
+          c.norm_first = norm_first;
+          c.tie_embeddings = tie;
+          configs.push_back(c);
+        }
     }
     for (const ModelConfig& config : configs) {
       Generator gen(0);

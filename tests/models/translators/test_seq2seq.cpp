@@ -36,6 +36,7 @@ ModelConfig tiny(const std::string& model) {
   c.num_hiddens = 4;
   c.num_layers = model == "d2l" ? 2 : 1;
   c.dropout = 0.0;  // gradcheck needs a deterministic function
+  c.num_heads = 1;  // transformer: embed_size 3
   c.num_steps = 4;
   return c;
 }
@@ -116,12 +117,12 @@ TEST(Seq2Seq, ConfigErrorsNameTheField) {
     (void)ModelKind("nope");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown model \"nope\" (registered: d2l, rnnsearch, rnnencdec)");
+    EXPECT_EQ(std::string(e.what()), "unknown model \"nope\" (registered: d2l, rnnsearch, rnnencdec, transformer)");
   }
 }
 
 TEST(Seq2Seq, RegistryDrivesNamesAndFactories) {
-  ASSERT_EQ(model_names(), (std::vector<std::string>{"d2l", "rnnsearch", "rnnencdec"}));
+  ASSERT_EQ(model_names(), (std::vector<std::string>{"d2l", "rnnsearch", "rnnencdec", "transformer"}));
   for (const ModelSpec* spec : model_registry()) {
     SCOPED_TRACE(std::string(spec->name));
     EXPECT_FALSE(spec->description.empty());
