@@ -23,6 +23,7 @@ MAIN_PACKAGES=(
   libzip-dev                                      # .npz checkpoints
   libssl-dev                                      # SHA-256 of checkpoint files (manifest.json)
   libcli11-dev nlohmann-json3-dev                 # command line, config files
+  libopenmpi-dev openmpi-bin                      # tg::dist: data-parallel training under mpirun
 )
 TEST_PACKAGES=(
   libgtest-dev libbenchmark-dev                   # tests and benchmarks (the suite smoke-tests them)

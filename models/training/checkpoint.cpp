@@ -253,6 +253,7 @@ std::string training_to_json(const TrainingState& s) {
   j["lr"] = s.lr;
   j["clip"] = s.clip;
   j["shuffle"] = s.shuffle;
+  j["shards"] = s.shards;
   j["notes"] = s.notes;
   return j.dump(2) + "\n";
 }
@@ -260,7 +261,7 @@ std::string training_to_json(const TrainingState& s) {
 TrainingState training_from_json(const std::string& text, const std::string& source) {
   const json j = parse_object(text, source);
   check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "last_loss", "seed", "batch_size", "lr",
-                       "clip", "shuffle", "notes"},
+                       "clip", "shuffle", "shards", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
@@ -273,6 +274,7 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("lr")) s.lr = get_double(j, "lr", source);
   if (j.contains("clip")) s.clip = get_double(j, "clip", source);
   if (j.contains("shuffle")) s.shuffle = get_bool(j, "shuffle", source);
+  if (j.contains("shards")) s.shards = get_int(j, "shards", source);
   if (j.contains("notes")) {
     if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
     for (const auto& [k, v] : j["notes"].items()) {
@@ -288,6 +290,8 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   check_count("epoch", s.epoch, limits::kMaxCount);
   check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
   check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
+  if (s.shards < 1 || s.shards > limits::kMaxBatchSize)
+    bad(source, "shards = " + std::to_string(s.shards) + " is out of range [1, " + std::to_string(limits::kMaxBatchSize) + "]");
   auto check_real = [&](const char* key, double v) {  // NaN fails too
     if (!(v >= 0 && std::isfinite(v))) bad(source, std::string(key) + " = " + std::to_string(v) + " must be finite and >= 0");
   };

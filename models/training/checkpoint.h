@@ -71,6 +71,8 @@ struct TrainingState {
   double lr = 0.0;
   double clip = 0.0;
   bool shuffle = true;
+  /// Fixed shards each global batch was split into (TrainOptions::shards; 1 before data parallelism).
+  std::int64_t shards = 1;
   /// Free-form string metadata (the CLI records its data source here).
   std::map<std::string, std::string> notes;
 };
