@@ -25,6 +25,11 @@ namespace {
 bool g_initialized = false;
 int g_rank = 0;
 int g_size = 1;
+#ifdef TG_HAVE_MPI
+// Channel k's communicator: 0 = MPI_COMM_WORLD, then duplicates (see Channel in dist.h).
+MPI_Comm g_comms[kChannels] = {MPI_COMM_NULL};
+MPI_Comm comm(int channel) { return g_comms[channel]; }
+#endif
 
 double initial_timeout() {
   if (const char* s = std::getenv("TG_DIST_TIMEOUT")) {
@@ -37,14 +42,12 @@ double initial_timeout() {
 }
 double g_timeout = initial_timeout();
 
-#ifndef TG_HAVE_MPI
-/// Ranks mpirun started, from Open MPI's (or PMI's) environment; 1 when not under a launcher.
+/// Ranks mpirun started, from Open MPI's (or PMI's) environment; 0 when not under a launcher.
 int launcher_world_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (const char* s = std::getenv(name)) return std::atoi(s);
-  return 1;
+  return std::getenv("PMIX_RANK") ? 1 : 0;
 }
-#endif
 
 std::size_t element_bytes(const Tensor& t, const char* op) {
   switch (t.dtype()) {
@@ -94,6 +97,9 @@ std::string backend() {
 
 Context::Context(int* argc, char*** argv) {
 #ifdef TG_HAVE_MPI
+  // Without a launcher the process is a world of one: skip MPI_Init, whose singleton start-up
+  // costs about a second with Open MPI 4.1.
+  if (launcher_world_size() == 0) return;
   int already = 0;
   MPI_Initialized(&already);
   if (!already) {
@@ -106,6 +112,12 @@ Context::Context(int* argc, char*** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  g_comms[0] = MPI_COMM_WORLD;
+  for (int k = 1; k < kChannels; ++k) {
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &g_comms[k]) != MPI_SUCCESS)
+      throw std::runtime_error("dist::Context: MPI_Comm_dup failed");
+    MPI_Comm_set_errhandler(g_comms[k], MPI_ERRORS_RETURN);
+  }
   g_initialized = true;
 #else
   (void)argc;
@@ -124,6 +136,8 @@ Context::~Context() {
   g_size = 1;
   int finalized = 0;
   MPI_Finalized(&finalized);
+  for (int k = 1; k < kChannels; ++k)
+    if (!finalized && g_comms[k] != MPI_COMM_NULL) MPI_Comm_free(&g_comms[k]);
   if (owns_ && !finalized) MPI_Finalize();
 #endif
 }
@@ -208,9 +222,10 @@ void Request::wait() {
   }
 }
 
-Request iallgather(const void* send, std::size_t bytes, void* recv, const std::string& what) {
+Request iallgather(const void* send, std::size_t bytes, void* recv, const std::string& what, int channel) {
   Request r;
   r.what_ = "allgather (" + what + ")";
+  if (channel < 0 || channel >= kChannels) throw std::invalid_argument("dist::" + r.what_ + ": no channel " + std::to_string(channel));
 #ifdef TG_HAVE_MPI
   if (g_initialized) {
     if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
@@ -219,7 +234,28 @@ Request iallgather(const void* send, std::size_t bytes, void* recv, const std::s
     auto* h = new MPI_Request(MPI_REQUEST_NULL);
     r.handle_ = h;
     check_mpi(r.what_, MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
-                                      MPI_BYTE, MPI_COMM_WORLD, h));
+                                      MPI_BYTE, comm(channel), h));
+    r.active_ = true;
+    return r;
+  }
+#endif
+  if (recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+  return r;
+}
+
+Request ialltoall(const void* send, std::size_t bytes, void* recv, const std::string& what, int channel) {
+  Request r;
+  r.what_ = "alltoall (" + what + ")";
+  if (channel < 0 || channel >= kChannels) throw std::invalid_argument("dist::" + r.what_ + ": no channel " + std::to_string(channel));
+#ifdef TG_HAVE_MPI
+  if (g_initialized) {
+    if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::invalid_argument("dist::" + r.what_ + ": " + std::to_string(bytes) +
+                                  " bytes per rank exceed MPI's int count; use smaller buckets");
+    auto* h = new MPI_Request(MPI_REQUEST_NULL);
+    r.handle_ = h;
+    check_mpi(r.what_, MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
+                                     comm(channel), h));
     r.active_ = true;
     return r;
   }

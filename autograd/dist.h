@@ -9,7 +9,9 @@
 // Deterministic: allreduce_sum does not use MPI_Allreduce (whose summation order depends on the
 // implementation and the message sizes). Every rank gathers every rank's contribution
 // (MPI_Allgather) and adds them itself with tree_sum's fixed pairwise order, so the result is
-// identical on every rank and in every run.
+// identical on every rank and in every run. (DDP's buckets use the bandwidth-optimal variant:
+// an all-to-all of fixed chunks, each rank sums its chunk in rank order, an allgather of the
+// sums: 2 (N-1)/N of the bytes per rank, as a ring allreduce.)
 //
 // Bounded waits: every collective is started non-blocking and waited for with MPI_Test polling;
 // after timeout() seconds (TG_DIST_TIMEOUT, default 300) the waiting rank prints which collective
@@ -33,8 +35,9 @@ bool available();
 std::string backend();
 
 /// Initialises MPI for the process (thread level FUNNELED: only the thread that made the Context
-/// calls MPI) and finalizes it when destroyed. One per process; without MPI, or when the process
-/// was not started by mpirun, it stands for a world of one. Throws std::runtime_error
+/// calls MPI) and finalizes it when destroyed. One per process. Without MPI, or when the process
+/// was not started by mpirun (no launcher in the environment: MPI is then not initialised at all),
+/// it stands for a world of one. Throws std::runtime_error
 /// ("dist::Context: ...") if MPI cannot start, or if the build has no MPI but mpirun started
 /// several ranks (they would all train alone).
 class Context {
@@ -94,7 +97,8 @@ class Request {
   bool active() const { return active_; }
 
  private:
-  friend Request iallgather(const void*, std::size_t, void*, const std::string&);
+  friend Request iallgather(const void*, std::size_t, void*, const std::string&, int);
+  friend Request ialltoall(const void*, std::size_t, void*, const std::string&, int);
   friend Request ibroadcast(void*, std::size_t, int, const std::string&);
   friend Request ibarrier(const std::string&);
   void* handle_ = nullptr;  // MPI_Request, boxed so this header does not include mpi.h
@@ -102,10 +106,18 @@ class Request {
   std::string what_;
 };
 
+/// Channels: separate communicators. Every rank must start the collectives of one channel in the
+/// same order, but collectives of different channels may interleave differently on each rank
+/// (DDP starts its buckets' two phases on channels 1 and 2 as each rank's data becomes ready).
+constexpr int kChannels = 3;
+
 /// Starts gathering `bytes` bytes from every rank into `recv` (world_size() * bytes, rank order).
 /// Both buffers must stay alive and untouched until the request completes. `what` names the
 /// collective in errors ("DDP bucket 3").
-Request iallgather(const void* send, std::size_t bytes, void* recv, const std::string& what);
+Request iallgather(const void* send, std::size_t bytes, void* recv, const std::string& what, int channel = 0);
+/// Starts an all-to-all: block r of `send` (`bytes` each, world_size() blocks) goes to rank r;
+/// `recv` receives every rank's block for this rank, in rank order.
+Request ialltoall(const void* send, std::size_t bytes, void* recv, const std::string& what, int channel = 0);
 /// Starts a broadcast of `bytes` bytes from `root`.
 Request ibroadcast(void* buffer, std::size_t bytes, int root, const std::string& what);
 Request ibarrier(const std::string& what);

@@ -35,15 +35,20 @@ struct DistributedDataParallel::Param {
   std::vector<Tensor> saved;        // earlier shards' gradients this step (undefined: not reached)
 };
 
+// A bucket travels in two phases, each on its own channel (so each phase's collectives start in
+// bucket order on every rank, while the phases interleave as each rank's data allows):
+//   1. all-to-all: rank r receives every rank's chunk r (chunk = ceil(numel / N) elements);
+//   2. rank r adds its N chunks in rank order (dist::tree_sum) and allgathers the sum.
 struct DistributedDataParallel::Bucket {
   DType dtype = DType::f32;
   std::vector<std::size_t> params;
   std::size_t numel = 0;
-  std::vector<unsigned char> send, recv;
-  dist::Request request;
+  std::size_t chunk = 0;            // elements per rank's chunk; the buffers hold N chunks
+  std::vector<unsigned char> send, gathered, mine, recv;
+  dist::Request scatter, gather;
   std::size_t pending = 0;          // parameters not yet written this step
-  bool launched = false;
   std::size_t bytes() const { return numel * elem_bytes(dtype); }
+  std::size_t chunk_bytes() const { return chunk * elem_bytes(dtype); }
 };
 
 DistributedDataParallel::DistributedDataParallel(NamedTensors params, const DDPOptions& options)
@@ -81,8 +86,11 @@ DistributedDataParallel::DistributedDataParallel(NamedTensors params, const DDPO
   }
   const auto world = static_cast<std::size_t>(dist::world_size());
   for (auto& b : buckets_) {
-    b.send.resize(b.bytes());
-    b.recv.resize(b.bytes() * world);
+    b.chunk = (b.numel + world - 1) / world;
+    b.send.assign(b.chunk_bytes() * world, 0);  // the padding past numel stays zero
+    b.gathered.resize(b.chunk_bytes() * world);
+    b.mine.resize(b.chunk_bytes());
+    b.recv.resize(b.chunk_bytes() * world);
   }
   for (std::size_t i = 0; i < params_.size(); ++i)
     hooks_.push_back(params_[i].tensor.register_hook([this, i](const Tensor& g) {
@@ -115,12 +123,40 @@ void DistributedDataParallel::on_gradient(std::size_t i, const Tensor& g) {
     write_contribution(i, &g);
     launch_ready();
   }
-  // Let MPI progress the oldest transfer in flight (Open MPI progresses only inside MPI calls).
-  for (std::size_t b = 0; b < next_launch_; ++b)
-    if (buckets_[b].request.active()) {
-      buckets_[b].request.test();
+  advance(false);
+}
+
+void DistributedDataParallel::reduce_chunk(std::size_t k) {
+  Bucket& b = buckets_[k];
+  const auto t0 = Clock::now();
+  const auto world = static_cast<std::size_t>(dist::world_size());
+  auto sum = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    std::vector<const T*> parts(world);
+    for (std::size_t r = 0; r < world; ++r) parts[r] = reinterpret_cast<const T*>(b.gathered.data()) + r * b.chunk;
+    dist::tree_sum(parts.data(), world, b.chunk, reinterpret_cast<T*>(b.mine.data()));
+  };
+  if (b.dtype == DType::f64) sum(static_cast<double*>(nullptr));
+  else sum(static_cast<float*>(nullptr));
+  stats_.sum_seconds += since(t0);
+  b.gather = dist::iallgather(b.mine.data(), b.chunk_bytes(), b.recv.data(), "DDP bucket " + std::to_string(k) + " gather", 2);
+}
+
+void DistributedDataParallel::advance(bool block) {
+  // Phase 2 of each bucket whose all-to-all is done, in bucket order. Testing also lets MPI make
+  // progress (Open MPI progresses transfers only inside MPI calls).
+  while (next_reduce_ < next_launch_) {
+    Bucket& b = buckets_[next_reduce_];
+    if (block) {
+      const auto t0 = Clock::now();
+      b.scatter.wait();
+      stats_.wait_seconds += since(t0);
+    } else if (!b.scatter.test()) {
       break;
     }
+    reduce_chunk(next_reduce_++);
+  }
+  if (!block && next_reduce_ > 0) buckets_[next_reduce_ - 1].gather.test();
 }
 
 void DistributedDataParallel::write_contribution(std::size_t i, const Tensor* pending) {
@@ -171,8 +207,7 @@ void DistributedDataParallel::write_contribution(std::size_t i, const Tensor* pe
 
 void DistributedDataParallel::launch(std::size_t k) {
   Bucket& b = buckets_[k];
-  b.request = dist::iallgather(b.send.data(), b.bytes(), b.recv.data(), "DDP bucket " + std::to_string(k));
-  b.launched = true;
+  b.scatter = dist::ialltoall(b.send.data(), b.chunk_bytes(), b.gathered.data(), "DDP bucket " + std::to_string(k) + " scatter", 1);
   stats_.bytes_sent += static_cast<std::int64_t>(b.bytes());
   if (in_last_) ++stats_.early_buckets;
   else ++stats_.late_buckets;
@@ -185,11 +220,9 @@ void DistributedDataParallel::launch_ready() {
 void DistributedDataParallel::backward(const Tensor& loss, bool last, std::uint64_t graph_key) {
   if (in_last_) throw std::logic_error("DistributedDataParallel::backward: called again inside a backward");
   if (local_shards_ == 0) {  // the step's first shard
-    for (auto& b : buckets_) {
-      b.pending = b.params.size();
-      b.launched = false;
-    }
+    for (auto& b : buckets_) b.pending = b.params.size();
     next_launch_ = 0;
+    next_reduce_ = 0;
     miscounted_ = false;
     for (auto& p : params_) {
       p.written = false;
@@ -235,11 +268,13 @@ void DistributedDataParallel::backward(const Tensor& loss, bool last, std::uint6
 }
 
 void DistributedDataParallel::exchange_all_again() {
-  for (auto& b : buckets_) b.request.wait();
+  advance(true);
+  for (auto& b : buckets_) b.gather.wait();
   for (auto& p : params_) p.written = false;
   for (auto& b : buckets_) b.pending = b.params.size();
   for (std::size_t i = 0; i < params_.size(); ++i) write_contribution(i, nullptr);
   next_launch_ = 0;
+  next_reduce_ = 0;
   launch_ready();
   ++stats_.redone_steps;
 }
@@ -259,10 +294,11 @@ void DistributedDataParallel::synchronize() {
   if (redo) exchange_all_again();
 
   const double divisor = options_.average() ? static_cast<double>(world) * local_shards_ : 1.0;
+  advance(true);
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
     Bucket& b = buckets_[k];
     const auto t0 = Clock::now();
-    b.request.wait();
+    b.gather.wait();
     stats_.wait_seconds += since(t0);
     const auto t1 = Clock::now();
     for (std::size_t i : b.params) {
@@ -276,11 +312,8 @@ void DistributedDataParallel::synchronize() {
       Tensor out = Tensor::empty(p.tensor.shape(), p.tensor.dtype());
       auto reduce = [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
-        std::vector<const T*> parts(world);
-        for (std::size_t r = 0; r < world; ++r)
-          parts[r] = reinterpret_cast<const T*>(b.recv.data() + r * b.bytes()) + p.offset;
         T* o = out.template data<T>();
-        dist::tree_sum(parts.data(), world, p.numel, o);
+        std::memcpy(o, reinterpret_cast<const T*>(b.recv.data()) + p.offset, p.numel * sizeof(T));
         if (divisor != 1.0)
           for (std::size_t j = 0; j < p.numel; ++j) o[j] = static_cast<T>(o[j] / static_cast<T>(divisor));
       };

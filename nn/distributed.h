@@ -21,9 +21,11 @@
 // always correct, only slower. (A post-accumulate-grad hook on leaves would make the counting
 // unnecessary.)
 //
-// Deterministic: every rank receives every rank's bucket and adds the contributions itself in the
-// fixed pairwise order of dist::tree_sum over ranks, never in message-arrival order, so every rank
-// gets the same bits and two runs give the same parameters. Several backward() calls per step
+// A bucket's exchange is a reduce-scatter then an allgather, built from an all-to-all of fixed
+// chunks: rank r receives chunk r of every rank's bucket, adds them in the fixed pairwise order
+// of dist::tree_sum over ranks (never in message-arrival order), and allgathers its sum. Each rank
+// sends 2 (N-1)/N of the gradient bytes per step, as with a ring allreduce; every rank gets the
+// same bits and two runs give the same parameters. Several backward() calls per step
 // (local shards, e.g. gradient accumulation) are kept apart and summed with the same tree: a step
 // over S shards (S a power of two) gives the same bits on any power-of-two number of ranks that
 // divides S, because the tree over S shards is the tree over each rank's block of shards.
@@ -67,12 +69,12 @@ class DDPOptions {
 /// Counters of the communication so far (see DistributedDataParallel::stats()).
 struct DDPStats {
   std::int64_t steps = 0;            ///< synchronize() calls
-  std::int64_t bytes_sent = 0;       ///< gradient bytes this rank contributed to allgathers, all steps
+  std::int64_t bytes_sent = 0;       ///< gradient bytes exchanged (bucket sizes), all steps; the wire carries 2 (N-1)/N of it per rank
   std::int64_t early_buckets = 0;    ///< buckets started while backward was still running
   std::int64_t late_buckets = 0;     ///< buckets started after backward returned
   std::int64_t redone_steps = 0;     ///< steps whose gradients were exchanged again (a miscounted graph)
   double wait_seconds = 0.0;         ///< time synchronize() waited for transfers (communication not hidden)
-  double sum_seconds = 0.0;          ///< time synchronize() spent adding the ranks' contributions
+  double sum_seconds = 0.0;          ///< time spent adding the ranks' chunks (in hooks and synchronize())
 };
 
 /// The data-parallel wrapper of a set of parameters (see the file comment). Not copyable; keeps
@@ -111,6 +113,8 @@ class DistributedDataParallel {
   void write_contribution(std::size_t i, const Tensor* pending);
   void launch_ready();
   void launch(std::size_t b);
+  void reduce_chunk(std::size_t b);
+  void advance(bool block);
   void exchange_all_again();
 
   DDPOptions options_;
@@ -122,7 +126,8 @@ class DistributedDataParallel {
   bool in_last_ = false;
   bool miscounted_ = false;
   int local_shards_ = 0;
-  std::size_t next_launch_ = 0;
+  std::size_t next_launch_ = 0;   // buckets whose all-to-all has started
+  std::size_t next_reduce_ = 0;   // buckets whose chunk is summed and allgather started
   DDPStats stats_;
 };
 
