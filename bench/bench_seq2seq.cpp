@@ -141,6 +141,8 @@ int main(int argc, char** argv) {
   double bucket_mib = 4;
   app.add_flag("--ddp", ddp_flag, "train through DistributedDataParallel even in one process");
   app.add_option("--bucket-mib", bucket_mib, "DDP bucket size in MiB (default 4)");
+  std::int64_t batch_override = 0;
+  app.add_option("--batch", batch_override, "rows per batch instead of the workload's (e.g. one rank's share)");
   app.add_option("--compact-grads", compact_grads,
                  "embedding and readout gradients kept compact (models::allow_compact_grads): on | off | auto "
                  "(default: on for C, off for A and B)")
@@ -151,7 +153,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const Workload w = workload(config, readout);
+    Workload w = workload(config, readout);
+    if (batch_override > 0) w.batch = batch_override;
     const auto& c = w.config;
     if (steps < 0) steps = w.default_steps;
     if (warmup < 0) warmup = w.default_warmup;
@@ -245,14 +248,21 @@ int main(int argc, char** argv) {
       mem("zero_grad");
       tg::Tensor src = b.src, src_len = b.src_len, tgt = b.tgt, tgt_len = b.tgt_len;
       double share = 1.0;
+      std::uint64_t key = 0;
       if (ddp) {  // this rank's rows of the global batch
         const std::int64_t B = b.src.size(0), r0 = rank * B / world, r1 = (rank + 1) * B / world;
         src = tg::narrow(b.src, 0, r0, r1 - r0).clone();
         src_len = tg::narrow(b.src_len, 0, r0, r1 - r0).clone();
         tgt = tg::narrow(b.tgt, 0, r0, r1 - r0).clone();
         tgt_len = tg::narrow(b.tgt_len, 0, r0, r1 - r0).clone();
-        std::int64_t mine = 0;
-        for (std::int64_t k = 0; k < tgt_len.numel(); ++k) mine += tgt_len.data<std::int64_t>()[k];
+        std::int64_t mine = 0, src_max = 0, tgt_max = 0;
+        for (std::int64_t k = 0; k < tgt_len.numel(); ++k) {
+          mine += tgt_len.data<std::int64_t>()[k];
+          src_max = std::max(src_max, src_len.data<std::int64_t>()[k]);
+          tgt_max = std::max(tgt_max, tgt_len.data<std::int64_t>()[k]);
+        }
+        // The graph's shape (the recurrent layers run to the longest valid row): DDP's graph key.
+        key = static_cast<std::uint64_t>(src_max) << 32 | static_cast<std::uint64_t>(tgt_max);
         share = static_cast<double>(mine) / static_cast<double>(b.tokens);
       }
       const tg::Tensor dec_input = tg::models::teacher_forcing_input(tgt, kBos);
@@ -263,7 +273,7 @@ int main(int argc, char** argv) {
       mem("forward");
       t = Clock::now();
       if (!w.zero_grad_before_forward) optimizer.zero_grad();
-      if (ddp) ddp->backward(loss);
+      if (ddp) ddp->backward(loss, true, key);
       else loss.backward();
       mem("backward");
       const double bw = since(t);

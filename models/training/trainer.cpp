@@ -65,6 +65,13 @@ std::int64_t sum_i64(const Tensor& t) {
   return s;
 }
 
+std::int64_t max_i64(const Tensor& t) {
+  std::int64_t m = 0;
+  const std::int64_t* p = t.data<std::int64_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, p[i]);
+  return m;
+}
+
 std::string clock_text(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
   const auto s = static_cast<long long>(seconds + 0.5);
@@ -328,7 +335,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         // then sum to the gradient of the whole batch's mean loss.
         const double share = batch_tokens > 0 ? static_cast<double>(sum_i64(b.tgt_valid_len)) / batch_tokens : 0.0;
         loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len) * share;
-        key = static_cast<std::uint64_t>(b.src.size(1)) << 32 | static_cast<std::uint64_t>(b.tgt.size(1));
+        // The graph's shape: the recurrent layers run to the longest valid row of each side.
+        key = static_cast<std::uint64_t>(max_i64(b.src_valid_len)) << 32 | static_cast<std::uint64_t>(max_i64(b.tgt_valid_len));
         shard_loss[static_cast<std::size_t>(j)] = loss.item();
       }
       ddp->backward(loss, j == local_shards - 1, key);
