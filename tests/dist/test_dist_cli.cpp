@@ -85,10 +85,12 @@ TEST(DistCli, TwoRanksEqualOneProcessOverTheSameShardsAndRunToRun) {
   EXPECT_NE(r.err.find("data parallel: 2 ranks, 2 shards per batch"), std::string::npos) << r.err;
 }
 
-TEST(DistCli, FourShardsOnTwoRanksEqualFourShardsOnOne) {
+TEST(DistCli, FourShardsGiveTheSameBitsOnOneTwoAndFourRanks) {
   run(0, "--steps 4 --shards 4 " + out_args("four_one"));
   run(2, "--steps 4 --shards 4 " + out_args("four_two"));
+  run(4, "--steps 4 --shards 4 " + out_args("four_four"));
   expect_same_run("four_one", "four_two");
+  expect_same_run("four_one", "four_four");
 }
 
 TEST(DistCli, ResumeAtAnotherNumberOfRanksRepeatsTheStraightRun) {
