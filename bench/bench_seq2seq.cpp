@@ -3,6 +3,7 @@
 //   build/bin/bench_seq2seq --config A|B|C [--readout linear|maxout] [--threads N] [--steps N]
 //                           [--warmup N] [--seed S] [--profile] [--only train|decode1|decode64]
 //                           [--memory-trace] [--compact-grads on|off|auto] [--no-decode]
+//   mpirun -np N build/bin/bench_seq2seq --config B --no-decode [--bucket-mib M]   (data parallel)
 //
 // Workloads (bench/pytorch_reference.py implements the same ones in PyTorch, with the same data):
 //   A: d2l, embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201
@@ -46,16 +47,19 @@
 #include <string>
 #include <vector>
 
+#include "autograd/dist.h"
 #include "autograd/memory.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
+#include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "bench/workloads.h"
 #include "models/decoding/decode.h"
 #include "models/translators/seq2seq.h"
+#include "nn/distributed.h"
 #include "nn/optim.h"
 #include "nn/utils.h"
 
@@ -107,7 +111,15 @@ std::string num(double v) {
 
 }  // namespace
 
+// Data parallel (under mpirun, or --ddp in one process): every rank takes its consecutive rows of
+// each global batch, scales its mean loss to its share of the batch's tokens, and
+// nn::DistributedDataParallel exchanges the gradients (as models/training/trainer.cpp does).
+// tokens_per_sec counts the global batch; rank 0 prints the JSON, with the communication
+// figures in "ddp": bytes each rank sends per step, seconds per step spent waiting for transfers
+// in synchronize() (communication not hidden by backward) and adding the ranks' contributions.
+
 int main(int argc, char** argv) {
+  tg::dist::Context mpi(&argc, &argv);
   CLI::App app{"tapegrad seq2seq training/decoding benchmark (issue 6 workloads)"};
   std::string config = "A", readout;
   int threads = 0, steps = -1, warmup = -1;
@@ -125,6 +137,12 @@ int main(int argc, char** argv) {
   app.add_flag("--memory-trace", memory_trace,
                "print live tensor bytes, allocator state and peak RSS after each phase of each step to stderr");
   app.add_flag("--no-decode", no_decode, "skip the decoding measurements");
+  bool ddp_flag = false;
+  double bucket_mib = 4;
+  app.add_flag("--ddp", ddp_flag, "train through DistributedDataParallel even in one process");
+  app.add_option("--bucket-mib", bucket_mib, "DDP bucket size in MiB (default 4)");
+  std::int64_t batch_override = 0;
+  app.add_option("--batch", batch_override, "rows per batch instead of the workload's (e.g. one rank's share)");
   app.add_option("--compact-grads", compact_grads,
                  "embedding and readout gradients kept compact (models::allow_compact_grads): on | off | auto "
                  "(default: on for C, off for A and B)")
@@ -135,7 +153,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const Workload w = workload(config, readout);
+    Workload w = workload(config, readout);
+    if (batch_override > 0) w.batch = batch_override;
     const auto& c = w.config;
     if (steps < 0) steps = w.default_steps;
     if (warmup < 0) warmup = w.default_warmup;
@@ -200,6 +219,13 @@ int main(int argc, char** argv) {
     if (!only.empty() && only != "train") steps = 0, warmup = 0;
 
     // Training.
+    const int world = tg::dist::world_size(), rank = tg::dist::rank();
+    std::unique_ptr<tg::nn::DistributedDataParallel> ddp;
+    if (world > 1 || ddp_flag)
+      ddp = std::make_unique<tg::nn::DistributedDataParallel>(
+          model->named_parameters(),
+          tg::nn::DDPOptions().average(false).bucket_bytes(static_cast<std::int64_t>(bucket_mib * (1 << 20))));
+    double t_sync = 0;
     model->train();
     double t_fwd = 0, t_bwd = 0, t_clip = 0, t_adam = 0, last_loss = 0;
     std::int64_t tokens = 0;
@@ -220,16 +246,42 @@ int main(int argc, char** argv) {
       auto t = Clock::now();
       if (w.zero_grad_before_forward) optimizer.zero_grad();
       mem("zero_grad");
-      const tg::Tensor dec_input = tg::models::teacher_forcing_input(b.tgt, kBos);
+      tg::Tensor src = b.src, src_len = b.src_len, tgt = b.tgt, tgt_len = b.tgt_len;
+      double share = 1.0;
+      std::uint64_t key = 0;
+      if (ddp) {  // this rank's rows of the global batch
+        const std::int64_t B = b.src.size(0), r0 = rank * B / world, r1 = (rank + 1) * B / world;
+        src = tg::narrow(b.src, 0, r0, r1 - r0).clone();
+        src_len = tg::narrow(b.src_len, 0, r0, r1 - r0).clone();
+        tgt = tg::narrow(b.tgt, 0, r0, r1 - r0).clone();
+        tgt_len = tg::narrow(b.tgt_len, 0, r0, r1 - r0).clone();
+        std::int64_t mine = 0, src_max = 0, tgt_max = 0;
+        for (std::int64_t k = 0; k < tgt_len.numel(); ++k) {
+          mine += tgt_len.data<std::int64_t>()[k];
+          src_max = std::max(src_max, src_len.data<std::int64_t>()[k]);
+          tgt_max = std::max(tgt_max, tgt_len.data<std::int64_t>()[k]);
+        }
+        // The graph's shape (the recurrent layers run to the longest valid row): DDP's graph key.
+        key = static_cast<std::uint64_t>(src_max) << 32 | static_cast<std::uint64_t>(tgt_max);
+        share = static_cast<double>(mine) / static_cast<double>(b.tokens);
+      }
+      const tg::Tensor dec_input = tg::models::teacher_forcing_input(tgt, kBos);
       // Forward and loss in one call: rnnsearch computes the readout only at valid positions.
-      const tg::Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
+      tg::Tensor loss = model->loss(src, src_len, dec_input, tgt, tgt_len);
+      if (ddp) loss = loss * share;
       const double f = since(t);
       mem("forward");
       t = Clock::now();
       if (!w.zero_grad_before_forward) optimizer.zero_grad();
-      loss.backward();
+      if (ddp) ddp->backward(loss, true, key);
+      else loss.backward();
       mem("backward");
       const double bw = since(t);
+      if (ddp) {
+        t = Clock::now();
+        ddp->synchronize();
+        if (i >= warmup) t_sync += since(t);
+      }
       t = Clock::now();
       tg::nn::clip_grad_norm(params, 1.0);
       const double cl = since(t);
@@ -270,7 +322,17 @@ int main(int argc, char** argv) {
       js << ",\"profile_s\":{\"forward_and_loss\":" << num(t_fwd) << ",\"backward\":"
          << num(t_bwd) << ",\"clip\":" << num(t_clip) << ",\"adam\":" << num(t_adam) << "}";
     js << "}";
-    std::cout << js.str() << std::endl;
+    if (ddp) {
+      const auto& st = ddp->stats();
+      const double n = static_cast<double>(st.steps);
+      js.seekp(-1, std::ios_base::end);  // reopen the object
+      js << ",\"ranks\":" << world << ",\"ddp\":{\"bytes_per_step\":" << ddp->bytes_per_step()
+         << ",\"buckets\":" << ddp->num_buckets() << ",\"sync_s_per_step\":" << num(steps > 0 ? t_sync / steps : 0.0)
+         << ",\"wait_s_per_step_all\":" << num(st.wait_seconds / n) << ",\"sum_s_per_step_all\":" << num(st.sum_seconds / n)
+         << ",\"early_buckets\":" << st.early_buckets << ",\"late_buckets\":" << st.late_buckets
+         << ",\"redone_steps\":" << st.redone_steps << "}}";
+    }
+    if (rank == 0) std::cout << js.str() << std::endl;
   } catch (const std::exception& e) {
     std::cerr << "bench_seq2seq: " << e.what() << "\n";
     return 1;

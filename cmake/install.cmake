@@ -27,6 +27,7 @@ set(TG_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)
 #     build-tree only: no public header includes them, and the consumer needs nothing of them;
 #   - TBB::tbb stays: tapegradConfig.cmake finds it with find_dependency(TBB);
 #   - OpenSSL::Crypto stays: tapegradConfig.cmake finds it with find_dependency(OpenSSL);
+#   - MPI::MPI_C stays (builds with MPI): tapegradConfig.cmake finds it with find_dependency(MPI);
 #   - libzip (PkgConfig::LIBZIP, a target local to this build) becomes tapegrad::zip, which
 #     tapegradConfig.cmake creates from pkg-config or, failing that, find_library;
 #   - SentencePiece (PkgConfig::SENTENCEPIECE, when the build found it) becomes
@@ -51,7 +52,7 @@ if(_tg_interface)
       list(APPEND _tg_rewritten "$<BUILD_INTERFACE:${_tg_item}>"
            "$<INSTALL_INTERFACE:$<LINK_ONLY:tapegrad::sentencepiece>>")
     else()
-      if(NOT _tg_dep STREQUAL "TBB::tbb" AND NOT _tg_dep STREQUAL "OpenSSL::Crypto" AND NOT _tg_dep MATCHES "^\\$<BUILD_INTERFACE:")
+      if(NOT _tg_dep STREQUAL "TBB::tbb" AND NOT _tg_dep STREQUAL "OpenSSL::Crypto" AND NOT _tg_dep STREQUAL "MPI::MPI_C" AND NOT _tg_dep MATCHES "^\\$<BUILD_INTERFACE:")
         message(WARNING "cmake/install.cmake: tapegrad links '${_tg_dep}', which the installed package "
                         "does not know how to find; teach tapegradConfig.cmake.in about it.")
       endif()

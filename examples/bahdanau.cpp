@@ -2,6 +2,7 @@
 //
 //   bahdanau train --task dates --steps 2000 --out ckpt --log-csv loss.csv
 //   bahdanau train --data data/fra-eng/train.tsv --subword 8000 --model rnnsearch --out ckpt
+//   mpirun -np 2 bahdanau train --task dates --steps 2000 --out ckpt    (data parallel; rank 0 writes)
 //   bahdanau translate --model ckpt --heatmap att.svg "the 3 rd of march 1 9 9 7"
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
 //   bahdanau eval --model ckpt --split heldout
@@ -32,6 +33,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/dist.h"
 #include "autograd/error_text.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
@@ -296,6 +298,7 @@ struct TrainArgs {
   bool no_shuffle = false, quiet = false, compact_grads = false;
   std::string init_from, log_csv, out;
   std::int64_t checkpoint_every = 1;
+  std::int64_t shards = 0;
   int threads = 0;
   std::map<std::string, CLI::Option*> opts;
 };
@@ -391,7 +394,8 @@ int run_train(TrainArgs& a) {
     model = make_model(config, gen);
   }
   if (a.compact_grads) allow_compact_grads(*model);
-  if (a.out.empty()) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
+  const bool lead = dist::rank() == 0;  // under mpirun only rank 0 reports
+  if (a.out.empty() && lead) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
 
   TrainOptions opts;
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
@@ -400,13 +404,21 @@ int run_train(TrainArgs& a) {
   if (a.steps > 0) opts.steps(a.steps);
   else opts.epochs(a.epochs);
   if (ck && ck->training) opts.resume_from(a.init_from);
+  opts.shards(a.shards);
 
-  std::fprintf(stderr, "bahdanau: %s, %lld parameters, %lld training pairs (%lld held out), vocab %lld/%lld, %d threads\n",
+  if (lead) std::fprintf(stderr, "bahdanau: %s, %lld parameters, %lld training pairs (%lld held out), vocab %lld/%lld, %d threads\n",
                std::string(config.model.name()).c_str(), static_cast<long long>(model->num_parameters()),
                static_cast<long long>(data.train.size()), static_cast<long long>(data.heldout.size()),
                static_cast<long long>(data.src_vocab.size()), static_cast<long long>(data.tgt_vocab.size()),
                num_threads());
   const TrainResult r = train(*model, data, opts);
+  if (!lead) return 0;
+  if (r.ranks > 1 || r.shards > 1)
+    std::fprintf(stderr, "bahdanau: data parallel: %lld ranks, %lld shards per batch, %.1f MiB of gradients per step "
+                         "per rank, %.2f s waiting for transfers\n",
+                 static_cast<long long>(r.ranks), static_cast<long long>(r.shards),
+                 r.ddp.steps > 0 ? static_cast<double>(r.ddp.bytes_sent) / r.ddp.steps / (1 << 20) : 0.0,
+                 r.ddp.wait_seconds);
   if (r.steps_run == 0) {
     std::fprintf(stderr, "bahdanau: nothing to do: checkpoint already at step %lld of %lld\n",
                  static_cast<long long>(r.state.step), static_cast<long long>(r.total_steps));
@@ -914,6 +926,11 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--checkpoint-every", ta.checkpoint_every, "Checkpoint every N epochs (0 = only at the end)")
       ->check(kNonNegative)->capture_default_str();
   train_cmd->add_option("--threads", ta.threads, "Threads (0 = all cores)")->capture_default_str();
+  train_cmd->add_option("--shards", ta.shards,
+                        "Split each batch into this many fixed shards (a multiple of the mpirun ranks; 0 = the "
+                        "checkpoint's, else one per rank); a power of two gives the same result on any power-of-two "
+                        "number of ranks dividing it")
+      ->check(int_range(0, limits::kMaxBatchSize))->capture_default_str();
   train_cmd->add_flag("--quiet", ta.quiet, "No progress bar");
   train_cmd->add_flag("--compact-grads", ta.compact_grads,
                       "Keep the embeddings' and the vocabulary projection's gradients compact (less memory for "
@@ -1049,6 +1066,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bahdanau: error: %s (see --help)\n", elide(what, 140).c_str());
     return 2;
   }
+  // Under mpirun, train runs on every rank (tg::dist); the other commands are single-process.
+  std::optional<dist::Context> mpi;
+  try {
+    if (train_cmd->parsed()) mpi.emplace(&argc, &argv);
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 2;
+  }
   try {
     if (train_cmd->parsed()) return run_train(ta);
     if (translate_cmd->parsed()) return run_translate(tr);
@@ -1061,6 +1086,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fflush(stdout);
     print_error(e.what());
+    // The other ranks would wait for this one in their next collective: stop them now.
+    if (dist::world_size() > 1) dist::abort("stopping every rank after the error above", 2);
     return 2;
   }
   return 0;

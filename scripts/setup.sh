@@ -24,6 +24,7 @@ MAIN_PACKAGES=(
   libssl-dev                                      # SHA-256 of checkpoint files (manifest.json)
   libcli11-dev nlohmann-json3-dev                 # command line, config files
   libsentencepiece-dev                            # subword vocabularies (bahdanau train --subword)
+  libopenmpi-dev openmpi-bin                      # tg::dist: data-parallel training under mpirun
 )
 TEST_PACKAGES=(
   libgtest-dev libbenchmark-dev                   # tests and benchmarks (the suite smoke-tests them)

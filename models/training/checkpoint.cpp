@@ -256,6 +256,7 @@ std::string training_to_json(const TrainingState& s) {
   j["warmup_steps"] = s.warmup_steps;
   j["label_smoothing"] = s.label_smoothing;
   j["shuffle"] = s.shuffle;
+  j["shards"] = s.shards;
   j["notes"] = s.notes;
   return j.dump(2) + "\n";
 }
@@ -263,7 +264,7 @@ std::string training_to_json(const TrainingState& s) {
 TrainingState training_from_json(const std::string& text, const std::string& source) {
   const json j = parse_object(text, source);
   check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "last_loss", "seed", "batch_size", "lr",
-                       "clip", "warmup_steps", "label_smoothing", "shuffle", "notes"},
+                       "clip", "warmup_steps", "label_smoothing", "shuffle", "shards", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
@@ -278,6 +279,7 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("warmup_steps")) s.warmup_steps = get_int(j, "warmup_steps", source);
   if (j.contains("label_smoothing")) s.label_smoothing = get_double(j, "label_smoothing", source);
   if (j.contains("shuffle")) s.shuffle = get_bool(j, "shuffle", source);
+  if (j.contains("shards")) s.shards = get_int(j, "shards", source);
   if (j.contains("notes")) {
     if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
     for (const auto& [k, v] : j["notes"].items()) {
@@ -294,6 +296,8 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
   check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
   check_count("warmup_steps", s.warmup_steps, limits::kMaxCount);
+  if (s.shards < 1 || s.shards > limits::kMaxBatchSize)
+    bad(source, "shards = " + std::to_string(s.shards) + " is out of range [1, " + std::to_string(limits::kMaxBatchSize) + "]");
   auto check_real = [&](const char* key, double v) {  // NaN fails too
     if (!(v >= 0 && std::isfinite(v))) bad(source, std::string(key) + " = " + std::to_string(v) + " must be finite and >= 0");
   };

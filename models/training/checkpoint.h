@@ -79,6 +79,8 @@ struct TrainingState {
   std::int64_t warmup_steps = 0;    ///< 0 = constant lr (absent in older training.json)
   double label_smoothing = 0.0;
   bool shuffle = true;
+  /// Fixed shards each global batch was split into (TrainOptions::shards; 1 before data parallelism).
+  std::int64_t shards = 1;
   /// Free-form string metadata (the CLI records its data source here).
   std::map<std::string, std::string> notes;
 };

@@ -19,7 +19,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/dist.h"
 #include "autograd/ops_elementwise.h"
+#include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
@@ -42,7 +44,18 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c = 0, std::ui
   for (std::uint64_t v : {b, c, d}) x = SplitMix64::finalize(x + 0x9e3779b97f4a7c15ULL + v);
   return x;
 }
-constexpr std::uint64_t kShuffleStream = 1, kDropoutStream = 2;
+constexpr std::uint64_t kShuffleStream = 1, kDropoutStream = 2, kShardStream = 3;
+
+/// Rows [r0, r1) of a batch (a shard of it).
+Seq2SeqBatch batch_rows(const Seq2SeqBatch& b, std::int64_t r0, std::int64_t r1) {
+  Seq2SeqBatch out;
+  out.src = narrow(b.src, 0, r0, r1 - r0).clone();
+  out.src_valid_len = narrow(b.src_valid_len, 0, r0, r1 - r0).clone();
+  out.tgt = narrow(b.tgt, 0, r0, r1 - r0).clone();
+  out.tgt_valid_len = narrow(b.tgt_valid_len, 0, r0, r1 - r0).clone();
+  out.rows.assign(b.rows.begin() + r0, b.rows.begin() + r1);
+  return out;
+}
 
 
 std::int64_t sum_i64(const Tensor& t) {
@@ -50,6 +63,13 @@ std::int64_t sum_i64(const Tensor& t) {
   const std::int64_t* p = t.data<std::int64_t>();
   for (std::int64_t i = 0; i < t.numel(); ++i) s += p[i];
   return s;
+}
+
+std::int64_t max_i64(const Tensor& t) {
+  std::int64_t m = 0;
+  const std::int64_t* p = t.data<std::int64_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, p[i]);
+  return m;
 }
 
 std::string clock_text(double seconds) {
@@ -190,6 +210,8 @@ void TrainOptions::validate() const {
   if (threads_ < 0) fail("threads must be >= 0");
   if (checkpoint_every_ < 0) fail("checkpoint_every must be >= 0 (0 = only at the end)");
   if (history_ < 0) fail("history must be >= 0 (0 = keep no step records)");
+  if (shards_ < 0 || shards_ > limits::kMaxBatchSize)
+    fail("shards = " + std::to_string(shards_) + " is out of range [0, " + std::to_string(limits::kMaxBatchSize) + "]");
 }
 
 std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
@@ -249,6 +271,15 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   std::optional<nn::WarmupInverseSqrtLR> schedule;
   if (options.warmup_steps() > 0) schedule.emplace(optimizer, options.warmup_steps(), st.step);
   st.notes = options.notes();
+  // Data parallelism: every rank runs this function; only rank 0 ("lead") writes anything.
+  const std::int64_t world = dist::world_size(), rank = dist::rank();
+  const bool lead = rank == 0;
+  std::int64_t shards = options.shards();
+  if (shards == 0) shards = saved && saved->shards % world == 0 ? saved->shards : world;
+  if (shards % world != 0)
+    throw std::invalid_argument("train: shards = " + std::to_string(shards) + " is not a multiple of the " +
+                                std::to_string(world) + " ranks");
+  st.shards = shards;
 
   const std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
   // Without this a resume into other data would never finish its epoch (no batch left to run).
@@ -267,8 +298,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       std::min<std::int64_t>(options.history(), std::max<std::int64_t>(0, total_steps - st.step)));
   result.steps.reserve(history);
   std::size_t next = 0;
-  CsvLog csv(options.log_csv(), resuming ? st.step : -1);
-  ProgressBar bar(options.progress());
+  CsvLog csv(lead ? options.log_csv() : std::string(), resuming ? st.step : -1);
+  ProgressBar bar(options.progress() && lead);
   const auto generators = dropout_generators(model);
   const auto params = model.parameters();
   const double max_norm = options.clip() > 0 ? options.clip() : std::numeric_limits<double>::infinity();
@@ -279,13 +310,54 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
 
   auto checkpoint = [&] {
     st.elapsed_s = elapsed_before + seconds();
-    if (options.out_dir().empty()) return;
+    if (options.out_dir().empty() || !lead) return;
     save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
                     options.subword() ? &*options.subword() : nullptr);
     result.saved = true;
   };
   result.total_steps = total_steps;
   const bool nothing_to_do = finished();  // a resume from a checkpoint already at the target
+
+  // The sharded step: this rank's shards, gradients exchanged in buckets during the last backward.
+  std::unique_ptr<nn::DistributedDataParallel> ddp;
+  if (shards > 1 || world > 1)
+    ddp = std::make_unique<nn::DistributedDataParallel>(model.named_parameters(), nn::DDPOptions().average(false));
+  const std::int64_t local_shards = shards / world;
+  std::vector<double> shard_loss(static_cast<std::size_t>(local_shards)), all_loss(static_cast<std::size_t>(shards));
+  auto sharded_step = [&](const Seq2SeqBatch& full) -> double {
+    const std::int64_t rows = full.src.size(0);
+    const std::int64_t batch_tokens = sum_i64(full.tgt_valid_len);
+    for (std::int64_t j = 0; j < local_shards; ++j) {
+      const std::int64_t s = rank * local_shards + j;
+      const std::int64_t r0 = s * rows / shards, r1 = (s + 1) * rows / shards;
+      Tensor loss;
+      std::uint64_t key = 0;
+      shard_loss[static_cast<std::size_t>(j)] = 0.0;
+      if (r1 > r0) {  // a short last batch can leave a shard empty: it contributes zeros
+        Seq2SeqBatch b = batch_rows(full, r0, r1);
+        if (model.padding_is_inert()) b = trim_padding(std::move(b));
+        for (std::size_t g = 0; g < generators.size(); ++g)
+          *generators[g] = Generator(mix(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g),
+                                         kShardStream, static_cast<std::uint64_t>(s)));
+        const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
+        // The shard's mean loss scaled to its share of the batch's tokens: the shards' gradients
+        // then sum to the gradient of the whole batch's mean loss.
+        const double share = batch_tokens > 0 ? static_cast<double>(sum_i64(b.tgt_valid_len)) / batch_tokens : 0.0;
+        loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing()) * share;
+        // The graph's shape: the recurrent layers run to the longest valid row of each side.
+        key = static_cast<std::uint64_t>(max_i64(b.src_valid_len)) << 32 | static_cast<std::uint64_t>(max_i64(b.tgt_valid_len));
+        shard_loss[static_cast<std::size_t>(j)] = loss.item();
+      }
+      ddp->backward(loss, j == local_shards - 1, key);
+    }
+    ddp->synchronize();
+    dist::iallgather(shard_loss.data(), shard_loss.size() * sizeof(double), all_loss.data(), "shard losses").wait();
+    std::vector<const double*> parts(all_loss.size());
+    for (std::size_t s = 0; s < parts.size(); ++s) parts[s] = &all_loss[s];
+    double total = 0.0;
+    dist::tree_sum(parts.data(), parts.size(), 1, &total);
+    return total;
+  };
 
   model.train();
   bool saved_at_end = false;
@@ -295,14 +367,23 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     auto batches = data.batches(options.batch_size(), options.shuffle(), shuffle_gen);
     for (auto i = static_cast<std::size_t>(st.batch_in_epoch); i < batches.size() && !finished(); ++i) {
       // Each batch is used once: moved, not copied (a step allocates nothing for its rows).
-      const Seq2SeqBatch b =
-          model.padding_is_inert() ? trim_padding(std::move(batches[i])) : std::move(batches[i]);
-      for (std::size_t g = 0; g < generators.size(); ++g)
-        *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
-      const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
-      const Tensor loss =
-          model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing());
-      loss.backward();
+      double loss_value = 0.0;
+      std::int64_t batch_tokens = 0;
+      if (ddp) {
+        const Seq2SeqBatch full = std::move(batches[i]);
+        batch_tokens = sum_i64(full.tgt_valid_len);
+        loss_value = sharded_step(full);
+      } else {
+        const Seq2SeqBatch b =
+            model.padding_is_inert() ? trim_padding(std::move(batches[i])) : std::move(batches[i]);
+        for (std::size_t g = 0; g < generators.size(); ++g)
+          *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
+        const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
+        const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing());
+        loss.backward();
+        loss_value = loss.item();
+        batch_tokens = sum_i64(b.tgt_valid_len);
+      }
       const double grad_norm = nn::clip_grad_norm(params, max_norm);
       const double lr = optimizer.lr();
       optimizer.step();
@@ -314,8 +395,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       StepRecord r;
       r.step = st.step;
       r.epoch = epoch;
-      r.loss = loss.item();
-      r.tokens = sum_i64(b.tgt_valid_len);
+      r.loss = loss_value;
+      r.tokens = batch_tokens;
       r.grad_norm = grad_norm;
       r.lr = lr;
       r.elapsed_s = elapsed_before + seconds();
@@ -352,9 +433,10 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     // Keep the checkpoint's own record (its options and time); rewrite it only to copy it elsewhere.
     st = *saved;
     std::error_code ec;
-    if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
+    if (!lead) {
+    } else if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
       save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
-                    options.subword() ? &*options.subword() : nullptr);
+                      options.subword() ? &*options.subword() : nullptr);
       result.saved = true;
     } else if (!options.out_dir().empty()) {
       // No save follows to clean up after a run killed inside its final save.
@@ -368,6 +450,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   std::rotate(result.steps.begin(), result.steps.begin() + static_cast<std::ptrdiff_t>(next), result.steps.end());
   result.state = st;
   result.seconds = seconds();
+  result.shards = shards;
+  result.ranks = world;
+  if (ddp) result.ddp = ddp->stats();
   return result;
 }
 

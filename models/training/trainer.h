@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "models/training/checkpoint.h"
+#include "nn/distributed.h"
 #include "models/text/data.h"
 #include "models/decoding/decode.h"
 #include "models/translators/seq2seq.h"
@@ -78,6 +79,15 @@ class TrainOptions {
   /// TrainResult::steps keeps the records of this many most recent steps (default 4096; 0 = none),
   /// so a long run's memory does not grow with its length. The CSV log has every step.
   TrainOptions& history(std::int64_t v) { history_ = v; return *this; }
+  /// Data parallelism (run under `mpirun -np N` with a tg::dist::Context alive): each global batch
+  /// of batch_size() rows is cut into this many fixed shards of consecutive rows, rank r takes shards
+  /// [r S/N, (r+1) S/N), each shard's loss is scaled to its share of the batch's target tokens, and
+  /// the shards' gradients are summed in a fixed tree (nn::DistributedDataParallel), so a power of
+  /// two S gives the same parameters bit for bit on 1, 2, 4, ... ranks dividing S. Must be a
+  /// multiple of the number of ranks. 0 (default) = the resumed checkpoint's value if the ranks
+  /// divide it, else one shard per rank. 1 shard on 1 rank is the plain single-process step.
+  /// Only rank 0 writes the CSV log, the progress bar and checkpoints.
+  TrainOptions& shards(std::int64_t v) { shards_ = v; return *this; }
   /// Stored in the checkpoint's TrainingState::notes.
   TrainOptions& notes(std::map<std::string, std::string> v) { notes_ = std::move(v); return *this; }
   /// The SentencePiece model the data was encoded with, saved in every checkpoint as
@@ -100,6 +110,7 @@ class TrainOptions {
   bool progress() const { return progress_; }
   const std::string& resume_from() const { return resume_from_; }
   std::int64_t history() const { return history_; }
+  std::int64_t shards() const { return shards_; }
   const std::map<std::string, std::string>& notes() const { return notes_; }
   const std::optional<SubwordModel>& subword() const { return subword_; }
   /// Throws std::invalid_argument naming the first bad option.
@@ -122,6 +133,7 @@ class TrainOptions {
   bool progress_ = true;
   std::string resume_from_;
   std::int64_t history_ = 4096;
+  std::int64_t shards_ = 0;
   std::map<std::string, std::string> notes_;
   std::optional<SubwordModel> subword_;
 };
@@ -147,6 +159,9 @@ struct TrainResult {
   bool saved = false;             ///< this run wrote a checkpoint to out_dir
   double seconds = 0.0;           ///< wall time of this run
   std::int64_t tokens = 0;        ///< target tokens processed by this run
+  std::int64_t shards = 1;        ///< shards per global batch used (TrainOptions::shards)
+  std::int64_t ranks = 1;         ///< ranks the batches were spread over
+  nn::DDPStats ddp;               ///< communication of this run (zero when not sharded)
 };
 
 /// Trains `model` on `data` (see the file comment). `src_vocab`/`tgt_vocab` are only needed for

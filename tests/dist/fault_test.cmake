@@ -1,0 +1,25 @@
+# ctest dist.fault.<mode>: runs `mpirun -np 2 dist_fault <mode>` and checks that the job fails
+# (instead of hanging) within LIMIT seconds, saying why.
+#   cmake -DMPIEXEC=... -DFLAGS="..." -DPROGRAM=... -DMODE=die|stall -DLIMIT=s -P fault_test.cmake
+string(TIMESTAMP t0 "%s")
+separate_arguments(flags UNIX_COMMAND "${FLAGS}")
+execute_process(COMMAND ${MPIEXEC} ${flags} -np 2 ${PROGRAM} ${MODE}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 90)
+string(TIMESTAMP t1 "%s")
+math(EXPR took "${t1} - ${t0}")
+message(STATUS "mpirun ${MODE}: exit '${rc}' after ${took} s\n${out}${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the job with a ${MODE} rank succeeded: the fault was not noticed")
+endif()
+if(rc MATCHES "timeout|Process terminated")
+  message(FATAL_ERROR "the job with a ${MODE} rank hung (killed after 90 s)")
+endif()
+if(took GREATER LIMIT)
+  message(FATAL_ERROR "the job with a ${MODE} rank took ${took} s to stop (limit ${LIMIT} s)")
+endif()
+if(MODE STREQUAL "stall" AND NOT err MATCHES "allgather \\(allreduce_sum[^)]*\\): no reply from every rank within 2.0 s")
+  message(FATAL_ERROR "the stalled job did not say which collective timed out")
+endif()
+if(MODE STREQUAL "die" AND NOT "${out}${err}" MATCHES "exited|abort|terminated")
+  message(FATAL_ERROR "mpirun did not report the dead rank")
+endif()

@@ -1,0 +1,264 @@
+// tg::dist and nn::DistributedDataParallel, run by ctest as `mpirun -np 2 test_dist` (every rank
+// runs every test; each checks its own results and that the ranks agree bit for bit).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "autograd/dist.h"
+#include "autograd/ops.h"
+#include "autograd/random.h"
+#include "nn/distributed.h"
+
+namespace tg {
+namespace {
+
+/// The elements' bytes, hashed (FNV-1a): compares tensors across ranks bit for bit.
+double bits_hash(const Tensor& t) {
+  const auto* p = static_cast<const unsigned char*>(t.impl()->data);
+  const std::size_t n = static_cast<std::size_t>(t.numel()) * (t.dtype() == DType::f64 ? 8 : 4);
+  std::uint64_t h = 1469598103934665603ULL;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return static_cast<double>(h >> 11);  // exact in a double
+}
+void expect_same_on_every_rank(const Tensor& t, const std::string& what) {
+  const std::vector<double> hashes = dist::allgather(bits_hash(t), what);
+  for (std::size_t r = 1; r < hashes.size(); ++r) EXPECT_EQ(hashes[r], hashes[0]) << what << ": rank " << r << " differs";
+}
+
+TEST(Dist, WorldOfTwo) {
+  EXPECT_TRUE(dist::available());
+  EXPECT_TRUE(dist::initialized());
+  EXPECT_EQ(dist::world_size(), 2) << "run me with mpirun -np 2";
+  EXPECT_NE(dist::backend().find("MPI"), std::string::npos) << dist::backend();
+}
+
+TEST(Dist, AllreduceSumIsTheRankOrderTreeOnEveryRank) {
+  const int R = dist::rank(), N = dist::world_size();
+  for (DType dt : {DType::f32, DType::f64}) {
+    // Values whose sum depends on the order of the additions in float32.
+    std::vector<double> mine(1000);
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = std::pow(10.0, (R * 7 + i) % 9) * (i % 3 ? 1 : -1) + 0.1 * R;
+    Tensor t = Tensor::from_values(mine, {1000}, dt);
+    dist::allreduce_sum(t);
+    // The expected value: the same tree over every rank's values, computed here.
+    std::vector<Tensor> each;
+    for (int r = 0; r < N; ++r) {
+      std::vector<double> v(1000);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::pow(10.0, (r * 7 + i) % 9) * (i % 3 ? 1 : -1) + 0.1 * r;
+      each.push_back(Tensor::from_values(v, {1000}, dt));
+    }
+    Tensor want = Tensor::empty({1000}, dt);
+    if (dt == DType::f32) {
+      std::vector<const float*> parts;
+      for (auto& e : each) parts.push_back(e.data<float>());
+      dist::tree_sum(parts.data(), parts.size(), 1000, want.data<float>());
+    } else {
+      std::vector<const double*> parts;
+      for (auto& e : each) parts.push_back(e.data<double>());
+      dist::tree_sum(parts.data(), parts.size(), 1000, want.data<double>());
+    }
+    EXPECT_EQ(std::memcmp(t.impl()->data, want.impl()->data, 1000 * (dt == DType::f32 ? 4 : 8)), 0);
+    expect_same_on_every_rank(t, "allreduce result");
+  }
+}
+
+TEST(Dist, AllreduceRejectsMismatchAndBadDtype) {
+  Tensor i = Tensor::from_vector(std::vector<std::int64_t>{1, 2}, {2});
+  try {
+    dist::allreduce_sum(i);
+    ADD_FAILURE() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("dist::allreduce_sum: dtype int64"), std::string::npos) << e.what();
+  }
+  Tensor t = Tensor::zeros({dist::rank() + 1}, DType::f32);  // sizes differ between ranks
+  try {
+    dist::allreduce_sum(t);
+    ADD_FAILURE() << "no throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("dist::allreduce_sum: rank"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Dist, BroadcastAndBarrier) {
+  Tensor t = Tensor::full({3, 2}, 1.5 + dist::rank(), DType::f64);
+  dist::broadcast(t, 1);
+  EXPECT_EQ(t.to_vector<double>(), std::vector<double>(6, 2.5));
+  dist::barrier();
+  EXPECT_THROW(dist::broadcast(t, 7), std::invalid_argument);
+}
+
+TEST(Dist, TreeOverFourPartsIsTheTreeOfTwoBlocks) {
+  // What makes 2 ranks x 2 shards equal 1 rank x 4 shards.
+  std::vector<float> a{1e8f, 1.f, -1e8f, 3.f}, b{0.3f, 1e-3f, 7.f, -0.3f}, c{5.f, 1e7f, 1.f, 2.f}, d{-5.f, 1.f, 1e-7f, 9.f};
+  const float* four[] = {a.data(), b.data(), c.data(), d.data()};
+  std::vector<float> all(4), left(4), right(4), blocks(4);
+  dist::tree_sum(four, 4, 4, all.data());
+  dist::tree_sum(four, 2, 4, left.data());
+  dist::tree_sum(four + 2, 2, 4, right.data());
+  const float* two[] = {left.data(), right.data()};
+  dist::tree_sum(two, 2, 4, blocks.data());
+  EXPECT_EQ(std::memcmp(all.data(), blocks.data(), sizeof(float) * 4), 0);
+}
+
+// ---- DistributedDataParallel --------------------------------------------------------------------
+
+/// A small f64 network whose recurrent weight is used `uses` times (as a decoder's per-step
+/// weights are), so parameters receive several gradients per backward.
+struct Net {
+  Tensor w_in, w_rec, w_out, unused;
+  explicit Net(std::uint64_t seed) {
+    Generator g(seed);
+    w_in = Tensor::normal({4, 6}, 0, 0.5, g, DType::f64).requires_grad_();
+    w_rec = Tensor::normal({6, 6}, 0, 0.4, g, DType::f64).requires_grad_();
+    w_out = Tensor::normal({6, 1}, 0, 0.5, g, DType::f64).requires_grad_();
+    unused = Tensor::zeros({2}, DType::f64).requires_grad_();
+  }
+  nn::NamedTensors params() const { return {{"w_in", w_in}, {"w_rec", w_rec}, {"w_out", w_out}, {"unused", unused}}; }
+  /// Sum over rows of the outputs (the caller scales).
+  Tensor loss(const Tensor& x, int uses) const {
+    Tensor h = tanh(matmul(x, w_in));
+    for (int k = 0; k < uses; ++k) h = tanh(matmul(h, w_rec));
+    return sum(matmul(h, w_out));
+  }
+};
+
+Tensor batch_rows(const Tensor& x, std::int64_t r0, std::int64_t r1) { return narrow(x, 0, r0, r1 - r0).clone(); }
+
+TEST(DDP, BroadcastsRankZerosParameters) {
+  Net net(100 + static_cast<std::uint64_t>(dist::rank()));  // different on each rank
+  Net ref(100);
+  nn::DistributedDataParallel ddp(net.params());
+  EXPECT_EQ(net.w_rec.to_vector<double>(), ref.w_rec.to_vector<double>());
+}
+
+TEST(DDP, BucketedGradientsMatchOneProcessOnTheFullBatch) {
+  const int R = dist::rank(), N = dist::world_size();
+  Generator g(7);
+  const Tensor x = Tensor::normal({8, 4}, 0, 1, g, DType::f64);
+  for (bool average : {true, false}) {
+    Net net(1), ref(1);
+    // Tiny buckets: several per step, most started during backward.
+    nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().bucket_bytes(300).average(average));
+    EXPECT_GE(ddp.num_buckets(), 3);
+    for (int step = 0; step < 3; ++step) {
+      const int uses = 2;  // the same graph every step: counts learned in step 0 hold
+      const std::int64_t rows = 8 / N;
+      // Shard loss: mean over the shard (average: DDP averages) or share of the batch mean (sum).
+      const Tensor xs = batch_rows(x, R * rows, (R + 1) * rows);
+      const Tensor loss = net.loss(xs, uses) * (average ? 1.0 / rows : 1.0 / 8);
+      ddp.backward(loss);
+      ddp.synchronize();
+      (ref.loss(x, uses) * (1.0 / 8)).backward();
+      for (auto [name, p] : net.params()) {
+        const Tensor rp = [&] { for (auto& [n, t] : ref.params()) if (n == name) return t; return Tensor(); }();
+        if (name == "unused") {
+          EXPECT_FALSE(p.grad().defined()) << "no rank reached it";
+          continue;
+        }
+        ASSERT_TRUE(p.grad().defined()) << name;
+        const auto a = p.grad().to_vector<double>(), b = rp.grad().to_vector<double>();
+        for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-14) << name << "[" << i << "]";
+        expect_same_on_every_rank(p.grad(), "grad " + name);
+      }
+      for (auto& [n, p] : net.params()) p.zero_grad();
+      for (auto& [n, p] : ref.params()) p.zero_grad();
+    }
+    EXPECT_GT(ddp.stats().early_buckets, 0) << "no bucket overlapped backward";
+    EXPECT_EQ(ddp.stats().redone_steps, 0);
+    EXPECT_EQ(ddp.stats().bytes_sent, 3 * ddp.bytes_per_step());
+  }
+}
+
+TEST(DDP, AGraphThatChangesUnderOneKeyIsExchangedAgainAndStaysRight) {
+  const int R = dist::rank(), N = dist::world_size();
+  Generator g(8);
+  const Tensor x = Tensor::normal({4, 4}, 0, 1, g, DType::f64);
+  Net net(2), ref(2);
+  nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().bucket_bytes(300).average(false));
+  for (int uses : {1, 3, 2, 4}) {  // more uses than the key's last count: buckets left too early
+    const std::int64_t rows = 4 / N;
+    ddp.backward(net.loss(batch_rows(x, R * rows, (R + 1) * rows), uses) * 0.25);
+    ddp.synchronize();
+    (ref.loss(x, uses) * 0.25).backward();
+    const auto a = net.w_rec.grad().to_vector<double>(), b = ref.w_rec.grad().to_vector<double>();
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-14) << "uses " << uses;
+    for (auto& [n, p] : net.params()) p.zero_grad();
+    for (auto& [n, p] : ref.params()) p.zero_grad();
+  }
+  EXPECT_GE(ddp.stats().redone_steps, 1);
+}
+
+TEST(DDP, LocalShardsGiveTheSameBitsAsOneShardPerRank) {
+  // 4 fixed shards of a batch: 2 ranks x 2 backward() calls must equal 1 rank x 4 (computed here
+  // without communication by summing per-shard gradients in the same tree).
+  const int R = dist::rank(), N = dist::world_size();
+  ASSERT_EQ(N, 2);
+  Generator g(9);
+  const Tensor x = Tensor::normal({8, 4}, 0, 1, g, DType::f32);
+  auto to_f32 = [](Net& n) { for (auto& [name, p] : n.params()) p.set_data(p.detach().to(DType::f32)); };
+  Net net(3), ref(3);
+  to_f32(net);
+  to_f32(ref);
+  nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().average(false));
+  // Hooks make backward deliver each gradient densely (as under DDP) instead of accumulating a
+  // product in place, which rounds differently.
+  for (auto& [n, p] : ref.params()) p.register_hook([](const Tensor&) { return Tensor(); });
+  for (int j = 0; j < 2; ++j) {
+    const int s = R * 2 + j;
+    ddp.backward(net.loss(batch_rows(x, 2 * s, 2 * s + 2), 2) * 0.125, j == 1);
+  }
+  ddp.synchronize();
+  std::vector<Tensor> shard_grads;
+  for (int s = 0; s < 4; ++s) {
+    (ref.loss(batch_rows(x, 2 * s, 2 * s + 2), 2) * 0.125).backward();
+    shard_grads.push_back(ref.w_rec.grad());
+    ref.w_rec.zero_grad();
+  }
+  std::vector<const float*> parts;
+  for (auto& t : shard_grads) parts.push_back(t.data<float>());
+  std::vector<float> want(36);
+  dist::tree_sum(parts.data(), 4, 36, want.data());
+  EXPECT_EQ(std::memcmp(net.w_rec.grad().data<float>(), want.data(), sizeof(float) * 36), 0);
+}
+
+TEST(DDP, TwoRunsGiveTheSameBits) {
+  const int R = dist::rank(), N = dist::world_size();
+  Generator g(10);
+  const Tensor x = Tensor::normal({16, 4}, 0, 1, g, DType::f64);
+  auto run = [&] {
+    Net net(4);
+    nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().bucket_bytes(200));
+    for (int step = 0; step < 3; ++step) {
+      const std::int64_t rows = 16 / N;
+      ddp.backward(net.loss(batch_rows(x, R * rows, (R + 1) * rows), 1 + step % 2) * (1.0 / rows),
+                   true, static_cast<std::uint64_t>(1 + step % 2));
+      ddp.synchronize();
+      for (auto& [n, p] : net.params()) {
+        if (!p.grad().defined()) continue;
+        p.detach().copy_(p.detach() - p.grad() * 0.1);
+        p.zero_grad();
+      }
+    }
+    return net.w_rec.detach().clone();
+  };
+  const Tensor a = run(), b = run();
+  EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
+  expect_same_on_every_rank(a, "parameters after 3 steps");
+}
+
+}  // namespace
+}  // namespace tg
+
+int main(int argc, char** argv) {
+  tg::dist::Context mpi(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int failed = RUN_ALL_TESTS();
+  // Every rank's verdict decides the exit code of each, so mpirun fails if any rank failed.
+  const std::vector<double> all = tg::dist::allgather(static_cast<double>(failed), "test verdicts");
+  for (double f : all)
+    if (f != 0) return 1;
+  return 0;
+}
