@@ -118,7 +118,7 @@ def main():
     tokens = a.steps * B * T
     rec = dict(framework="pytorch", torch_version=torch.__version__, config="G",
                model="pre-LN encoder layer (plain ops)", threads=torch.get_num_threads(),
-               blas="OpenBLAS (libblas.so.3)" if blas_is_openblas() else "not OpenBLAS",
+               blas=blas_in_use(),
                openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
                omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), steps=a.steps, warmup=a.warmup, batch=B,
                num_steps=T, tokens=tokens, tokens_per_sec=tokens / train_s, sec_per_step=train_s / a.steps,
@@ -131,10 +131,16 @@ def main():
     print(json.dumps(rec), flush=True)
 
 
-def blas_is_openblas():
-    """True when libopenblas.so.0 is mapped in this process (libblas.so.3 resolved to OpenBLAS)."""
+def blas_in_use():
+    """The BLAS this process runs on: "OpenBLAS" when libopenblas is mapped, else the libblas path."""
+    other = "unknown"
     with open("/proc/self/maps") as f:
-        return "libopenblas" in f.read()
+        for line in f:
+            if "libopenblas" in line:
+                return "OpenBLAS"
+            if "libblas" in line:
+                other = line.split()[-1]
+    return other
 
 
 if __name__ == "__main__":
