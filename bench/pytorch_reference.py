@@ -234,6 +234,20 @@ def greedy_decode(model, src, src_len, max_steps):
     return torch.stack(out, 1), log_prob
 
 
+def blas_in_use():
+    """The BLAS this process runs on: "OpenBLAS" when libopenblas is mapped (Debian's libblas.so.3
+    alternative with libopenblas0-pthread), else the path of the libblas mapped (reference BLAS:
+    many times slower, not a fair reference)."""
+    other = "unknown"
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "libopenblas" in line:
+                return "OpenBLAS"
+            if "libblas" in line:
+                other = line.split()[-1]
+    return other
+
+
 def cpu_seconds():
     u = resource.getrusage(resource.RUSAGE_SELF)
     return u.ru_utime + u.ru_stime
@@ -322,7 +336,7 @@ def main():
     train_cpu_s = cpu_seconds() - cpu_start
 
     rec = dict(framework="pytorch", torch_version=torch.__version__, config=a.config, model=w["model"],
-               readout=w["readout"], threads=torch.get_num_threads(),
+               readout=w["readout"], threads=torch.get_num_threads(), blas=blas_in_use(),
                openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
                omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), steps=steps, warmup=warmup,
                batch=w["batch"], num_steps=w["num_steps"], tokens=tokens,

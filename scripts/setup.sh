@@ -6,7 +6,8 @@
 #   scripts/setup.sh main|test|bench|fuzz [extra cmake -D options...]
 #     main   the library and the `bahdanau` CLI (what scripts/run.sh needs)
 #     test   everything the test suite runs: library, examples, tests, benchmarks (smoke-tested)
-#     bench  the same plus the benchmark references (OpenBLAS, PyTorch)
+#     bench  the same plus the benchmark references (OpenBLAS, PyTorch, LibTorch); LibTorch is
+#            never a dependency of the library or the tests, only of bench/libtorch
 #     fuzz   clang and libFuzzer; the fuzz targets of tests/fuzz, instrumented, in build-fuzz/
 #            (what scripts/fuzz.sh runs)
 # Extra cmake options go to the configure step, e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache.
@@ -33,6 +34,7 @@ TEST_PACKAGES=(
 BENCH_PACKAGES=(
   libopenblas-dev                                 # the GEMM yardstick
   python3-torch libopenblas0-pthread              # the PyTorch reference, on OpenBLAS
+  libtorch-dev                                    # the LibTorch C++ references (bench/libtorch), on the same OpenBLAS
 )
 
 FUZZ_PACKAGES=(

@@ -76,6 +76,8 @@ std::int64_t argmax_contiguous(const T* x, std::int64_t n) {
 
 // Fixed block size for splitting one long row: independent of the thread count.
 constexpr std::int64_t kSumBlock = 1 << 15;
+// Fewer (outer, column chunk) tasks than this and a reduction over rows splits its rows instead.
+constexpr std::int64_t kMinRowSplitTasks = 4;
 
 template <class T>
 void sum_outer_r_inner(const T* x, T* y, std::int64_t outer, std::int64_t R, std::int64_t inner) {
@@ -104,6 +106,36 @@ void sum_outer_r_inner(const T* x, T* y, std::int64_t outer, std::int64_t R, std
   const std::int64_t col_chunks = (inner + kCols - 1) / kCols;
   const std::int64_t tasks = outer * col_chunks;
   const std::int64_t work_per_task = R * std::min(inner, kCols);
+  // Too few column chunks to share (a bias gradient over 2048 rows of 256): the rows split into
+  // blocks of about kSumBlock values, whose partial sums are then added in block order. The blocks
+  // depend on the shape only, so the result does not change with the thread count.
+  if (tasks < kMinRowSplitTasks && work_per_task >= 2 * kSumBlock) {
+    const std::int64_t rows_per_block = std::max<std::int64_t>(1, kSumBlock / std::min(inner, kCols));
+    const std::int64_t blocks = (R + rows_per_block - 1) / rows_per_block;
+    PooledVector<T> partial(static_cast<std::size_t>(tasks * blocks * std::min(inner, kCols)));
+    const std::int64_t stride = std::min(inner, kCols);  // one partial row per (task, block)
+    parallel_for(tasks * blocks, 1, [&](std::int64_t u0, std::int64_t u1) {
+      for (std::int64_t u = u0; u < u1; ++u) {
+        const std::int64_t t = u / blocks, blk = u % blocks;
+        const std::int64_t o = t / col_chunks, j0 = (t % col_chunks) * kCols;
+        const std::int64_t n = std::min(inner, j0 + kCols) - j0;
+        const std::int64_t r0 = blk * rows_per_block, r1 = std::min(R, r0 + rows_per_block);
+        T* out = partial.data() + u * stride;
+        const T* base = x + o * R * inner + j0;
+        std::copy(base + r0 * inner, base + r0 * inner + n, out);
+        for (std::int64_t r = r0 + 1; r < r1; ++r) add_row(out, base + r * inner, n);
+      }
+    });
+    for (std::int64_t t = 0; t < tasks; ++t) {
+      const std::int64_t o = t / col_chunks, j0 = (t % col_chunks) * kCols;
+      const std::int64_t n = std::min(inner, j0 + kCols) - j0;
+      T* out = y + o * inner + j0;
+      const T* first = partial.data() + t * blocks * stride;
+      std::copy(first, first + n, out);
+      for (std::int64_t blk = 1; blk < blocks; ++blk) add_row(out, first + blk * stride, n);
+    }
+    return;
+  }
   parallel_for(tasks, std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(work_per_task, 1)),
                [&](std::int64_t t0, std::int64_t t1) {
                  for (std::int64_t t = t0; t < t1; ++t) {
