@@ -13,8 +13,10 @@ case "$kind" in
   *) echo "usage: scripts/sanitize.sh address|thread [gtest-filter]" >&2; exit 2 ;;
 esac
 scripts/setup.sh >/dev/null  # dependencies
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_SANITIZE="$kind" \
-  -DTG_BUILD_BENCH=OFF -DTG_BUILD_EXAMPLES=ON >/dev/null
+  -DTG_BUILD_BENCH=OFF -DTG_BUILD_EXAMPLES=ON "${launcher[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # TBB's internals, invisible to TSan in Debian's uninstrumented libtbb: see scripts/tsan.supp.
