@@ -2,7 +2,7 @@
 # Runs a libFuzzer target of tests/fuzz/ (see docs/reliability.md, "Fuzzing").
 #   scripts/fuzz.sh TARGET SECONDS [extra libFuzzer args...]
 #   scripts/fuzz.sh all SECONDS [extra libFuzzer args...]   every target in turn
-# Targets: npy npz config_json vocab pairs_tsv csv_log checkpoint.
+# Targets: npy npz config_json vocab pairs_tsv csv_log checkpoint tokenizer.
 # Configures build-fuzz/ with clang and TG_BUILD_FUZZ=ON (scripts/setup.sh fuzz installs the
 # packages), builds the target, and fuzzes a fresh copy of tests/fuzz/corpus/TARGET for SECONDS
 # with ASan+UBSan, a 2 GB RSS and malloc limit and a 10 s per-input timeout. Prints the total
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(npy npz config_json vocab pairs_tsv csv_log checkpoint)
+TARGETS=(npy npz config_json vocab pairs_tsv csv_log checkpoint tokenizer)
 if [ $# -lt 2 ]; then
   echo "usage: scripts/fuzz.sh TARGET|all SECONDS [libFuzzer args...]   (targets: ${TARGETS[*]})" >&2
   exit 2

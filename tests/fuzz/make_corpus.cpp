@@ -12,6 +12,7 @@
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "fuzz_util.h"
+#include "models/text/subword.h"
 #include "models/text/text.h"
 #include "models/training/checkpoint.h"
 #include "models/translators/seq2seq.h"
@@ -109,6 +110,14 @@ int main(int argc, char** argv) {
     }
   }
   put(root / "config_json", "empty_object.json", "{}\n");
+  // tokenizer.model: small unigram and BPE models (SentencePiece builds only).
+  if (SubwordModel::available()) {
+    const std::vector<std::string> sentences{"Go.", "Hi.", "Run!", "I see.", "Il fait beau.", "Je vois.",
+                                             "Where is the station?", "Où est la gare ?"};
+    for (const SubwordType type : {SubwordType::kUnigram, SubwordType::kBpe})
+      put(root / "tokenizer", std::string(to_string(type)) + ".model",
+          SubwordModel::train(sentences, SubwordOptions().vocab_size(40).type(type)).bytes());
+  }
   std::printf("fuzz_make_corpus: wrote seeds under %s\n", root.c_str());
   return 0;
 }
