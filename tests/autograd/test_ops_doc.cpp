@@ -1,6 +1,6 @@
 // docs/ops.md against the code: every public op declared in autograd/ops_*.h and creation.h has
-// exactly one row, under its header; the dtypes and gradient columns are probed by calling the op;
-// the second-order column is checked against what backward can record today.
+// exactly one row, under its header, and one probe here; the dtypes, gradient and second-order
+// columns are checked by calling the op through its probe.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -152,6 +152,39 @@ std::map<std::string, Probe> probes() {
       {"log_softmax", [](const Tensor& x) { return log_softmax(x); }},
       {"masked_softmax", [lens](const Tensor& x) { return masked_softmax(x, lens); }},
       {"cross_entropy", [targets](const Tensor& x) { return cross_entropy(x, targets); }},
+      {"layer_norm", [](const Tensor& x) { return layer_norm(x, {3}, unbind(x, 0)[0], unbind(x, 0)[1]); }},
+      {"rms_norm", [](const Tensor& x) { return rms_norm(x, {3}, unbind(x, 0)[0]); }},
+      {"layer_norm_composed", [](const Tensor& x) { return layer_norm_composed(x, {3}, unbind(x, 0)[0], unbind(x, 0)[1]); }},
+      {"rms_norm_composed", [](const Tensor& x) { return rms_norm_composed(x, {3}, unbind(x, 0)[0]); }},
+      {"additive_attention_scores",
+       [](const Tensor& x) { return additive_attention_scores(unsqueeze(x, 0), unsqueeze(x, 0), unbind(x, 0)[0]); }},
+      {"scaled_dot_product_attention", [](const Tensor& x) { return scaled_dot_product_attention(x, x, x); }},
+      {"scaled_dot_product_attention_composed",
+       [](const Tensor& x) { return scaled_dot_product_attention_composed(x, x, x); }},
+      {"gru_cell_fused", [](const Tensor& x) { return gru_cell_fused(x, x, narrow(x, 1, 0, 1)); }},
+      {"eq", [](const Tensor& x) { return eq(x, x); }},
+      {"ne", [](const Tensor& x) { return ne(x, 2.0); }},
+      {"lt", [](const Tensor& x) { return lt(x, x); }},
+      {"le", [](const Tensor& x) { return le(x, 2.0); }},
+      {"gt", [](const Tensor& x) { return gt(x, x); }},
+      {"ge", [](const Tensor& x) { return ge(x, 2.0); }},
+      {"operator==", [](const Tensor& x) { return x == x; }},
+      {"operator!=", [](const Tensor& x) { return x != 2.0; }},
+      {"operator<", [](const Tensor& x) { return 2.0 < x; }},
+      {"operator<=", [](const Tensor& x) { return x <= x; }},
+      {"operator>", [](const Tensor& x) { return x > 2.0; }},
+      {"operator>=", [](const Tensor& x) { return x >= x; }},
+      {"logical_and", [](const Tensor& x) { return logical_and(x, x); }},
+      {"logical_or", [](const Tensor& x) { return logical_or(x, x); }},
+      {"logical_xor", [](const Tensor& x) { return logical_xor(x, x); }},
+      {"logical_not", [](const Tensor& x) { return logical_not(x); }},
+      {"isnan", [](const Tensor& x) { return isnan(x); }},
+      {"isinf", [](const Tensor& x) { return isinf(x); }},
+      {"isfinite", [](const Tensor& x) { return isfinite(x); }},
+      {"any", [](const Tensor& x) { return any(x, 1); }},
+      {"all", [](const Tensor& x) { return all(x); }},
+      {"count_nonzero", [](const Tensor& x) { return count_nonzero(x, {1}); }},
+      {"nonzero", [](const Tensor& x) { return nonzero(x); }},
       {"zeros", [](const Tensor& x) { return zeros(x.shape(), x.dtype()); }},
       {"ones", [](const Tensor& x) { return ones(x.shape(), x.dtype()); }},
       {"full", [](const Tensor& x) { return full(x.shape(), 2.0, x.dtype()); }},
@@ -199,54 +232,111 @@ TEST(OpsDoc, EveryDeclaredOpHasExactlyOneRowUnderItsHeader) {
 
 TEST(OpsDoc, ColumnsUseTheDocumentedValues) {
   std::vector<std::string> duplicates;
+  const std::set<std::string> dtypes = {"f32, f64", "f32, f64, i64", "f32, f64, bool", "f32, f64, i64, bool"};
+  const std::set<std::string> kinds = {"primitive", "fused", "composed", "alias", "creation"};
   for (const auto& [name, row] : doc_rows(duplicates)) {
-    EXPECT_TRUE(row.dtypes == "f32, f64" || row.dtypes == "f32, f64, i64") << name << ": " << row.dtypes;
+    EXPECT_TRUE(dtypes.count(row.dtypes)) << name << ": " << row.dtypes;
     EXPECT_TRUE(row.gradient == "yes" || row.gradient == "no" || row.gradient == "values") << name << ": " << row.gradient;
-    EXPECT_TRUE(row.second_order == "yes" || row.second_order == "no") << name << ": " << row.second_order;
-    const std::set<std::string> kinds = {"primitive", "fused", "composed", "alias", "creation"};
+    // A second derivative exists only where a first one does.
+    if (row.gradient == "no")
+      EXPECT_EQ(row.second_order, "n/a") << name << ": gradient no, so second order n/a";
+    else
+      EXPECT_TRUE(row.second_order == "yes" || row.second_order == "no") << name << ": " << row.second_order;
     EXPECT_TRUE(kinds.count(row.kind)) << name << ": " << row.kind;
   }
+}
+
+TEST(OpsDoc, EveryRowHasAProbe) {
+  std::vector<std::string> duplicates;
+  const auto rows = doc_rows(duplicates);
+  const auto all = probes();
+  for (const auto& [name, row] : rows)
+    EXPECT_TRUE(all.count(name)) << "`" << name << "` has no probe in tests/autograd/test_ops_doc.cpp";
+  for (const auto& [name, probe] : all)
+    EXPECT_TRUE(rows.count(name)) << "probe for `" << name << "`, which docs/ops.md does not list";
 }
 
 TEST(OpsDoc, DtypesAndGradientColumnsMatchWhatTheOpsDo) {
   std::vector<std::string> duplicates;
   const auto rows = doc_rows(duplicates);
-  const auto all = probes();
-  std::size_t probed = 0;
-  for (const auto& [name, probe] : all) {
+  for (const auto& [name, probe] : probes()) {
     const auto it = rows.find(name);
-    if (it == rows.end()) {
-      ADD_FAILURE() << "probe for `" << name << "`, which docs/ops.md does not list";
-      continue;
-    }
+    if (it == rows.end()) continue;  // EveryRowHasAProbe reports it
     const Row& row = it->second;
-    ++probed;
-    // dtypes: f32 and f64 always; i64 exactly when the row says so.
+    // dtypes: f32 and f64 always; i64 and bool exactly when the row lists them.
     for (DType dt : {DType::f32, DType::f64})
       EXPECT_NO_THROW(probe(Tensor::from_values({1, 2, 3, 4, 5, 6}, {2, 3}, dt))) << name << " " << dtype_name(dt);
-    bool i64_ok = true;
-    try {
-      probe(Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}, {2, 3}));
-    } catch (const std::exception&) {
-      i64_ok = false;
+    std::string accepted = "f32, f64";
+    for (const auto& [dt, column_name] : {std::pair{DType::i64, "i64"}, std::pair{DType::b8, "bool"}}) {
+      try {
+        probe(Tensor::from_values({1, 0, 3, 4, 0, 6}, {2, 3}, dt));
+        accepted += std::string(", ") + column_name;
+      } catch (const std::exception&) {
+      }
     }
-    EXPECT_EQ(i64_ok, row.dtypes == "f32, f64, i64") << "`" << name << "`: docs/ops.md says " << row.dtypes;
+    EXPECT_EQ(accepted, row.dtypes) << "`" << name << "`: the op accepts " << accepted << ", docs/ops.md says "
+                                    << row.dtypes;
     // gradient: whether the (values) output of a float64 input requiring grad requires grad.
     const Tensor x = Tensor::from_values({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64).requires_grad_();
     const bool differentiable = probe(x).requires_grad();
     EXPECT_EQ(differentiable, row.gradient != "no") << "`" << name << "`: docs/ops.md says gradient " << row.gradient;
     tape::reset();
   }
-  // The ops not probed here take arguments the generic probe cannot build (attention, GRU cell).
-  EXPECT_GE(probed, rows.size() - 4) << "most ops should be probed";
 }
 
-TEST(OpsDoc, SecondOrderColumnMatchesTheEngine) {
-  Tensor x = Tensor::from_values({0.5, -1.0}, {2}, DType::f64).requires_grad_();
-  const Tensor g = tg::grad({sum(tanh(x))}, {x})[0];
-  ASSERT_FALSE(g.requires_grad()) << "backward records a graph now: make docs/ops.md's second-order column per op "
-                                    "and probe it here";
+namespace {
+
+bool is_not_supported(const std::exception& e) {
+  return std::string(e.what()).find("double backward (create_graph) is not supported") != std::string::npos;
+}
+
+}  // namespace
+
+// second order: the first gradient g = J^T v of the probe's output, taken with create_graph and a
+// v that requires grad (as gradgradcheck perturbs it), so g depends on v when the op's backward was
+// recorded, linear ops included (a zero J^T v, as sign's, is a constant); then a second grad of
+// sum(g) with respect to x and v. `no`: the not-supported error, nothing else.
+TEST(OpsDoc, SecondOrderColumnMatchesWhatTheOpsDo) {
   std::vector<std::string> duplicates;
-  for (const auto& [name, row] : doc_rows(duplicates))
-    EXPECT_EQ(row.second_order, "no") << "`" << name << "`: backward records no graph, so no op has a second derivative";
+  const auto rows = doc_rows(duplicates);
+  for (const auto& [name, probe] : probes()) {
+    const auto it = rows.find(name);
+    if (it == rows.end() || it->second.gradient == "no") continue;
+    const bool documented = it->second.second_order == "yes";
+    const Tensor x = Tensor::from_values({0.5, -1.5, 2.0, 1.25, -0.75, 3.0}, {2, 3}, DType::f64).requires_grad_();
+    const Tensor y = probe(x);
+    const Tensor v = Tensor::full(y.shape(), 0.5, DType::f64).requires_grad_();
+    try {
+      const Tensor g = tg::grad({y}, {x}, {v}, {.create_graph = true})[0];
+      ASSERT_TRUE(g.defined()) << name;
+      if (g.requires_grad()) {
+        const auto gg = tg::grad({sum(g)}, {x, v}, {}, {.allow_unused = true});
+        EXPECT_TRUE(gg[1].defined()) << "`" << name << "`: the second grad did not reach v";
+      } else {
+        // g = J^T v is free of v only where J^T v is 0 whatever v (sign): a constant gradient.
+        for (double e : g.to_vector<double>())
+          EXPECT_EQ(e, 0.0) << "`" << name << "`: with create_graph the first gradient does not depend on v";
+      }
+      EXPECT_TRUE(documented) << "`" << name << "`: its gradient is differentiable, docs/ops.md says second order no";
+    } catch (const std::exception& e) {
+      if (!is_not_supported(e)) ADD_FAILURE() << "`" << name << "`: unexpected error: " << e.what();
+      EXPECT_FALSE(documented) << "`" << name << "`: docs/ops.md says second order yes, but: " << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << "`" << name << "`: thrown by another op: " << e.what();
+    }
+    tape::reset();
+  }
+}
+
+// The restriction in scaled_dot_product_attention's notes: with dropout, no double backward.
+TEST(OpsDoc, AttentionWithDropoutHasNoSecondOrder) {
+  Generator gen(1);
+  const Tensor x = Tensor::from_values({0.5, -1.5, 2.0, 1.25, -0.75, 3.0}, {2, 3}, DType::f64).requires_grad_();
+  const Tensor y = scaled_dot_product_attention(x, x, x, Tensor(), 0.5, false, 0.0, &gen);
+  try {
+    tg::grad({sum(y)}, {x}, {}, {.create_graph = true});
+    ADD_FAILURE() << "scaled_dot_product_attention with dropout_p > 0: double backward ran";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(is_not_supported(e)) << e.what();
+  }
+  tape::reset();
 }
