@@ -1,9 +1,12 @@
 // SentencePiece subword models; see subword.h.
 #include "models/text/subword.h"
 
+#include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #ifdef TG_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -43,6 +46,71 @@ class VectorIterator : public sentencepiece::SentenceIterator {
   std::size_t i_ = 0;
 };
 
+// Protocol-buffer wire format, just enough to read the normalization tables of a ModelProto
+// (SentencePiece installs no header for it). False on a malformed message.
+bool read_varint(std::string_view& in, std::uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (in.empty()) return false;
+    const auto byte = static_cast<unsigned char>(in.front());
+    in.remove_prefix(1);
+    v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) return true;
+  }
+  return false;
+}
+
+/// Calls f(field, value) for each length-delimited field of `msg`, in order.
+template <class F> bool for_each_bytes_field(std::string_view msg, F&& f) {
+  while (!msg.empty()) {
+    std::uint64_t key = 0, n = 0;
+    if (!read_varint(msg, key)) return false;
+    switch (key & 7) {
+      case 0: if (!read_varint(msg, n)) return false; break;
+      case 1: if (msg.size() < 8) return false; msg.remove_prefix(8); break;
+      case 5: if (msg.size() < 4) return false; msg.remove_prefix(4); break;
+      case 2:
+        if (!read_varint(msg, n) || n > msg.size()) return false;
+        f(key >> 3, msg.substr(0, n));
+        msg.remove_prefix(n);
+        break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+/// The effective precompiled_charsmap (NormalizerSpec field 2) of ModelProto field `spec_field`
+/// (3: normalizer_spec, 5: denormalizer_spec); a repeated embedded message merges, so the last
+/// value wins. Nullopt on a malformed message.
+std::optional<std::string> charsmap(std::string_view model, std::uint64_t spec_field) {
+  std::string out;
+  bool ok = true;
+  const bool parsed = for_each_bytes_field(model, [&](std::uint64_t field, std::string_view spec) {
+    if (field != spec_field) return;
+    ok = ok && for_each_bytes_field(spec, [&](std::uint64_t f, std::string_view v) {
+      if (f == 2) out.assign(v);
+    });
+  });
+  if (!parsed || !ok) return std::nullopt;
+  return out;
+}
+
+/// The normalization table of the models SubwordModel::train writes (SentencePiece's default rule,
+/// nmt_nfkc), taken from a model trained once on two sentences.
+const std::string& trained_charsmap() {
+  static const std::string table = [] {
+    const std::vector<std::string> sentences{"ab", "ba"};
+    VectorIterator it(sentences);
+    std::string bytes;
+    const auto status = sentencepiece::SentencePieceTrainer::Train(
+        "--vocab_size=16 --hard_vocab_limit=false --num_threads=1 --minloglevel=2", &it, &bytes);
+    if (!status.ok()) throw std::runtime_error("subword: SentencePiece training failed: " + status.ToString());
+    return charsmap(bytes, 3).value_or(std::string());
+  }();
+  return table;
+}
+
 }  // namespace
 
 bool SubwordModel::available() { return true; }
@@ -70,6 +138,14 @@ SubwordModel SubwordModel::from_bytes(std::string bytes, const std::string& sour
   const auto status = impl->processor.LoadFromSerializedProto(impl->bytes);
   if (!status.ok())
     throw std::runtime_error(source + ": not a valid SentencePiece model (" + status.ToString() + ")");
+  // SentencePiece 0.1.97 uses a model's normalization table without checking it, and a changed
+  // table makes it read past its end while encoding (found by tests/fuzz/fuzz_tokenizer). Only
+  // the tables SubwordModel::train writes are accepted: SentencePiece's default, or none.
+  const auto normalizer = charsmap(impl->bytes, 3), denormalizer = charsmap(impl->bytes, 5);
+  if (!normalizer || !denormalizer || !(normalizer->empty() || *normalizer == trained_charsmap()) ||
+      !denormalizer->empty())
+    throw std::runtime_error(source + ": not a valid SentencePiece model (its normalization table is not the one "
+                                      "tapegrad trains with: a changed or corrupt file)");
   SubwordModel m;
   m.impl_ = std::move(impl);
   return m;

@@ -131,6 +131,20 @@ TEST(Subword, BadBytesNameTheirSource) {
   }
 }
 
+// Found by tests/fuzz/fuzz_tokenizer: a model whose normalization table was changed loaded, and
+// SentencePiece 0.1.97 then read past the table's end while encoding (a crash under ASan).
+TEST(Subword, ChangedNormalizationTableIsRefused) {
+  TG_NEEDS_SENTENCEPIECE();
+  const std::string path = TG_SOURCE_DIR "/tests/fuzz/regressions/tokenizer/changed_normalization_table";
+  try {
+    SubwordModel::load(path);
+    FAIL() << "loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": not a valid SentencePiece model (its normalization table is not the one "
+                                            "tapegrad trains with: a changed or corrupt file)");
+  }
+}
+
 TEST(Subword, CheckpointRoundTrip) {
   TG_NEEDS_SENTENCEPIECE();
   const fs::path dir = tg::models::testing::per_test_dir("tg_subword", true) / "ck";
