@@ -24,7 +24,8 @@
 // Forward hooks (register_forward_pre_hook, register_forward_hook) run when a module is *called*,
 // as PyTorch runs them in __call__ and not in forward(): through operator() of the library's
 // modules whose forward takes and returns tensors (Linear, Embedding, Dropout, LayerNorm, RMSNorm,
-// the activations, Sequential, TransformerEncoderLayer), and for every member a Sequential runs.
+// the activations, Sequential, TransformerEncoderLayer, TransformerDecoderLayer), and for every
+// member a Sequential runs.
 // Modules returning several tensors (GRU, LSTM, MultiheadAttention) or taking non-tensor
 // arguments have no hooked call. A module of your own gets hooks by calling through
 // with_forward_hooks():

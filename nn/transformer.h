@@ -106,6 +106,15 @@ class TransformerDecoderLayer : public Module {
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), Tensor* memory_weights = nullptr);
+  /// forward() between the forward hooks, which see the six tensors (undefined when omitted).
+  Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                    const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                    const Tensor& memory_key_padding_mask = Tensor()) {
+    return with_forward_hooks({tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask},
+                              [this](const std::vector<Tensor>& in) {
+                                return forward(in[0], in[1], in[2], in[3], in[4], in[5]);
+                              });
+  }
 
   /// Incremental decoding: `tgt` holds only the new positions (T_new, N, E) (batch_first:
   /// (N, T_new, E)); they attend causally to themselves and to every position already in `cache`,

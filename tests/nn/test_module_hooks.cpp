@@ -123,6 +123,27 @@ TEST(ModuleHooks, TransformerLayerHooksSeeAllTensorArguments) {
   EXPECT_EQ(values(y), values(layer.forward(src)));
 }
 
+TEST(ModuleHooks, TransformerDecoderLayerHooksSeeAllSixTensors) {
+  Generator gen(5);
+  nn::TransformerDecoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 8, .dropout = 0.0}, gen);
+  std::vector<bool> defined;
+  layer.register_forward_pre_hook([&](const nn::Module&, const std::vector<Tensor>& in) {
+    for (const Tensor& t : in) defined.push_back(t.defined());
+    return std::optional<std::vector<Tensor>>();
+  });
+  int post = 0;
+  layer.register_forward_hook([&](const nn::Module&, const std::vector<Tensor>&, const Tensor&) {
+    ++post;
+    return std::optional<Tensor>();
+  });
+  const Tensor tgt = Tensor::uniform({3, 1, 4}, -1, 1, gen), memory = Tensor::uniform({5, 1, 4}, -1, 1, gen);
+  const Tensor mask = nn::Transformer::generate_square_subsequent_mask(3);
+  const Tensor y = layer(tgt, memory, mask);
+  EXPECT_EQ(defined, (std::vector<bool>{true, true, true, false, false, false}));
+  EXPECT_EQ(post, 1);
+  EXPECT_EQ(values(y), values(layer.forward(tgt, memory, mask)));
+}
+
 TEST(ModuleHooks, HandleOutlivingItsModuleIsHarmless) {
   nn::ModuleHookHandle handle;
   {
