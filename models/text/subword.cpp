@@ -135,7 +135,12 @@ SubwordModel SubwordModel::train(const std::vector<std::string>& sentences, cons
 SubwordModel SubwordModel::from_bytes(std::string bytes, const std::string& source) {
   auto impl = std::make_shared<Impl>();
   impl->bytes = std::move(bytes);
-  const auto status = impl->processor.LoadFromSerializedProto(impl->bytes);
+  sentencepiece::util::Status status;
+  try {
+    status = impl->processor.LoadFromSerializedProto(impl->bytes);
+  } catch (const std::exception& e) {  // its trie builder throws on some pieces (an empty one)
+    throw std::runtime_error(source + ": not a valid SentencePiece model (" + e.what() + ")");
+  }
   if (!status.ok())
     throw std::runtime_error(source + ": not a valid SentencePiece model (" + status.ToString() + ")");
   // SentencePiece 0.1.97 uses a model's normalization table without checking it, and a changed

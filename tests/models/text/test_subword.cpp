@@ -145,6 +145,19 @@ TEST(Subword, ChangedNormalizationTableIsRefused) {
   }
 }
 
+// Found by tests/fuzz/fuzz_tokenizer: a model with an empty piece made SentencePiece's trie builder
+// throw its own exception type out of LoadFromSerializedProto (not std::runtime_error).
+TEST(Subword, EmptyPieceIsRefusedAsAnInvalidModel) {
+  TG_NEEDS_SENTENCEPIECE();
+  const std::string path = TG_SOURCE_DIR "/tests/fuzz/regressions/tokenizer/empty_piece";
+  try {
+    SubwordModel::load(path);
+    FAIL() << "loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": not a valid SentencePiece model (", 0), 0u) << e.what();
+  }
+}
+
 TEST(Subword, CheckpointRoundTrip) {
   TG_NEEDS_SENTENCEPIECE();
   const fs::path dir = tg::models::testing::per_test_dir("tg_subword", true) / "ck";
