@@ -151,6 +151,12 @@ SubwordModel SubwordModel::from_bytes(std::string bytes, const std::string& sour
       !denormalizer->empty())
     throw std::runtime_error(source + ": not a valid SentencePiece model (its normalization table is not the one "
                                       "tapegrad trains with: a changed or corrupt file)");
+  // Every piece must map back to its own id (no duplicate or unreachable piece), so that the
+  // pieces encode() returns are the model's (has_piece) and the vocabularies built from them hold.
+  for (int id = 0; id < impl->processor.GetPieceSize(); ++id)
+    if (impl->processor.PieceToId(impl->processor.IdToPiece(id)) != id)
+      throw std::runtime_error(source + ": not a valid SentencePiece model (piece " + std::to_string(id) +
+                               " does not map back to its id: a duplicate or unusable piece)");
   SubwordModel m;
   m.impl_ = std::move(impl);
   return m;

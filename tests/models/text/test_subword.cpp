@@ -158,6 +158,20 @@ TEST(Subword, EmptyPieceIsRefusedAsAnInvalidModel) {
   }
 }
 
+// Found by tests/fuzz/fuzz_tokenizer: a model whose pieces do not map back to their ids loaded, and
+// encode() returned pieces that has_piece() (and so the vocabularies) did not know.
+TEST(Subword, PieceThatDoesNotMapBackIsRefused) {
+  TG_NEEDS_SENTENCEPIECE();
+  const std::string path = TG_SOURCE_DIR "/tests/fuzz/regressions/tokenizer/piece_not_mapping_back";
+  try {
+    SubwordModel::load(path);
+    FAIL() << "loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(": not a valid SentencePiece model (piece "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not map back to its id"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Subword, CheckpointRoundTrip) {
   TG_NEEDS_SENTENCEPIECE();
   const fs::path dir = tg::models::testing::per_test_dir("tg_subword", true) / "ck";
