@@ -10,6 +10,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/kernels/reduce.h"
 #include "autograd/memory.h"
 
 namespace tg::kernels {
@@ -23,25 +24,6 @@ template <class T> using Batch = xsimd::batch<T>;
 // elements: a few microseconds of work, enough to pay for a task.
 constexpr std::int64_t kGrainElems = 16384;
 std::int64_t block_rows(std::int64_t n) { return std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(1, n)); }
-
-// Row sums with four accumulators: a single one would make each add wait for the previous (the
-// reductions were latency-bound at n = 512).
-template <class T>
-T row_sum(const T* x, std::int64_t n) {
-  constexpr std::int64_t W = Batch<T>::size;
-  Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
-  std::int64_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    a0 += Batch<T>::load_unaligned(x + i);
-    a1 += Batch<T>::load_unaligned(x + i + W);
-    a2 += Batch<T>::load_unaligned(x + i + 2 * W);
-    a3 += Batch<T>::load_unaligned(x + i + 3 * W);
-  }
-  for (; i + W <= n; i += W) a0 += Batch<T>::load_unaligned(x + i);
-  T s = xsimd::hadd((a0 + a1) + (a2 + a3));
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
 
 // Σ (x - c)²
 template <class T>
@@ -71,7 +53,7 @@ T row_centred_sq(const T* x, std::int64_t n, T c) {
 template <class T>
 void forward_row(bool rms, const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, std::int64_t n, double eps) {
   constexpr std::int64_t W = Batch<T>::size;
-  const T m = rms ? T(0) : row_sum(x, n) / static_cast<T>(n);
+  const T m = rms ? T(0) : sum_contiguous(x, n) / static_cast<T>(n);
   const T var = row_centred_sq(x, n, m) / static_cast<T>(n);
   const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
   if (mean) *mean = m;
@@ -97,7 +79,7 @@ template <class T>
 void backward_row(bool rms, const T* dy, const T* x, const T* w, T m, T r, T* dx, T* pdw, T* pdb, std::int64_t n) {
   constexpr std::int64_t W = Batch<T>::size;
   const Batch<T> M(m), R(r);
-  // Σ g and Σ g xhat, g = dy w; two accumulators each (even and odd batches), as row_sum.
+  // Σ g and Σ g xhat, g = dy w; two accumulators each (even and odd batches).
   Batch<T> sg[2] = {Batch<T>(T(0)), Batch<T>(T(0))}, sgx[2] = {Batch<T>(T(0)), Batch<T>(T(0))};
   std::int64_t i = 0;
   for (int a = 0; i + W <= n; i += W, a ^= 1) {

@@ -16,9 +16,8 @@ namespace {
 
 template <class T> using Batch = xsimd::batch<T>;
 
-// Sum of n contiguous values in a fixed order: four SIMD accumulators, then lanes, then the tail.
 template <class T>
-T sum_contiguous(const T* x, std::int64_t n) {
+T sum_row(const T* x, std::int64_t n) {
   constexpr std::int64_t W = Batch<T>::size;
   Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
   std::int64_t i = 0;
@@ -87,7 +86,7 @@ void sum_outer_r_inner(const T* x, T* y, std::int64_t outer, std::int64_t R, std
       PooledVector<T> partial(static_cast<std::size_t>(blocks));
       parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t b = b0; b < b1; ++b)
-          partial[b] = sum_contiguous(x + b * kSumBlock, std::min(kSumBlock, R - b * kSumBlock));
+          partial[b] = sum_row(x + b * kSumBlock, std::min(kSumBlock, R - b * kSumBlock));
       });
       T s = 0;
       for (T p : partial) s += p;
@@ -96,7 +95,7 @@ void sum_outer_r_inner(const T* x, T* y, std::int64_t outer, std::int64_t R, std
     }
     parallel_for(outer, std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(R, 1)),
                  [&](std::int64_t o0, std::int64_t o1) {
-                   for (std::int64_t o = o0; o < o1; ++o) y[o] = sum_contiguous(x + o * R, R);
+                   for (std::int64_t o = o0; o < o1; ++o) y[o] = sum_row(x + o * R, R);
                  });
     return;
   }
@@ -156,6 +155,9 @@ void split_dims(const Shape& s, int first, int last, std::int64_t& outer, std::i
 }
 
 }  // namespace
+
+float sum_contiguous(const float* x, std::int64_t n) { return sum_row(x, n); }
+double sum_contiguous(const double* x, std::int64_t n) { return sum_row(x, n); }
 
 Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdim) {
   Shape out;

@@ -51,6 +51,11 @@ Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax);
 double log_sum_exp(const float* x, std::int64_t n, std::int64_t* argmax = nullptr);
 double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax = nullptr);
 
+/// Sum of x[0, n) in a fixed order (four SIMD accumulators, then lanes, then the tail): the row sum
+/// of sum() and of the fused norms, so both add a row the same way.
+float sum_contiguous(const float* x, std::int64_t n);
+double sum_contiguous(const double* x, std::int64_t n);
+
 /// Shape of x with `axes` removed (or set to 1 with keepdim).
 Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdim);
 
