@@ -68,22 +68,6 @@ std::int64_t row_grain(std::int64_t grain_elems, std::int64_t row_elems) {
 // The tail of a row goes through the same SIMD code via a padded buffer, so every element of a
 // row is computed the same way.
 
-template <class T>
-T row_max(const T* x, std::int64_t n) {
-  constexpr std::int64_t W = Batch<T>::size;
-  T m = -std::numeric_limits<T>::infinity();
-  std::int64_t i = 0;
-  if (n >= W) {
-    Batch<T> acc = Batch<T>::load_unaligned(x);
-    for (i = W; i + W <= n; i += W) acc = xsimd::max(acc, Batch<T>::load_unaligned(x + i));
-    alignas(64) T buf[W];
-    acc.store_aligned(buf);
-    for (std::int64_t k = 0; k < W; ++k) m = std::max(m, buf[k]);
-  }
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
-
 // Returns sum_i exp(x[i] - m); with Store, also writes the terms to y (y may alias x).
 template <bool Store, class T>
 T exp_shift_sum(const T* x, T* y, std::int64_t n, T m) {
@@ -150,7 +134,7 @@ void row_map2(const T* a, const T* b, T* y, std::int64_t n, const F& f) {
 // One contiguous row: y = softmax(x) or log_softmax(x). y may alias x (softmax only).
 template <class T>
 void softmax_row(const T* x, T* y, std::int64_t n, bool log) {
-  const T m = row_max(x, n);
+  const T m = kernels::max_contiguous(x, n);
   if (log) {
     const T lse = m + std::log(exp_shift_sum<false>(x, y, n, m));
     for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
@@ -471,7 +455,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
           continue;
         }
         const T* xr = x + n * C;
-        const T m = row_max(xr, C);
+        const T m = kernels::max_contiguous(xr, C);
         plse[n] = m + std::log(exp_shift_sum<false>(xr, static_cast<T*>(nullptr), C, m));
         row_loss[n] = plse[n] - xr[t[n]];
       }
@@ -488,7 +472,7 @@ namespace kernels {
 
 namespace {
 
-// The row's maximum from row_max (as softmax), exp in T's own precision (8 float lanes: float32
+// The row's maximum from kernels::max_contiguous (as softmax), exp in T's own precision (8 float lanes: float32
 // logits need no more, and double exp cost a quarter of a batch-64 decoding step), the lane sums
 // added in double. With `argmax`, also the first index of the maximum (greedy decoding wants both
 // from one read of the row).
@@ -497,7 +481,7 @@ double log_sum_exp_row(const T* x, std::int64_t n, std::int64_t* argmax) {
   if (argmax) *argmax = 0;
   if (n <= 0) return -std::numeric_limits<double>::infinity();
   constexpr std::int64_t W = Batch<T>::size;
-  T m = row_max(x, n);
+  T m = kernels::max_contiguous(x, n);
   if (argmax) *argmax = std::find(x, x + n, m) - x;
   if (argmax && *argmax == n) *argmax = 0;
   if (!std::isfinite(m)) m = T(0);  // all -inf gives -inf; +inf or nan propagate through the sum

@@ -15,6 +15,7 @@
 
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/kernels/reduce.h"
 #include "autograd/memory.h"
 #include "autograd/random.h"
 
@@ -32,22 +33,6 @@ std::int64_t block_side(bool causal) { return causal ? 64 : kMaxBlock; }
 constexpr double kTaskFlops = 1e6;
 
 template <class T> constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-
-template <class T>
-T row_max(const T* x, std::int64_t n) {
-  constexpr std::int64_t W = Batch<T>::size;
-  std::int64_t i = 0;
-  T m = kNegInf<T>;
-  if (n >= W) {
-    Batch<T> acc = Batch<T>::load_unaligned(x);
-    for (i = W; i + W <= n; i += W) acc = xsimd::max(acc, Batch<T>::load_unaligned(x + i));
-    alignas(64) T buf[W];
-    acc.store_aligned(buf);
-    for (std::int64_t k = 0; k < W; ++k) m = std::max(m, buf[k]);
-  }
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
 
 // x[i] = exp(x[i] - m) in place; returns the sum. The tail goes through the same vector exp.
 template <class T>
@@ -140,7 +125,7 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
         score_block(p, bh, i0, nq, j0, nk, Sb.data(), bk);
         for (std::int64_t r = 0; r < nq; ++r) {
           T* s = Sb.data() + r * bk;
-          const T m_new = std::max(m[r], row_max(s, nk));
+          const T m_new = std::max(m[r], max_contiguous(s, nk));
           const T m_use = m_new == kNegInf<T> ? T(0) : m_new;  // nothing allowed yet: all terms 0
           const T sum = exp_row(s, nk, m_use);
           const T corr = std::exp(m[r] - m_use);

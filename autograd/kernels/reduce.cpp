@@ -154,10 +154,28 @@ void split_dims(const Shape& s, int first, int last, std::int64_t& outer, std::i
   for (int i = 0; i < s.size(); ++i) (i < first ? outer : i <= last ? R : inner) *= s[i];
 }
 
+template <class T>
+T max_row(const T* x, std::int64_t n) {
+  constexpr std::int64_t W = Batch<T>::size;
+  T m = -std::numeric_limits<T>::infinity();
+  std::int64_t i = 0;
+  if (n >= W) {
+    Batch<T> acc = Batch<T>::load_unaligned(x);
+    for (i = W; i + W <= n; i += W) acc = xsimd::max(acc, Batch<T>::load_unaligned(x + i));
+    alignas(64) T buf[W];
+    acc.store_aligned(buf);
+    for (std::int64_t k = 0; k < W; ++k) m = std::max(m, buf[k]);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
 }  // namespace
 
 float sum_contiguous(const float* x, std::int64_t n) { return sum_row(x, n); }
 double sum_contiguous(const double* x, std::int64_t n) { return sum_row(x, n); }
+float max_contiguous(const float* x, std::int64_t n) { return max_row(x, n); }
+double max_contiguous(const double* x, std::int64_t n) { return max_row(x, n); }
 
 Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdim) {
   Shape out;

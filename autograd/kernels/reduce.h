@@ -55,6 +55,10 @@ double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax = nullp
 /// of sum() and of the fused norms, so both add a row the same way.
 float sum_contiguous(const float* x, std::int64_t n);
 double sum_contiguous(const double* x, std::int64_t n);
+/// Maximum of x[0, n) (-inf when n = 0): the row maximum of softmax, log_sum_exp and the fused
+/// attention, one loop for all three.
+float max_contiguous(const float* x, std::int64_t n);
+double max_contiguous(const double* x, std::int64_t n);
 
 /// Shape of x with `axes` removed (or set to 1 with keepdim).
 Shape reduced_shape(const Shape& shape, const Axes& axes, bool keepdim);
