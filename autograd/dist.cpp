@@ -223,29 +223,17 @@ void Request::wait() {
 }
 
 Request iallgather(const void* send, std::size_t bytes, void* recv, const std::string& what, int channel) {
-  Request r;
-  r.what_ = "allgather (" + what + ")";
-  if (channel < 0 || channel >= kChannels) throw std::invalid_argument("dist::" + r.what_ + ": no channel " + std::to_string(channel));
-#ifdef TG_HAVE_MPI
-  if (g_initialized) {
-    if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-      throw std::invalid_argument("dist::" + r.what_ + ": " + std::to_string(bytes) +
-                                  " bytes per rank exceed MPI's int count; use smaller buckets");
-    auto* h = new MPI_Request(MPI_REQUEST_NULL);
-    r.handle_ = h;
-    check_mpi(r.what_, MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
-                                      MPI_BYTE, comm(channel), h));
-    r.active_ = true;
-    return r;
-  }
-#endif
-  if (recv != send && bytes > 0) std::memcpy(recv, send, bytes);
-  return r;
+  return Request::exchange(Request::Exchange::allgather, send, bytes, recv, what, channel);
 }
 
 Request ialltoall(const void* send, std::size_t bytes, void* recv, const std::string& what, int channel) {
+  return Request::exchange(Request::Exchange::alltoall, send, bytes, recv, what, channel);
+}
+
+Request Request::exchange(Exchange kind, const void* send, std::size_t bytes, void* recv, const std::string& what,
+                          int channel) {
   Request r;
-  r.what_ = "alltoall (" + what + ")";
+  r.what_ = std::string(kind == Exchange::allgather ? "allgather" : "alltoall") + " (" + what + ")";
   if (channel < 0 || channel >= kChannels) throw std::invalid_argument("dist::" + r.what_ + ": no channel " + std::to_string(channel));
 #ifdef TG_HAVE_MPI
   if (g_initialized) {
@@ -254,8 +242,10 @@ Request ialltoall(const void* send, std::size_t bytes, void* recv, const std::st
                                   " bytes per rank exceed MPI's int count; use smaller buckets");
     auto* h = new MPI_Request(MPI_REQUEST_NULL);
     r.handle_ = h;
-    check_mpi(r.what_, MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE,
-                                     comm(channel), h));
+    const int n = static_cast<int>(bytes);
+    check_mpi(r.what_, kind == Exchange::allgather
+                           ? MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm(channel), h)
+                           : MPI_Ialltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, comm(channel), h));
     r.active_ = true;
     return r;
   }

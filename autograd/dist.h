@@ -97,6 +97,10 @@ class Request {
   bool active() const { return active_; }
 
  private:
+  // iallgather and ialltoall: the same checks, request and one-process copy, one MPI call apart.
+  enum class Exchange { allgather, alltoall };
+  static Request exchange(Exchange kind, const void* send, std::size_t bytes, void* recv, const std::string& what,
+                          int channel);
   friend Request iallgather(const void*, std::size_t, void*, const std::string&, int);
   friend Request ialltoall(const void*, std::size_t, void*, const std::string&, int);
   friend Request ibroadcast(void*, std::size_t, int, const std::string&);
