@@ -3,7 +3,7 @@
 # build in build/ and builds that purpose's targets, showing one progress line (the full compiler
 # log goes to build/build.log). Safe to run again: the build is incremental, and switching purpose
 # does not recompile the library.
-#   scripts/setup.sh main|test|bench|fuzz [extra cmake -D options...]
+#   scripts/setup.sh [--packages-only] main|test|bench|fuzz [extra cmake -D options...]
 #     main   the library and the `bahdanau` CLI (what scripts/run.sh needs)
 #     test   everything the test suite runs: library, examples, tests, benchmarks (smoke-tested)
 #     bench  the same plus the benchmark references (OpenBLAS, PyTorch, LibTorch); LibTorch is
@@ -11,8 +11,12 @@
 #     fuzz   clang and libFuzzer; the fuzz targets of tests/fuzz, instrumented, in build-fuzz/
 #            (what scripts/fuzz.sh runs)
 # Extra cmake options go to the configure step, e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=ccache.
+# --packages-only installs the purpose's packages and stops (scripts/sanitize.sh builds elsewhere).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+packages_only=0
+if [ "${1:-}" = "--packages-only" ]; then packages_only=1; shift; fi
 
 purpose=${1:-test}
 [ $# -gt 0 ] && shift
@@ -52,7 +56,7 @@ case "$purpose" in
          build=build-fuzz; targets=(fuzz_npy fuzz_npz fuzz_config_json fuzz_vocab fuzz_pairs_tsv fuzz_csv_log fuzz_checkpoint)
          configure=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
                     -DTG_BUILD_FUZZ=ON -DTG_BUILD_EXAMPLES=OFF) ;;
-  *) echo "usage: scripts/setup.sh main|test|bench|fuzz [cmake options...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/setup.sh [--packages-only] main|test|bench|fuzz [cmake options...]" >&2; exit 2 ;;
 esac
 
 missing=()
@@ -65,6 +69,8 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "$packages_only" -eq 1 ] && exit 0
 
 # ---- configure and build ------------------------------------------------------------------------
 mkdir -p "$build"
