@@ -531,12 +531,12 @@ Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
       }
     });
     ctx.accumulate(0, std::move(gx));
-  }, [x, y, product](GradGraphContext& ctx) {
+  }, [x, product](GradGraphContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (!product) return ctx.accumulate(0, flip(cumsum(flip(g, {1}), 1), {1}));  // sums from the end
     const std::int64_t R = x.size(1);
-    if (!any_zero(x)) {  // (sum_{j >= i} g_j y_j) / x_i, exact while no element is zero
-      ctx.accumulate(0, flip(cumsum(flip(g * ctx.output(y), {1}), 1), {1}) / x);
+    if (!any_zero(x)) {  // (sum_{j >= i} g_j y_j) / x_i with y recomputed: exact while no element is 0
+      ctx.accumulate(0, flip(cumsum(flip(g * cumprod(x, 1), {1}), 1), {1}) / x);
       return;
     }
     // With zeros, no division: row i of c holds the running products of x with x_i set to 1,

@@ -171,7 +171,8 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h) {
     using T = decltype(tag);
     gru_forward<T>(gi.data<T>(), gh.data<T>(), h.data<T>(), out.data<T>(), recording ? saved.data<T>() : nullptr, B, H);
   });
-  return record(op, out, {gi, gh, h}, [saved, h = h.detach(), B, H, op](BackwardContext& ctx) {
+  const Tensor h_data = recording ? h.detach() : Tensor();  // one handle for both backwards
+  return record(op, out, {gi, gh, h}, [saved, h = h_data, B, H, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     const Shape gates{B, 3 * H};
     Tensor dgi = ctx.needs_grad(0) ? Tensor::empty(gates, h.dtype()) : Tensor();
@@ -185,7 +186,7 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h) {
     if (dgi.defined()) ctx.accumulate(0, std::move(dgi));
     if (dgh.defined()) ctx.accumulate(1, std::move(dgh));
     if (dh.defined()) ctx.accumulate(2, std::move(dh));
-  }, GruGraph{saved, h.detach(), B, H});
+  }, GruGraph{saved, h_data, B, H});
 }
 
 }  // namespace tg
