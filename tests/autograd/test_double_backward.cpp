@@ -442,6 +442,24 @@ TEST(DoubleBackward, ProdAndCumprodWithZeros) {
   tape::reset();
 }
 
+TEST(DoubleBackward, ProdAndCumprodOfEmptyTensors) {
+  const Tensor x = Tensor::zeros({0, 3}, DType::f64).requires_grad_();
+  const std::vector<std::function<Tensor(const Tensor&)>> ops = {
+      [](const Tensor& a) { return prod(a, 0); }, [](const Tensor& a) { return prod(a, 1); },
+      [](const Tensor& a) { return cumprod(a, 0); }, [](const Tensor& a) { return cumprod(a, 1); }};
+  for (const auto& op : ops) {
+    const Tensor y = op(x);
+    const Tensor g = grad({sum(y * y)}, {x}, {}, {.create_graph = true})[0];
+    EXPECT_EQ(g.shape(), x.shape());
+    EXPECT_EQ(g.dtype(), DType::f64);
+    tape::reset();
+  }
+  // prod over the empty axis is 1 per column, as torch.prod.
+  const Tensor y = prod(x, 0);
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 1, 1}));
+  tape::reset();
+}
+
 namespace {
 // The GRU cell as composed ops (PyTorch's formula), the reference for the fused cell.
 Tensor gru_composed(const Tensor& gi, const Tensor& gh, const Tensor& h) {
