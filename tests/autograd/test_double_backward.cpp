@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/function.h"
 #include "autograd/ops.h"
 #include "gradcheck_util.h"
 
@@ -392,6 +393,19 @@ TEST(DoubleBackward, ThirdOrderThroughGrad) {
   tape::reset();
 }
 
+namespace {
+struct Cube : tg::autograd::Function<Cube> {
+  static Tensor forward(tg::autograd::AutogradContext& ctx, const Tensor& x) {
+    ctx.save_for_backward({x});
+    return x * x * x;
+  }
+  static tg::autograd::tensor_list backward(tg::autograd::AutogradContext& ctx, tg::autograd::tensor_list g) {
+    const Tensor x = ctx.get_saved_variables()[0];
+    return {g[0] * 3.0 * x * x};
+  }
+};
+}  // namespace
+
 TEST(DoubleBackward, AnOpWithoutDifferentiableBackwardIsAClearError) {
   // An op recorded with a kernel closure only, as a user's own record() call may be.
   auto twice = [](const Tensor& a) {
@@ -404,6 +418,11 @@ TEST(DoubleBackward, AnOpWithoutDifferentiableBackwardIsAClearError) {
   tape::reset();
   // The same graph without create_graph is fine.
   EXPECT_NO_THROW(grad({sum(twice(x * 1.0))}, {x}));
+  tape::reset();
+  // A custom tg::autograd::Function has no differentiable backward either.
+  tg::testing::expect_error<std::runtime_error>(
+      [&] { grad({sum(Cube::apply(x))}, {x}, {}, {.create_graph = true}); },
+      {"double backward (create_graph) is not supported", "Cube"});
   tape::reset();
 }
 
