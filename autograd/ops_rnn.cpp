@@ -118,13 +118,15 @@ Tensor gate_of(const Tensor& pre, const Tensor& value, bool is_tanh) {
   auto slope = [is_tanh](const Tensor& s) { return is_tanh ? 1.0 - s * s : s * (1.0 - s); };
   return record("gru_cell_fused", value, {pre},
                 [value, slope](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output() * slope(value)); },
-                [value, slope](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * slope(ctx.output(value))); });
+                [value, slope](GradGraphContext& ctx) {
+                  ctx.accumulate(0, ctx.grad_output() * slope(ctx.output(value)));
+                });
 }
 
 /// The differentiable backward of gru_cell_fused: the composite h' = n + z (h - n) rebuilt on graph
 /// tensors from what the kernel closure saved (r, z, n, gh_n and h), so the cell keeps no copy of
-/// gi and gh. The gates come from gate_of; the inputs' data is needed only where a product
-/// reads it (h, and gh_n in r gh_n), so gi's stands in as zeros.
+/// gi and gh. The gates come from gate_of, so the inputs' data is read only by the products: h,
+/// and gh_n in r gh_n; zeros stand in for the rest of gi and gh.
 struct GruGraph {
   Tensor saved, h;
   std::int64_t B, H;
