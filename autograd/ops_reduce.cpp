@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "autograd/creation.h"
 #include "autograd/kernels/compare.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/elementwise.h"
@@ -385,6 +386,12 @@ Tensor prod_rows(const Tensor& x) {
       }
     });
     ctx.accumulate(0, std::move(gx));
+  }, [x](GradGraphContext& ctx) {  // g times the running products before and after each element: exact with zeros
+    const std::int64_t R = x.size(1);
+    if (R == 0) return ctx.accumulate(0, Tensor::zeros(x.shape(), x.dtype()));
+    const Tensor before = cumprod(pad(narrow(x, 1, 0, R - 1), {1, 0}, 1.0), 1);
+    const Tensor after = flip(cumprod(pad(flip(narrow(x, 1, 1, R - 1), {1}), {1, 0}, 1.0), 1), {1});
+    ctx.accumulate(0, unsqueeze(ctx.grad_output(), 1) * (before * after));
   });
 }
 
@@ -458,6 +465,17 @@ Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
 
 namespace {
 
+/// Whether any element of the floating tensor x is zero.
+bool any_zero(const Tensor& x) {
+  bool found = false;
+  dispatch_floating("cumprod", x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = x.data<T>();
+    found = std::any_of(p, p + x.numel(), [](T v) { return v == T(0); });
+  });
+  return found;
+}
+
 /// Running sums / products along each row of (M, R).
 Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
   const std::int64_t M = x.size(0), R = x.size(1);
@@ -513,9 +531,20 @@ Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
       }
     });
     ctx.accumulate(0, std::move(gx));
-  }, [op, product](GradGraphContext& ctx) {
-    if (product) throw std::runtime_error(std::string(op) + ": double backward (create_graph) is not supported");
-    ctx.accumulate(0, flip(cumsum(flip(ctx.grad_output(), {1}), 1), {1}));  // sums from the end
+  }, [x, product](GradGraphContext& ctx) {
+    const Tensor& g = ctx.grad_output();
+    if (!product) return ctx.accumulate(0, flip(cumsum(flip(g, {1}), 1), {1}));  // sums from the end
+    const std::int64_t R = x.size(1);
+    if (!any_zero(x)) {  // (sum_{j >= i} g_j y_j) / x_i with y recomputed: exact while no element is 0
+      ctx.accumulate(0, flip(cumsum(flip(g * cumprod(x, 1), {1}), 1), {1}) / x);
+      return;
+    }
+    // With zeros, no division: row i of c holds the running products of x with x_i set to 1,
+    // c[m, i, j] = prod_{k <= j, k != i} x[m, k], so dx_i = sum_{j >= i} g_j c[m, i, j]. A polynomial
+    // in x (its derivatives are exact too), at R times the memory of x.
+    const Tensor I = eye(R, R, x.dtype());
+    const Tensor c = cumprod(unsqueeze(x, 1) * (1.0 - I) + I, 2);
+    ctx.accumulate(0, sum(c * unsqueeze(g, 1) * triu(ones({R, R}, x.dtype())), {2}));
   });
 }
 

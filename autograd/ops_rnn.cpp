@@ -13,7 +13,9 @@
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/fast_math.h"
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/ops_rnn.h"
+#include "autograd/ops_shape.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -109,6 +111,39 @@ void gru_backward(const T* g, const T* h, const T* saved, T* dgi, T* dgh, T* dh,
   });
 }
 
+/// A gate's saved activation `value` as a graph tensor of its pre-activation `pre`, recorded with the
+/// derivative written in the value itself (σ' = s (1 - s), tanh' = 1 - t²), as tg::sigmoid and
+/// tg::tanh record theirs: differentiable to any order, and `pre`'s data is never read.
+Tensor gate_of(const Tensor& pre, const Tensor& value, bool is_tanh) {
+  auto slope = [is_tanh](const Tensor& s) { return is_tanh ? 1.0 - s * s : s * (1.0 - s); };
+  return record("gru_cell_fused", value, {pre},
+                [value, slope](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output() * slope(value)); },
+                [value, slope](GradGraphContext& ctx) {
+                  ctx.accumulate(0, ctx.grad_output() * slope(ctx.output(value)));
+                });
+}
+
+/// The differentiable backward of gru_cell_fused: the composite h' = n + z (h - n) rebuilt on graph
+/// tensors from what the kernel closure saved (r, z, n, gh_n and h), so the cell keeps no copy of
+/// gi and gh. The gates come from gate_of, so the inputs' data is read only by the products: h,
+/// and gh_n in r gh_n; zeros stand in for the rest of gi and gh.
+struct GruGraph {
+  Tensor saved, h;
+  std::int64_t B, H;
+  void operator()(GradGraphContext& ctx) const {
+    const Tensor part[4] = {narrow(saved, 1, 0, H), narrow(saved, 1, H, H), narrow(saved, 1, 2 * H, H),
+                            narrow(saved, 1, 3 * H, H)};  // r, z, n, gh_n
+    const Tensor gi = ctx.input(0, Tensor::zeros({B, 3 * H}, h.dtype()));
+    const Tensor gh = ctx.input(1, concat({Tensor::zeros({B, 2 * H}, h.dtype()), part[3]}, 1));
+    const Tensor hg = ctx.input(2, h);
+    auto gate = [&](int k) { return narrow(gi, 1, k * H, H) + narrow(gh, 1, k * H, H); };
+    const Tensor r = gate_of(gate(0), part[0], false);
+    const Tensor z = gate_of(gate(1), part[1], false);
+    const Tensor n = gate_of(narrow(gi, 1, 2 * H, H) + r * narrow(gh, 1, 2 * H, H), part[2], true);
+    ctx.backward_through(n + z * (hg - n));
+  }
+};
+
 std::string shape_of(const Tensor& t) { return t.defined() ? t.shape().str() : "undefined"; }
 
 void check_gru_args(const Tensor& gi, const Tensor& gh, const Tensor& h) {
@@ -138,7 +173,8 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h) {
     using T = decltype(tag);
     gru_forward<T>(gi.data<T>(), gh.data<T>(), h.data<T>(), out.data<T>(), recording ? saved.data<T>() : nullptr, B, H);
   });
-  return record(op, out, {gi, gh, h}, [saved, h = h.detach(), B, H, op](BackwardContext& ctx) {
+  const Tensor h_data = recording ? h.detach() : Tensor();  // one handle for both backwards
+  return record(op, out, {gi, gh, h}, [saved, h = h_data, B, H, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     const Shape gates{B, 3 * H};
     Tensor dgi = ctx.needs_grad(0) ? Tensor::empty(gates, h.dtype()) : Tensor();
@@ -152,7 +188,7 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h) {
     if (dgi.defined()) ctx.accumulate(0, std::move(dgi));
     if (dgh.defined()) ctx.accumulate(1, std::move(dgh));
     if (dh.defined()) ctx.accumulate(2, std::move(dh));
-  });
+  }, GruGraph{saved, h_data, B, H});
 }
 
 }  // namespace tg

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/function.h"
 #include "autograd/ops.h"
 #include "gradcheck_util.h"
 
@@ -165,6 +166,11 @@ TEST(DoubleBackward, Reductions) {
       {"norm 3", [](const std::vector<Tensor>& in) { return norm(in[0], 3.0, {0}, true); }},
       {"norm inf", [](const std::vector<Tensor>& in) { return norm(in[0] * in[0], kInf, {1}); }},
       {"cumsum", [](const std::vector<Tensor>& in) { return cumsum(in[0], 1) * in[0]; }},
+      {"prod dim", [](const std::vector<Tensor>& in) { return prod(in[0], 1); }},
+      {"prod keepdim", [](const std::vector<Tensor>& in) { return prod(in[0], 0, true) * in[0]; }},  // broadcast
+      {"prod all", [](const std::vector<Tensor>& in) { return prod(in[0]); }},
+      {"cumprod", [](const std::vector<Tensor>& in) { return cumprod(in[0], 1); }},
+      {"cumprod dim 0", [](const std::vector<Tensor>& in) { return cumprod(in[0], 0) * in[0]; }},
   };
   for (const auto& [name, fn] : fns) {
     SCOPED_TRACE(name);
@@ -387,19 +393,138 @@ TEST(DoubleBackward, ThirdOrderThroughGrad) {
   tape::reset();
 }
 
+namespace {
+struct Cube : tg::autograd::Function<Cube> {
+  static Tensor forward(tg::autograd::AutogradContext& ctx, const Tensor& x) {
+    ctx.save_for_backward({x});
+    return x * x * x;
+  }
+  static tg::autograd::tensor_list backward(tg::autograd::AutogradContext& ctx, tg::autograd::tensor_list g) {
+    const Tensor x = ctx.get_saved_variables()[0];
+    return {g[0] * 3.0 * x * x};
+  }
+};
+}  // namespace
+
 TEST(DoubleBackward, AnOpWithoutDifferentiableBackwardIsAClearError) {
+  // An op recorded with a kernel closure only, as a user's own record() call may be.
+  auto twice = [](const Tensor& a) {
+    return record("twice", a.detach() * 2.0, {a}, [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output() * 2.0); });
+  };
   const Tensor x = Tensor::from_values({0.5, 2.0, 3.0}, {3}, DType::f64).requires_grad_();
   tg::testing::expect_error<std::runtime_error>(
-      [&] { grad({prod(x * 1.0)}, {x}, {}, {.create_graph = true}); },
-      {"prod: double backward (create_graph) is not supported"});
-  tape::reset();
-  tg::testing::expect_error<std::runtime_error>(
-      [&] { grad({sum(cumprod(x, 0))}, {x}, {}, {.create_graph = true}); },
-      {"cumprod: double backward (create_graph) is not supported"});
+      [&] { grad({sum(twice(x * 1.0))}, {x}, {}, {.create_graph = true}); },
+      {"twice: double backward (create_graph) is not supported", "no differentiable backward"});
   tape::reset();
   // The same graph without create_graph is fine.
-  EXPECT_NO_THROW(grad({prod(x * 1.0)}, {x}));
+  EXPECT_NO_THROW(grad({sum(twice(x * 1.0))}, {x}));
   tape::reset();
+  // A custom tg::autograd::Function has no differentiable backward either.
+  tg::testing::expect_error<std::runtime_error>(
+      [&] { grad({sum(Cube::apply(x))}, {x}, {}, {.create_graph = true}); },
+      {"double backward (create_graph) is not supported", "Cube"});
+  tape::reset();
+}
+
+// prod and cumprod at zeros, as torch: the gradient of a row with one zero is the product of the
+// others at the zero (0 elsewhere); with two, every first derivative is 0 but the mixed second
+// derivative of the two zeros is not. Their differentiable backwards never divide by x there.
+TEST(DoubleBackward, ProdAndCumprodWithZeros) {
+  const Tensor x = Tensor::from_values({0.7, 0.0, 1.3, -0.9,    // one zero
+                                        0.0, 1.1, 0.0, 0.8,     // two zeros
+                                        1.2, -0.6, 0.9, 0.0,    // a zero at the end
+                                        0.0, 0.5, 1.4, -1.1},   // a zero first
+                                       {4, 4}, DType::f64)
+                       .requires_grad_();
+  const std::vector<std::pair<const char*, Fn>> fns = {
+      {"prod dim 1", [](const std::vector<Tensor>& in) { return prod(in[0], 1); }},
+      {"prod dim 0 keepdim", [](const std::vector<Tensor>& in) { return prod(in[0], 0, true) * in[0]; }},
+      {"prod all, many zeros", [](const std::vector<Tensor>& in) { return prod(in[0]); }},
+      {"prod all, two zeros", [](const std::vector<Tensor>& in) { return prod(narrow(in[0], 0, 0, 2)); }},
+      {"prod all, one zero", [](const std::vector<Tensor>& in) { return prod(narrow(in[0], 0, 0, 1)); }},
+      {"cumprod dim 1", [](const std::vector<Tensor>& in) { return cumprod(in[0], 1); }},
+      {"cumprod dim 0", [](const std::vector<Tensor>& in) { return cumprod(in[0], 0) * in[0]; }},
+      {"cumprod of a 3-D view", [](const std::vector<Tensor>& in) { return cumprod(reshape(in[0], {2, 2, 4}), 1); }},
+  };
+  for (const auto& [name, fn] : fns) {
+    SCOPED_TRACE(name);
+    EXPECT_GRADGRADCHECK(fn, {x});
+  }
+  // The two-zero row's Hessian by hand: d2 prod / dx0 dx2 = x1 x3, every other entry 0.
+  const Tensor row = narrow(x.detach(), 0, 1, 1).clone().requires_grad_();
+  const Tensor g = grad({prod(row)}, {row}, {}, {.create_graph = true})[0];
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{0, 0, 0, 0}));
+  const Tensor h0 = grad({sum(narrow(g, 1, 0, 1))}, {row})[0];  // row 0 of the Hessian
+  const std::vector<double> want = {0, 0, 1.1 * 0.8, 0};
+  const std::vector<double> got = h0.to_vector<double>();
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-15) << i;
+  tape::reset();
+}
+
+TEST(DoubleBackward, ProdAndCumprodOfEmptyTensors) {
+  const Tensor x = Tensor::zeros({0, 3}, DType::f64).requires_grad_();
+  const std::vector<std::function<Tensor(const Tensor&)>> ops = {
+      [](const Tensor& a) { return prod(a, 0); }, [](const Tensor& a) { return prod(a, 1); },
+      [](const Tensor& a) { return cumprod(a, 0); }, [](const Tensor& a) { return cumprod(a, 1); }};
+  for (const auto& op : ops) {
+    const Tensor y = op(x);
+    const Tensor g = grad({sum(y * y)}, {x}, {}, {.create_graph = true})[0];
+    EXPECT_EQ(g.shape(), x.shape());
+    EXPECT_EQ(g.dtype(), DType::f64);
+    tape::reset();
+  }
+  // prod over the empty axis is 1 per column, as torch.prod.
+  const Tensor y = prod(x, 0);
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 1, 1}));
+  tape::reset();
+}
+
+namespace {
+// The GRU cell as composed ops (PyTorch's formula), the reference for the fused cell.
+Tensor gru_composed(const Tensor& gi, const Tensor& gh, const Tensor& h) {
+  const std::int64_t H = h.size(1);
+  const Tensor r = sigmoid(narrow(gi, 1, 0, H) + narrow(gh, 1, 0, H));
+  const Tensor z = sigmoid(narrow(gi, 1, H, H) + narrow(gh, 1, H, H));
+  const Tensor n = tanh(narrow(gi, 1, 2 * H, H) + r * narrow(gh, 1, 2 * H, H));
+  return (1.0 - z) * n + z * h;
+}
+}  // namespace
+
+TEST(DoubleBackward, FusedGruCell) {
+  Generator gen(23);
+  for (auto [B, H] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {3, 4}, {2, 9}}) {
+    SCOPED_TRACE("B=" + std::to_string(B) + " H=" + std::to_string(H));
+    EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return gru_cell_fused(in[0] * 2.0, in[1] * 2.0, in[2]); },
+                         {rand64({B, 3 * H}, gen), rand64({B, 3 * H}, gen), rand64({B, H}, gen)});
+  }
+  // As in a GRU step: gh = h W_hhᵀ, so h reaches the cell twice.
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return gru_cell_fused(in[0], linear(in[2], in[1]), in[2]); },
+                       {rand64({2, 9}, gen), rand64({9, 3}, gen), rand64({2, 3}, gen)});
+  // Only some inputs require grad: the others are constants of the rebuilt composite.
+  const Tensor gi = rand64({2, 6}, gen).detach(), gh = rand64({2, 6}, gen).detach();
+  EXPECT_GRADGRADCHECK([gi](const std::vector<Tensor>& in) { return gru_cell_fused(gi, in[0], in[1]); },
+                       {gh.clone().requires_grad_(), rand64({2, 2}, gen)});
+  EXPECT_GRADGRADCHECK([gi, gh](const std::vector<Tensor>& in) { return gru_cell_fused(gi, gh, in[0]); },
+                       {rand64({2, 2}, gen)});
+}
+
+// Third order through the fused cell equals the composite's: its differentiable backward is
+// differentiable again (the gates' derivatives are written in their own values).
+TEST(DoubleBackward, FusedGruCellThirdOrderMatchesTheComposite) {
+  Generator gen(24);
+  const Tensor gi = rand64({2, 9}, gen), gh = rand64({2, 9}, gen), h = rand64({2, 3}, gen);
+  const Tensor w = Tensor::uniform({2, 3}, -1, 1, gen, DType::f64);
+  auto third = [&](auto cell) {
+    const std::vector<Tensor> in = {gi, gh, h};
+    std::vector<Tensor> g1 = grad({sum(cell(gi, gh, h) * w)}, in, {}, {.create_graph = true});
+    std::vector<Tensor> g2 = grad({sum(g1[0] * g1[1]) + sum(g1[2] * g1[2])}, in, {}, {.create_graph = true});
+    std::vector<Tensor> g3 = grad({sum(g2[0] * g2[1]) + sum(g2[2] * h)}, in);
+    tape::reset();
+    return g3;
+  };
+  const auto fused = third([](const Tensor& a, const Tensor& b, const Tensor& c) { return gru_cell_fused(a, b, c); });
+  const auto composed = third(gru_composed);
+  for (int i = 0; i < 3; ++i) EXPECT_LT(tg::testing::max_abs_diff(fused[i], composed[i]), 1e-12) << i;
 }
 
 TEST(DoubleBackward, BackwardThroughAFreedGraphIsAClearError) {
