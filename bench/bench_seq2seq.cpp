@@ -1,6 +1,6 @@
-// End-to-end training and decoding throughput of the translators on synthetic data (issue 6).
+// End-to-end training and decoding throughput of the translators on synthetic data (issues 6, 15).
 //
-//   build/bin/bench_seq2seq --config A|B|C [--readout linear|maxout] [--threads N] [--steps N]
+//   build/bin/bench_seq2seq --config A|B|C|T [--readout linear|maxout] [--threads N] [--steps N]
 //                           [--warmup N] [--seed S] [--profile] [--only train|decode1|decode64]
 //                           [--memory-trace] [--compact-grads on|off|auto] [--no-decode]
 //   mpirun -np N build/bin/bench_seq2seq --config B --no-decode [--bucket-mib M]   (data parallel)
@@ -9,20 +9,24 @@
 //   A: d2l, embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201
 //   B: rnnsearch, embed 256, hidden 256, batch 64, num_steps 20, vocab 8000 / 8000, linear, no dropout
 //   C: rnnsearch, embed 620, hidden 1000, batch 80, num_steps 30, vocab 30000 / 30000, linear|maxout
-// Data: per row, source and target valid lengths uniform in [3, num_steps], the last valid token
+//   T: transformer (post-LN), d_model 256, 4 heads, ff 1024, 3 encoder + 3 decoder layers, dropout 0.1,
+//      batch 64, num_steps 40, vocab 8000 / 8000; Adam(lr 1e-4, betas (0.9, 0.98), eps 1e-9)
+// Data: per row, source and target valid lengths uniform in [3, num_steps] (T: [20, 40]), the last valid token
 // <eos> = 3, padding <pad> = 1, other tokens uniform in [4, vocab). The generator is splitmix64 so
 // the Python reference draws exactly the same batches. One step = teacher-forced forward,
-// sequence_loss, backward, clip_grad_norm(1.0), Adam(lr 0.005). Every step uses a fresh batch.
+// sequence_loss, backward, clip_grad_norm(1.0), Adam(lr 0.005; T as above). Every step uses a fresh batch.
 // The previous step's gradients are dropped just before backward (A, B) or before the forward (C),
 // as in the PyTorch reference; C also keeps its embedding and readout gradients compact
 // (models::allow_compact_grads; --compact-grads on|off overrides). Both show in the JSON.
 // tokens_per_sec counts valid target tokens (<eos> included) of the timed steps.
 // Decoding: greedy_decode (eval mode, no grad, max_steps = num_steps, attention weights not kept,
 // as in the PyTorch loop) of single sentences
-// (batch 1) and of batches of 64, in sentences per second, on the freshly initialised model
+// (batch 1) and of batches of 64, in sentences per second, on the freshly initialised model (T: each
+// step runs one position through the decoder with the key/value cache)
 // (before training, so that nearly every sentence runs num_steps steps in both frameworks);
 // decode_batch*_avg_steps report the mean decoding steps per sentence actually run.
-// Output: one JSON line on stdout. cpu_sec_per_step is the process's user+system CPU time per
+// Output: one JSON line on stdout; loss_first is the loss of the first (warm-up) step, on the
+// freshly initialised model, for comparison with the references. cpu_sec_per_step is the process's user+system CPU time per
 // timed step (all threads): on a shared, oversubscribed machine it is a load-robust companion to
 // the wall-clock sec_per_step (with 1 thread it approximates the uncontended wall time). --profile adds per-phase seconds (forward, loss, backward,
 // clip, adam, summed over the timed steps). alloc_*: the caching allocator (autograd/memory.h) at the
@@ -126,12 +130,12 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 0;
   bool profile = false, no_decode = false, memory_trace = false;
   std::string compact_grads = "auto";
-  app.add_option("--config", config, "workload: A | B | C")->check(CLI::IsMember({"A", "B", "C"}));
+  app.add_option("--config", config, "workload: A | B | C | T")->check(CLI::IsMember({"A", "B", "C", "T"}));
   app.add_option("--readout", readout, "rnnsearch readout: linear | maxout (default linear)")
       ->check(CLI::IsMember(tg::models::option_names<tg::models::Readout>()));
   app.add_option("--threads", threads, "kernel threads (0 = all hardware threads)");
-  app.add_option("--steps", steps, "timed training steps (default A 100, B 10, C 3)");
-  app.add_option("--warmup", warmup, "untimed steps before (default A 10, B 2, C 1)");
+  app.add_option("--steps", steps, "timed training steps (default A 100, B 10, C 3, T 3)");
+  app.add_option("--warmup", warmup, "untimed steps before (default A 10, B 2, C 1, T 1)");
   app.add_option("--seed", seed, "seed of the weights and of the data");
   app.add_flag("--profile", profile, "also report seconds per phase of a step");
   app.add_flag("--memory-trace", memory_trace,
@@ -164,14 +168,14 @@ int main(int argc, char** argv) {
     tg::Generator gen(seed);
     auto model = tg::models::make_model(c, gen);
     if (compact_grads == "on" || (compact_grads == "auto" && w.compact_grads)) tg::models::allow_compact_grads(*model);
-    tg::nn::Adam optimizer(model->named_parameters(), tg::nn::AdamOptions(0.005));
+    tg::nn::Adam optimizer(model->named_parameters(), tg::nn::AdamOptions(w.lr).betas(0.9, w.beta2).eps(w.adam_eps));
     const auto params = model->parameters();
     std::int64_t parameter_count = 0;  // float32 parameters + gradients + Adam's two moments take 16 B each
     for (const auto& p : params) parameter_count += p.numel();
 
     SplitMix64 rng{seed * 0x632BE59BD9B4E019ULL + 12345};
     std::vector<Batch> batches;
-    for (int i = 0; i < warmup + steps; ++i) batches.push_back(make_batch(rng, w.batch, c));
+    for (int i = 0; i < warmup + steps; ++i) batches.push_back(make_batch(rng, w.batch, c, w.min_len));
 
     // Greedy decoding of the freshly initialised model, before any training step, so that both
     // frameworks decode an untrained model: an argmax of <eos> is then rare and nearly every
@@ -227,7 +231,7 @@ int main(int argc, char** argv) {
           tg::nn::DDPOptions().average(false).bucket_bytes(static_cast<std::int64_t>(bucket_mib * (1 << 20))));
     double t_sync = 0;
     model->train();
-    double t_fwd = 0, t_bwd = 0, t_clip = 0, t_adam = 0, last_loss = 0;
+    double t_fwd = 0, t_bwd = 0, t_clip = 0, t_adam = 0, first_loss = 0, last_loss = 0;
     std::int64_t tokens = 0;
     Clock::time_point start;
     double cpu_start = 0;
@@ -290,6 +294,7 @@ int main(int argc, char** argv) {
       mem("adam");
       const double ad = since(t);
       last_loss = loss.item();
+      if (i == 0) first_loss = last_loss;
       if (!std::isfinite(last_loss)) throw std::runtime_error("loss is not finite");
       if (i >= warmup) {
         tokens += b.tokens;
@@ -307,7 +312,7 @@ int main(int argc, char** argv) {
        << tg::num_threads() << ",\"steps\":" << steps << ",\"warmup\":" << warmup << ",\"batch\":" << w.batch
        << ",\"num_steps\":" << c.num_steps << ",\"tokens\":" << tokens
        << ",\"tokens_per_sec\":" << num(steps > 0 ? static_cast<double>(tokens) / train_s : 0.0)
-       << ",\"sec_per_step\":" << num(train_s * per_step) << ",\"cpu_sec_per_step\":" << num(train_cpu_s * per_step) << ",\"loss_last\":" << num(last_loss)
+       << ",\"sec_per_step\":" << num(train_s * per_step) << ",\"cpu_sec_per_step\":" << num(train_cpu_s * per_step) << ",\"loss_first\":" << num(first_loss) << ",\"loss_last\":" << num(last_loss)
        << ",\"decode_batch1_sents_per_sec\":" << num(dec1) << ",\"decode_batch64_sents_per_sec\":" << num(dec64)
        << ",\"decode_batch1_avg_steps\":" << num(dec1_len) << ",\"decode_batch64_avg_steps\":" << num(dec64_len)
        << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count

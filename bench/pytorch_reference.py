@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""PyTorch reference for bench_seq2seq (issue 6): the same workloads, data, step and JSON keys.
+"""PyTorch reference for bench_seq2seq (issues 6, 15): the same workloads, data, step and JSON keys.
 
     OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/pytorch_reference.py \
-        --config A|B|C [--readout linear|maxout] [--threads N] [--steps N] [--warmup N] [--seed S] [--profile]
+        --config A|B|C|T [--readout linear|maxout] [--threads N] [--steps N] [--warmup N] [--seed S] [--profile]
 
 Run with Debian's python3-torch 1.13 (/usr/bin/python3). --threads N calls torch.set_num_threads(N);
 OpenBLAS ignores that, so OPENBLAS_NUM_THREADS (and OMP_WAIT_POLICY=passive, without which two
@@ -15,11 +15,23 @@ Workloads:
   B: RNNsearch (mirrors models/translators/rnnsearch_model.cpp), embed 256, hidden 256, batch 64, num_steps 20,
      vocab 8000 / 8000, linear readout, no dropout.
   C: RNNsearch, embed 620, hidden 1000, batch 80, num_steps 30, vocab 30000, linear or maxout.
+  T: Transformer written as PyTorch's tutorial "Language Translation with nn.Transformer"
+     (Seq2SeqTransformer: TokenEmbedding * sqrt(d), sinusoidal PositionalEncoding with dropout,
+     nn.Transformer post-LN, Linear generator; masks from create_mask; CrossEntropyLoss with
+     ignore_index=PAD; Adam(lr 1e-4, betas (0.9, 0.98), eps 1e-9); greedy decoding recomputes the
+     decoder over the whole prefix each step, as the tutorial's greedy_decode, batched), with
+     batch_first=True; d_model 256, 4 heads, ff 1024, 3 + 3 layers, dropout 0.1, batch 64,
+     lengths 20-40 (num_steps 40), vocab 8000 / 8000. Initialisation: the tutorial's
+     xavier_uniform_ on every matrix, except the embeddings (normal, std d^-1/2) and the generator
+     (nn.Linear's default), which follow tapegrad's transformer model
+     (models/translators/transformer_model.cpp). nn.Transformer always has final LayerNorms on
+     both stacks; tapegrad's post-LN model has none (after a post-LN layer's own LayerNorm they
+     change nothing at initialisation).
 Data: splitmix64 draws exactly the batches bench_seq2seq draws for the same seed. One step =
 teacher-forced forward, mean cross-entropy over valid target tokens, backward,
-clip_grad_norm_(1.0), Adam(lr 0.005). Decoding (on the fresh model, before training): greedy, eval
-mode, no grad, stops when every row has produced <eos> or after num_steps steps (the rule of
-tapegrad's greedy_decode); decode_batch*_avg_steps = mean decoding steps per sentence.
+clip_grad_norm_(1.0), Adam(lr 0.005; T as above). Decoding (on the fresh model, before training):
+greedy, eval mode, no grad, stops when every row has produced <eos> or after num_steps steps (the
+rule of tapegrad's greedy_decode); decode_batch*_avg_steps = mean decoding steps per sentence.
 """
 import argparse
 import json
@@ -39,12 +51,15 @@ WORKLOADS = {
     "C": dict(model="rnnsearch", src_vocab=30000, tgt_vocab=30000, embed=620, hidden=1000, layers=1, dropout=0.0,
               batch=80, num_steps=30, readout="linear", steps=3, warmup=1, decode_min_time=0.0,
               zero_grad_before_forward=True),
+    "T": dict(model="transformer", src_vocab=8000, tgt_vocab=8000, embed=256, hidden=1024, layers=3, heads=4,
+              dropout=0.1, batch=64, num_steps=40, min_len=20, readout="linear", steps=3, warmup=1,
+              decode_min_time=1.0, lr=1e-4, betas=(0.9, 0.98), eps=1e-9),
 }
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", choices=["A", "B", "C"], default="A")
+    p.add_argument("--config", choices=["A", "B", "C", "T"], default="A")
     p.add_argument("--readout", choices=["linear", "maxout"], default=None)
     p.add_argument("--threads", type=int, default=0, help="0 = all cores")
     p.add_argument("--steps", type=int, default=-1)
@@ -60,6 +75,7 @@ THREADS = ARGS.threads if ARGS.threads > 0 else (os.cpu_count() or 1)
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
 
+import math  # noqa: E402
 import torch  # noqa: E402  (after the environment is set)
 from torch import nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
@@ -84,8 +100,8 @@ class SplitMix64:
         return self.next() % n
 
 
-def fill_row(rng, n, vocab):
-    length = 3 + rng.below(n - 2)
+def fill_row(rng, n, vocab, min_len=3):
+    length = min_len + rng.below(n - min_len + 1)
     row = [FIRST_WORD + rng.below(vocab - FIRST_WORD) for _ in range(length - 1)] + [EOS] + [PAD] * (n - length)
     return row, length
 
@@ -93,10 +109,10 @@ def fill_row(rng, n, vocab):
 def make_batch(rng, B, w):
     src, tgt, src_len, tgt_len = [], [], [], []
     for _ in range(B):
-        r, l = fill_row(rng, w["num_steps"], w["src_vocab"])
+        r, l = fill_row(rng, w["num_steps"], w["src_vocab"], w.get("min_len", 3))
         src.append(r)
         src_len.append(l)
-        r, l = fill_row(rng, w["num_steps"], w["tgt_vocab"])
+        r, l = fill_row(rng, w["num_steps"], w["tgt_vocab"], w.get("min_len", 3))
         tgt.append(r)
         tgt_len.append(l)
     return (torch.tensor(src, dtype=torch.long), torch.tensor(src_len, dtype=torch.long),
@@ -197,6 +213,111 @@ class RnnSearch(nn.Module):
         return self.readout(torch.cat((s, e, c), dim=-1)), state
 
 
+# ----------------------------------------------------------------------------- Transformer (T)
+# The tutorial's classes (https://pytorch.org/tutorials/beginner/translation_transformer.html),
+# batch first.
+class PositionalEncoding(nn.Module):
+    def __init__(self, emb_size, dropout, maxlen=5000):
+        super().__init__()
+        den = torch.exp(- torch.arange(0, emb_size, 2) * math.log(10000) / emb_size)
+        pos = torch.arange(0, maxlen).reshape(maxlen, 1)
+        pos_embedding = torch.zeros((maxlen, emb_size))
+        pos_embedding[:, 0::2] = torch.sin(pos * den)
+        pos_embedding[:, 1::2] = torch.cos(pos * den)
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("pos_embedding", pos_embedding.unsqueeze(0))   # (1, maxlen, E)
+
+    def forward(self, token_embedding):
+        return self.dropout(token_embedding + self.pos_embedding[:, :token_embedding.size(1)])
+
+
+class TokenEmbedding(nn.Module):
+    def __init__(self, vocab_size, emb_size):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, emb_size)
+        self.emb_size = emb_size
+
+    def forward(self, tokens):
+        return self.embedding(tokens.long()) * math.sqrt(self.emb_size)
+
+
+def generate_square_subsequent_mask(sz):
+    mask = (torch.triu(torch.ones((sz, sz))) == 1).transpose(0, 1)
+    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, float(0.0))
+
+
+def create_mask(src, tgt):
+    src_seq_len, tgt_seq_len = src.shape[1], tgt.shape[1]
+    tgt_mask = generate_square_subsequent_mask(tgt_seq_len)
+    src_mask = torch.zeros((src_seq_len, src_seq_len)).type(torch.bool)
+    return src_mask, tgt_mask, src == PAD, tgt == PAD
+
+
+class Seq2SeqTransformer(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        E = w["embed"]
+        self.transformer = nn.Transformer(d_model=E, nhead=w["heads"], num_encoder_layers=w["layers"],
+                                          num_decoder_layers=w["layers"], dim_feedforward=w["hidden"],
+                                          dropout=w["dropout"], batch_first=True)
+        self.generator = nn.Linear(E, w["tgt_vocab"])
+        self.src_tok_emb = TokenEmbedding(w["src_vocab"], E)
+        self.tgt_tok_emb = TokenEmbedding(w["tgt_vocab"], E)
+        self.positional_encoding = PositionalEncoding(E, dropout=w["dropout"])
+        for p in self.parameters():   # the tutorial's initialisation
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        # tapegrad's scheme for the embeddings and the generator (see the docstring).
+        for emb in (self.src_tok_emb.embedding, self.tgt_tok_emb.embedding):
+            nn.init.normal_(emb.weight, 0.0, E ** -0.5)
+        self.generator.reset_parameters()
+
+    def forward(self, src, src_len, trg):
+        src_mask, tgt_mask, src_padding_mask, tgt_padding_mask = create_mask(src, trg)
+        src_emb = self.positional_encoding(self.src_tok_emb(src))
+        tgt_emb = self.positional_encoding(self.tgt_tok_emb(trg))
+        outs = self.transformer(src_emb, tgt_emb, src_mask, tgt_mask, None,
+                                src_padding_mask, tgt_padding_mask, src_padding_mask)
+        return self.generator(outs)
+
+    def encode(self, src, src_mask, src_padding_mask):
+        return self.transformer.encoder(self.positional_encoding(self.src_tok_emb(src)), src_mask, src_padding_mask)
+
+    def decode(self, tgt, memory, tgt_mask, memory_padding_mask):
+        return self.transformer.decoder(self.positional_encoding(self.tgt_tok_emb(tgt)), memory, tgt_mask,
+                                        memory_key_padding_mask=memory_padding_mask)
+
+    def loss(self, logits, tgt, tgt_len):
+        """The tutorial's CrossEntropyLoss(ignore_index=PAD): the mean over valid target tokens."""
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=PAD)
+
+    @torch.no_grad()
+    def greedy_decode(self, src, src_len, max_steps):
+        """The tutorial's greedy_decode, batched: the decoder reruns over the whole prefix each step.
+        Sources carry their padding, so the padding mask goes to the encoder and the cross-attention."""
+        was_training = self.training
+        self.eval()
+        src_mask = torch.zeros((src.size(1), src.size(1))).type(torch.bool)
+        src_padding_mask = src == PAD
+        memory = self.encode(src, src_mask, src_padding_mask)
+        B = src.size(0)
+        ys = torch.full((B, 1), BOS, dtype=torch.long)
+        ended = torch.zeros(B, dtype=torch.bool)
+        log_prob = torch.zeros(B)
+        for _ in range(max_steps):
+            tgt_mask = generate_square_subsequent_mask(ys.size(1)).type(torch.bool)
+            out = self.decode(ys, memory, tgt_mask, src_padding_mask)
+            lp = torch.log_softmax(self.generator(out[:, -1]), dim=-1)
+            y = lp.argmax(dim=-1)
+            log_prob += torch.where(ended, torch.zeros(B), lp.gather(1, y[:, None]).squeeze(1))
+            ys = torch.cat([ys, y[:, None]], dim=1)
+            ended |= y == EOS
+            if bool(ended.all()):
+                break
+        self.train(was_training)
+        return ys[:, 1:], log_prob
+
+
 # ----------------------------------------------------------------------------- step, decode
 def sequence_loss(logits, target, valid_len):
     """Mean cross-entropy over the valid target tokens (models/translators/seq2seq.h sequence_loss)."""
@@ -272,8 +393,12 @@ def main():
     warmup = a.warmup if a.warmup >= 0 else w["warmup"]
     torch.set_num_threads(THREADS)
     torch.manual_seed(a.seed)
-    model = D2lEncoderDecoder(w) if w["model"] == "d2l" else RnnSearch(w)
-    opt = torch.optim.Adam(model.parameters(), lr=0.005)
+    model = {"d2l": D2lEncoderDecoder, "rnnsearch": RnnSearch, "transformer": Seq2SeqTransformer}[w["model"]](w)
+    opt = torch.optim.Adam(model.parameters(), lr=w.get("lr", 0.005), betas=w.get("betas", (0.9, 0.999)),
+                           eps=w.get("eps", 1e-8))
+    decode = model.greedy_decode if hasattr(model, "greedy_decode") else (
+        lambda s, l, n: greedy_decode(model, s, l, n))
+    seq_loss = model.loss if hasattr(model, "loss") else sequence_loss
     rng = SplitMix64(a.seed * 0x632BE59BD9B4E019 + 12345)
     batches = [make_batch(rng, w["batch"], w) for _ in range(warmup + steps)]
 
@@ -283,21 +408,21 @@ def main():
     if not a.no_decode:
         src, src_len = batches[-1][0], batches[-1][1]
         B, T = src.size(0), w["num_steps"]
-        greedy_decode(model, src[:1], src_len[:1], T)  # warm-up
+        decode(src[:1], src_len[:1], T)  # warm-up
         n, steps_run, t0 = 0, 0, time.perf_counter()
         while True:
             r = n % B
-            steps_run += decode_steps(greedy_decode(model, src[r:r + 1], src_len[r:r + 1], T)[0])
+            steps_run += decode_steps(decode(src[r:r + 1], src_len[r:r + 1], T)[0])
             n += 1
             if time.perf_counter() - t0 >= w["decode_min_time"] and n >= 4:
                 break
         dec1 = n / (time.perf_counter() - t0)
         dec1_len = steps_run / n
         full, full_len = src[:64], src_len[:64]
-        greedy_decode(model, full, full_len, T)  # warm-up
+        decode(full, full_len, T)  # warm-up
         n, steps_run, t0 = 0, 0, time.perf_counter()
         while True:
-            steps_run += decode_steps(greedy_decode(model, full, full_len, T)[0])
+            steps_run += decode_steps(decode(full, full_len, T)[0])
             n += full.size(0)
             if time.perf_counter() - t0 >= w["decode_min_time"]:
                 break
@@ -306,7 +431,7 @@ def main():
 
     model.train()
     prof = dict(forward=0.0, loss=0.0, backward=0.0, clip=0.0, adam=0.0)
-    tokens, last_loss, start, cpu_start = 0, 0.0, time.perf_counter(), cpu_seconds()
+    tokens, first_loss, last_loss, start, cpu_start = 0, None, 0.0, time.perf_counter(), cpu_seconds()
     for i, (src, src_len, tgt, tgt_len, ntok) in enumerate(batches):
         if i == warmup:
             start, cpu_start = time.perf_counter(), cpu_seconds()
@@ -317,7 +442,7 @@ def main():
             opt.zero_grad(set_to_none=True)
         logits = model(src, src_len, teacher_forcing_input(tgt))
         t1 = time.perf_counter()
-        loss = sequence_loss(logits, tgt, tgt_len)
+        loss = seq_loss(logits, tgt, tgt_len)
         t2 = time.perf_counter()
         if not w.get("zero_grad_before_forward"):
             opt.zero_grad(set_to_none=True)
@@ -328,6 +453,8 @@ def main():
         opt.step()
         t5 = time.perf_counter()
         last_loss = float(loss)
+        if first_loss is None:
+            first_loss = last_loss
         if i >= warmup:
             tokens += ntok
             for k, d in zip(prof, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
@@ -341,7 +468,7 @@ def main():
                omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), steps=steps, warmup=warmup,
                batch=w["batch"], num_steps=w["num_steps"], tokens=tokens,
                tokens_per_sec=tokens / train_s, sec_per_step=train_s / steps,
-               cpu_sec_per_step=train_cpu_s / steps, loss_last=last_loss,
+               cpu_sec_per_step=train_cpu_s / steps, loss_first=first_loss, loss_last=last_loss,
                decode_batch1_sents_per_sec=dec1, decode_batch64_sents_per_sec=dec64,
                decode_batch1_avg_steps=dec1_len, decode_batch64_avg_steps=dec64_len,
                peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,

@@ -1,14 +1,19 @@
-// LibTorch reference for bench_seq2seq (issue 20): workloads A, B and C of bench/workloads.h, the
+// LibTorch reference for bench_seq2seq (issue 20): workloads A, B, C and T of bench/workloads.h, the
 // models of bench/pytorch_reference.py (d2l's Bahdanau classes, bench/d2l_torch.py, for A; RNNsearch
-// for B and C) translated to torch::nn modules, the same splitmix64 batches, training step, greedy
-// decoding and JSON keys.
+// for B and C; the nn.Transformer tutorial's Seq2SeqTransformer for T) translated to torch::nn
+// modules, the same splitmix64 batches, training step, greedy decoding and JSON keys.
 //
-//   OMP_WAIT_POLICY=passive build/bin/libtorch_seq2seq --config A|B|C [--readout linear|maxout]
+//   OMP_WAIT_POLICY=passive build/bin/libtorch_seq2seq --config A|B|C|T [--readout linear|maxout]
 //       [--threads N] [--steps N] [--warmup N] [--seed S] [--profile] [--no-decode]
 //
 // Differences from the Python classes, none of which changes the arithmetic: d2l's masked_softmax
 // writes -1e6 with an in-place index assignment, here masked_fill; gradients are dropped by
 // resetting them (zero_grad(set_to_none=True), which LibTorch 1.13's zero_grad does not offer).
+// T: torch::nn::Transformer has no batch_first in LibTorch 1.13, so the model runs sequence first
+// as the tutorial does; its attention masks are float (-inf above the diagonal), because LibTorch's
+// C++ multi_head_attention_forward adds attn_mask and does not take a bool one. Greedy decoding
+// goes through begin()/step() like A-C: step() appends the previous token to the prefix and reruns
+// the decoder over the whole prefix, which is the tutorial's greedy_decode loop.
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -28,18 +33,23 @@ struct Workload {
   int steps, warmup;
   double decode_min_time;
   bool zero_grad_before_forward;
+  int64_t heads = 0, min_len = 3;  // T: attention heads; every workload: shortest valid row
+  double lr = 0.005, beta2 = 0.999, adam_eps = 1e-8;
 };
 
 Workload workload(const std::string& name) {
   if (name == "A") return {"d2l", 184, 201, 32, 32, 2, 0.1, 64, 10, "linear", 100, 10, 1.0, false};
   if (name == "B") return {"rnnsearch", 8000, 8000, 256, 256, 1, 0.0, 64, 20, "linear", 10, 2, 1.0, false};
   if (name == "C") return {"rnnsearch", 30000, 30000, 620, 1000, 1, 0.0, 80, 30, "linear", 3, 1, 0.0, true};
-  throw std::invalid_argument("libtorch_seq2seq: unknown --config " + name + " (A, B or C)");
+  // T: hidden = the feed-forward width, layers = layers per stack.
+  if (name == "T") return {"transformer", 8000, 8000, 256, 1024, 3, 0.1, 64, 40, "linear", 3, 1, 1.0, false, 4, 20,
+                           1e-4, 0.98, 1e-9};
+  throw std::invalid_argument("libtorch_seq2seq: unknown --config " + name + " (A, B, C or T)");
 }
 
 // ----------------------------------------------------------------------------- data (bench/workloads.h)
-int64_t fill_row(ltbench::SplitMix64& rng, int64_t* row, int64_t n, int64_t vocab) {
-  const int64_t len = 3 + rng.below(n - 2);
+int64_t fill_row(ltbench::SplitMix64& rng, int64_t* row, int64_t n, int64_t vocab, int64_t min_len) {
+  const int64_t len = min_len + rng.below(n - min_len + 1);
   for (int64_t j = 0; j < len - 1; ++j) row[j] = kFirstWord + rng.below(vocab - kFirstWord);
   row[len - 1] = kEos;
   for (int64_t j = len; j < n; ++j) row[j] = kPad;
@@ -56,20 +66,27 @@ Batch make_batch(ltbench::SplitMix64& rng, const Workload& w) {
   Batch b{torch::empty({B, T}, torch::kLong), torch::empty({B}, torch::kLong), torch::empty({B, T}, torch::kLong),
           torch::empty({B}, torch::kLong)};
   for (int64_t i = 0; i < B; ++i) {
-    b.src_len.data_ptr<int64_t>()[i] = fill_row(rng, b.src.data_ptr<int64_t>() + i * T, T, w.src_vocab);
-    b.tgt_len.data_ptr<int64_t>()[i] = fill_row(rng, b.tgt.data_ptr<int64_t>() + i * T, T, w.tgt_vocab);
+    b.src_len.data_ptr<int64_t>()[i] = fill_row(rng, b.src.data_ptr<int64_t>() + i * T, T, w.src_vocab, w.min_len);
+    b.tgt_len.data_ptr<int64_t>()[i] = fill_row(rng, b.tgt.data_ptr<int64_t>() + i * T, T, w.tgt_vocab, w.min_len);
     b.tokens += b.tgt_len.data_ptr<int64_t>()[i];
   }
   return b;
 }
 
-/// Decoder state: A uses {enc_outputs (B,S,H), hidden (L,B,H), valid_lens}, B and C {memory, keys, mask, s}.
+/// Decoder state: A uses {enc_outputs (B,S,H), hidden (L,B,H), valid_lens}, B and C {memory, keys, mask, s},
+/// T {memory (S,B,E), source padding mask (B,S), prefix (t,B)}.
 using State = std::vector<torch::Tensor>;
+
+torch::Tensor sequence_loss(const torch::Tensor& logits, const torch::Tensor& target, const torch::Tensor& valid_len);
 
 struct Seq2Seq : torch::nn::Module {
   virtual torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_len, const torch::Tensor& dec_input) = 0;
   virtual State begin(const torch::Tensor& src, const torch::Tensor& src_len) = 0;
   virtual torch::Tensor step(const torch::Tensor& y_prev, State& state) = 0;  // logits (B, V)
+  /// The training loss of forward()'s logits against the target (B, T): mean over valid tokens.
+  virtual torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& tgt, const torch::Tensor& tgt_len) {
+    return sequence_loss(logits, tgt, tgt_len);
+  }
 };
 
 // ----------------------------------------------------------------------------- d2l (A)
@@ -224,6 +241,88 @@ struct RnnSearch : Seq2Seq {
   }
 };
 
+// ----------------------------------------------------------------------------- Transformer (T)
+// The tutorial's PositionalEncoding, TokenEmbedding and Seq2SeqTransformer, sequence first.
+struct PositionalEncoding : torch::nn::Module {
+  torch::Tensor pos_embedding;  // (maxlen, 1, E)
+  torch::nn::Dropout dropout{nullptr};
+  PositionalEncoding(int64_t emb_size, double p, int64_t maxlen = 5000) {
+    const auto den = torch::exp(-torch::arange(0, emb_size, 2) * std::log(10000.0) / static_cast<double>(emb_size));
+    const auto pos = torch::arange(0, maxlen).reshape({maxlen, 1});
+    auto table = torch::zeros({maxlen, emb_size});
+    table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(0, torch::indexing::None, 2)}, torch::sin(pos * den));
+    table.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1, torch::indexing::None, 2)}, torch::cos(pos * den));
+    dropout = register_module("dropout", torch::nn::Dropout(p));
+    pos_embedding = register_buffer("pos_embedding", table.unsqueeze(-2));
+  }
+  torch::Tensor forward(const torch::Tensor& token_embedding) {
+    return dropout(token_embedding + pos_embedding.slice(0, 0, token_embedding.size(0)));
+  }
+};
+
+struct Seq2SeqTransformer : Seq2Seq {
+  torch::nn::Transformer transformer{nullptr};
+  torch::nn::Linear generator{nullptr};
+  torch::nn::Embedding src_tok_emb{nullptr}, tgt_tok_emb{nullptr};
+  std::shared_ptr<PositionalEncoding> positional_encoding;
+  double emb_scale;
+
+  explicit Seq2SeqTransformer(const Workload& w) : emb_scale(std::sqrt(static_cast<double>(w.embed))) {
+    transformer = register_module(
+        "transformer", torch::nn::Transformer(torch::nn::TransformerOptions(w.embed, w.heads)
+                                                  .num_encoder_layers(w.layers)
+                                                  .num_decoder_layers(w.layers)
+                                                  .dim_feedforward(w.hidden)
+                                                  .dropout(w.dropout)));
+    generator = register_module("generator", torch::nn::Linear(w.embed, w.tgt_vocab));
+    src_tok_emb = register_module("src_tok_emb", torch::nn::Embedding(w.src_vocab, w.embed));
+    tgt_tok_emb = register_module("tgt_tok_emb", torch::nn::Embedding(w.tgt_vocab, w.embed));
+    positional_encoding = register_module("positional_encoding", std::make_shared<PositionalEncoding>(w.embed, w.dropout));
+    for (auto& p : parameters())  // the tutorial's initialisation
+      if (p.dim() > 1) torch::nn::init::xavier_uniform_(p);
+    // tapegrad's scheme for the embeddings and the generator, as bench/pytorch_reference.py.
+    for (auto& e : {src_tok_emb, tgt_tok_emb}) torch::nn::init::normal_(e->weight, 0.0, 1.0 / emb_scale);
+    generator->reset_parameters();
+  }
+
+  torch::Tensor embed_src(const torch::Tensor& src_sb) { return positional_encoding->forward(src_tok_emb(src_sb) * emb_scale); }
+  torch::Tensor embed_tgt(const torch::Tensor& tgt_tb) { return positional_encoding->forward(tgt_tok_emb(tgt_tb) * emb_scale); }
+
+  // src, dec_input (B, T) -> logits (T, B, V), with the tutorial's create_mask.
+  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor&, const torch::Tensor& dec_input) override {
+    const auto src_t = src.t(), tgt_t = dec_input.t();  // (S, B), (T, B)
+    const auto tgt_mask = torch::nn::TransformerImpl::generate_square_subsequent_mask(tgt_t.size(0));
+    const auto src_mask = torch::zeros({src_t.size(0), src_t.size(0)});
+    const auto src_padding_mask = src == kPad, tgt_padding_mask = dec_input == kPad;
+    const auto outs = transformer->forward(embed_src(src_t), embed_tgt(tgt_t), src_mask, tgt_mask, torch::Tensor(), src_padding_mask,
+                                  tgt_padding_mask, src_padding_mask);
+    return generator(outs);
+  }
+
+  // The tutorial's CrossEntropyLoss(ignore_index=PAD_IDX) on the (T, B) layout.
+  torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& tgt, const torch::Tensor&) override {
+    namespace F = torch::nn::functional;
+    return F::cross_entropy(logits.reshape({-1, logits.size(-1)}), tgt.t().reshape({-1}),
+                            F::CrossEntropyFuncOptions().ignore_index(kPad));
+  }
+
+  State begin(const torch::Tensor& src, const torch::Tensor&) override {
+    const auto src_t = src.t();
+    const auto src_mask = torch::zeros({src_t.size(0), src_t.size(0)});
+    const auto src_padding_mask = src == kPad;
+    auto memory = transformer->encoder.forward<torch::Tensor>(embed_src(src_t), src_mask, src_padding_mask);
+    return {memory, src_padding_mask, torch::empty({0, src.size(0)}, torch::kLong)};
+  }
+
+  torch::Tensor step(const torch::Tensor& y_prev, State& state) override {
+    state[2] = torch::cat({state[2], y_prev.unsqueeze(0)}, 0);  // the prefix ys (t, B)
+    const auto tgt_mask = torch::nn::TransformerImpl::generate_square_subsequent_mask(state[2].size(0));
+    const auto out = transformer->decoder.forward<torch::Tensor>(embed_tgt(state[2]), state[0], tgt_mask, torch::Tensor(),
+                                                                 torch::Tensor(), state[1]);
+    return generator(out[-1]);
+  }
+};
+
 // ----------------------------------------------------------------------------- step, decode
 torch::Tensor sequence_loss(const torch::Tensor& logits, const torch::Tensor& target, const torch::Tensor& valid_len) {
   const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
@@ -299,11 +398,12 @@ int main(int argc, char** argv) {
     torch::manual_seed(seed);
     std::shared_ptr<Seq2Seq> model;
     if (w.model == "d2l") model = std::make_shared<D2l>(w);
+    else if (w.model == "transformer") model = std::make_shared<Seq2SeqTransformer>(w);
     else model = std::make_shared<RnnSearch>(w);
     const auto params = model->parameters();
     int64_t parameter_count = 0;
     for (const auto& p : params) parameter_count += p.numel();
-    torch::optim::Adam opt(params, torch::optim::AdamOptions(0.005));
+    torch::optim::Adam opt(params, torch::optim::AdamOptions(w.lr).betas({0.9, w.beta2}).eps(w.adam_eps));
     ltbench::SplitMix64 rng{seed * 0x632BE59BD9B4E019ULL + 12345};
     std::vector<Batch> batches;
     for (int i = 0; i < warmup + steps; ++i) batches.push_back(make_batch(rng, w));
@@ -341,7 +441,7 @@ int main(int argc, char** argv) {
     model->train();
     double prof[5] = {0, 0, 0, 0, 0};
     int64_t tokens = 0;
-    double last_loss = 0, cpu_start = 0;
+    double first_loss = 0, last_loss = 0, cpu_start = 0;
     auto start = ltbench::Clock::now();
     for (int i = 0; i < warmup + steps; ++i) {
       if (i == warmup) start = ltbench::Clock::now(), cpu_start = ltbench::cpu_seconds();
@@ -350,7 +450,7 @@ int main(int argc, char** argv) {
       if (w.zero_grad_before_forward) ltbench::drop_grads(params);
       const auto logits = model->forward(b.src, b.src_len, teacher_forcing_input(b.tgt));
       const auto t1 = ltbench::Clock::now();
-      const auto loss = sequence_loss(logits, b.tgt, b.tgt_len);
+      const auto loss = model->loss(logits, b.tgt, b.tgt_len);
       const auto t2 = ltbench::Clock::now();
       if (!w.zero_grad_before_forward) ltbench::drop_grads(params);
       loss.backward();
@@ -360,6 +460,7 @@ int main(int argc, char** argv) {
       opt.step();
       const auto t5 = ltbench::Clock::now();
       last_loss = loss.item<double>();
+      if (i == 0) first_loss = last_loss;
       if (!std::isfinite(last_loss)) throw std::runtime_error("libtorch_seq2seq: loss is not finite");
       if (i >= warmup) {
         tokens += b.tokens;
@@ -374,7 +475,7 @@ int main(int argc, char** argv) {
        << ",\"batch\":" << w.batch << ",\"num_steps\":" << w.num_steps << ",\"tokens\":" << tokens
        << ",\"tokens_per_sec\":" << ltbench::num(static_cast<double>(tokens) / train_s)
        << ",\"sec_per_step\":" << ltbench::num(train_s / steps) << ",\"cpu_sec_per_step\":" << ltbench::num(train_cpu_s / steps)
-       << ",\"loss_last\":" << ltbench::num(last_loss)
+       << ",\"loss_first\":" << ltbench::num(first_loss) << ",\"loss_last\":" << ltbench::num(last_loss)
        << ",\"decode_batch1_sents_per_sec\":" << ltbench::num(dec1) << ",\"decode_batch64_sents_per_sec\":" << ltbench::num(dec64)
        << ",\"decode_batch1_avg_steps\":" << ltbench::num(dec1_len) << ",\"decode_batch64_avg_steps\":" << ltbench::num(dec64_len)
        << ",\"peak_rss_mib\":" << ltbench::num(ltbench::peak_rss_mib()) << ",\"parameters\":" << parameter_count
