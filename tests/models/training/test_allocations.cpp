@@ -12,7 +12,8 @@
 // system is counted, possibly twice (a zero stays a zero).
 // Counting is off except inside the measured window. TBB's own task allocation does not go through
 // operator new (and is outside this library's control), which is why the steps run with
-// set_num_threads(1): the measurement is about this library's allocations.
+// set_num_threads(1): the measurement is about this library's allocations. Workload G is measured on
+// 2 threads as well, to cover the parallel paths of its kernels.
 //
 // TG_ALLOC_TRACE=1 in the environment prints the call stacks of counted allocations (symbolise the
 // +0x offsets with addr2line -C -f -e build/bin/test_models).
@@ -28,6 +29,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/memory.h"
@@ -38,6 +40,7 @@
 #include "autograd/random.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "bench/encoder_workload.h"
 #include "bench/workloads.h"
 #include "models/translators/seq2seq.h"
 #include "nn/optim.h"
@@ -247,6 +250,58 @@ models::ModelConfig small_transformer(double dropout) {
 TEST(Allocations, TransformerTrainingStepAllocatesNothing) {
   const auto counts = allocations_per_step(small_transformer(0.1), 8, 20, 20);
   std::printf("transformer (small, dropout 0.1): operator new calls per step after warm-up: %s\n", str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+// Workload G (bench/bench_encoder): a pre-LN encoder layer from public ops trained with Adam, the
+// same model and train_step as the benchmark at smaller sizes, chosen so that the GEMMs still take
+// several K passes and A blocks (B*T = 768 rows, ff 384). Every batch has the same shape, so the
+// measured steps train on fresh batches.
+std::vector<std::int64_t> encoder_allocations_per_step(int threads, int warmup, int measured) {
+  namespace enc = bench::encoder;
+  const enc::Sizes sizes{.d_model = 64, .heads = 4, .ff = 384, .batch = 8, .seq = 96};
+  set_num_threads(threads);
+  Generator gen(0);
+  const enc::EncoderLayer layer(sizes, gen);
+  nn::Adam optimizer(layer.named_parameters(), nn::AdamOptions(enc::kLearningRate));
+  SplitMix64 rng{enc::data_seed(0)};
+  std::vector<std::pair<Tensor, Tensor>> batches;
+  std::vector<float> xs, ts;
+  for (int i = 0; i < warmup + measured; ++i) {
+    enc::make_batch(rng, xs, ts, sizes);
+    batches.emplace_back(Tensor::from_vector(xs, {sizes.batch, sizes.seq, sizes.d_model}),
+                         Tensor::from_vector(ts, {sizes.batch, sizes.seq, sizes.d_model}));
+  }
+  std::vector<std::int64_t> counts;
+  for (int i = 0; i < warmup + measured; ++i) {
+    const auto& [x, target] = batches[static_cast<std::size_t>(i)];
+    const std::int64_t before = g_news.load() + memory::cache_stats().system_allocs;
+    g_counting = i >= warmup;
+    {
+      const Tensor loss = enc::train_step(layer, optimizer, x, target);
+      EXPECT_TRUE(std::isfinite(loss.item()));
+    }
+    g_counting = false;
+    if (i >= warmup) counts.push_back(g_news.load() + memory::cache_stats().system_allocs - before);
+  }
+  if (g_trace) print_sites();
+  set_num_threads(0);
+  return counts;
+}
+
+TEST(Allocations, EncoderWorkloadGTrainingStepAllocatesNothing) {
+  const auto counts = encoder_allocations_per_step(1, 5, 10);
+  std::printf("encoder layer (workload G, small): operator new calls per step after warm-up: %s\n",
+              str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+// The same on 2 threads, as bench_encoder runs it: the GEMMs, GELU and the ff-sized elementwise ops
+// then take their parallel paths (scratch and partial results of tasks, blocks freed on workers).
+TEST(Allocations, EncoderWorkloadGTwoThreadTrainingStepAllocatesNothing) {
+  const auto counts = encoder_allocations_per_step(2, 5, 10);
+  std::printf("encoder layer (workload G, small, 2 threads): operator new calls per step after warm-up: %s\n",
+              str(counts).c_str());
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
 }
 
