@@ -226,13 +226,14 @@ int main(int argc, char** argv) {
           model->named_parameters(),
           tg::nn::DDPOptions().average(false).bucket_bytes(static_cast<std::int64_t>(bucket_mib * (1 << 20))));
     double t_sync = 0;
+    std::int64_t wire_start = 0;  // DDP's wire bytes after warm-up (the first step is always dense)
     model->train();
     double t_fwd = 0, t_bwd = 0, t_clip = 0, t_adam = 0, last_loss = 0;
     std::int64_t tokens = 0;
     Clock::time_point start;
     double cpu_start = 0;
     for (int i = 0; i < warmup + steps; ++i) {
-      if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds();
+      if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds(), wire_start = ddp ? ddp->stats().wire_bytes : 0;
       const Batch& b = batches[i];
       auto mem = [&](const char* after) {
         if (!memory_trace) return;
@@ -323,7 +324,7 @@ int main(int argc, char** argv) {
          << ",\"buckets\":" << ddp->num_buckets() << ",\"sync_s_per_step\":" << num(steps > 0 ? t_sync / steps : 0.0)
          << ",\"wait_s_per_step_all\":" << num(st.wait_seconds / n) << ",\"sum_s_per_step_all\":" << num(st.sum_seconds / n)
          << ",\"early_buckets\":" << st.early_buckets << ",\"late_buckets\":" << st.late_buckets
-         << ",\"sparse_buckets\":" << st.sparse_buckets << ",\"wire_bytes_per_step\":" << num(static_cast<double>(st.wire_bytes) / n)
+         << ",\"sparse_buckets\":" << st.sparse_buckets << ",\"wire_bytes_per_timed_step\":" << num(steps > 0 ? static_cast<double>(st.wire_bytes - wire_start) / steps : 0.0)
          << ",\"bytes_sent_per_step\":" << num(static_cast<double>(st.bytes_sent) / n) << "}}";
     }
     if (rank == 0) std::cout << js.str() << std::endl;

@@ -72,6 +72,7 @@ struct DistributedDataParallel::Bucket {
   std::vector<std::int64_t> row_ids;        // this rank's rows (sorted)
   std::vector<unsigned char> row_values;    // rows x cols elements
   std::vector<std::int64_t> counts;         // every rank's row count
+  std::vector<unsigned char> rows_send, rows_recv;  // [ids | rows], padded to the largest count, per rank
   std::size_t max_rows = 0;
   std::size_t bytes() const { return numel * elem_bytes(dtype); }
   std::size_t chunk_bytes() const { return chunk * elem_bytes(dtype); }
@@ -161,12 +162,12 @@ void DistributedDataParallel::reduce_chunk(std::size_t k) {
     const Param& p = params_[b.params[0]];
     const std::size_t row_bytes = static_cast<std::size_t>(p.tensor.size(1)) * elem_bytes(b.dtype);
     const std::size_t payload = b.max_rows * (sizeof(std::int64_t) + row_bytes);
-    b.mine.assign(payload, 0);
-    std::memcpy(b.mine.data(), b.row_ids.data(), b.row_ids.size() * sizeof(std::int64_t));
-    std::memcpy(b.mine.data() + b.max_rows * sizeof(std::int64_t), b.row_values.data(), b.row_values.size());
-    b.recv.resize(payload * world);
+    b.rows_send.assign(payload, 0);
+    std::memcpy(b.rows_send.data(), b.row_ids.data(), b.row_ids.size() * sizeof(std::int64_t));
+    std::memcpy(b.rows_send.data() + b.max_rows * sizeof(std::int64_t), b.row_values.data(), b.row_values.size());
+    b.rows_recv.resize(payload * world);
     stats_.wire_bytes += static_cast<std::int64_t>((world - 1) * payload);
-    b.gather = dist::iallgather(b.mine.data(), payload, b.recv.data(), "DDP bucket " + std::to_string(k) + " rows", 2);
+    b.gather = dist::iallgather(b.rows_send.data(), payload, b.rows_recv.data(), "DDP bucket " + std::to_string(k) + " rows", 2);
     return;
   }
   const auto t0 = Clock::now();
@@ -391,7 +392,7 @@ void DistributedDataParallel::finish_sparse(std::size_t k, double divisor) {
   struct Entry { std::int64_t row; std::size_t rank, slot; };
   std::vector<Entry> entries;
   for (std::size_t r = 0; r < world; ++r) {
-    const auto* ids = reinterpret_cast<const std::int64_t*>(b.recv.data() + r * payload);
+    const auto* ids = reinterpret_cast<const std::int64_t*>(b.rows_recv.data() + r * payload);
     for (std::size_t s = 0; s < static_cast<std::size_t>(b.counts[r]); ++s) entries.push_back({ids[s], r, s});
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& c) {
@@ -407,7 +408,7 @@ void DistributedDataParallel::finish_sparse(std::size_t k, double divisor) {
       const std::int64_t row = entries[e].row;
       std::fill(parts.begin(), parts.end(), zeros.data());
       for (; e < entries.size() && entries[e].row == row; ++e) {
-        const unsigned char* base = b.recv.data() + entries[e].rank * payload + b.max_rows * sizeof(std::int64_t);
+        const unsigned char* base = b.rows_recv.data() + entries[e].rank * payload + b.max_rows * sizeof(std::int64_t);
         parts[entries[e].rank] = reinterpret_cast<const T*>(base) + entries[e].slot * cols;
       }
       dist::tree_sum(parts.data(), world, cols, o + static_cast<std::size_t>(row) * cols);
