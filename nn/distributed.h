@@ -11,8 +11,8 @@
 //
 // Buckets: the parameters, in reverse registration order (the order backward tends to reach them),
 // are cut into buckets of about bucket_bytes() of one dtype. A post-accumulate-grad hook on every
-// parameter (Tensor::register_post_accumulate_grad_hook) fires once the last backward's gradient
-// of that parameter is complete; its gradient is then copied into its bucket, and a bucket whose
+// parameter (Tensor::register_post_accumulate_grad_hook) fires once per backward, as soon as that
+// parameter's gradient for the pass is complete; the gradient is then copied into its bucket, and a bucket whose
 // parameters are all in starts a non-blocking exchange (buckets start in index order, the same on
 // every rank, so a bucket also waits for the ones before it).
 //

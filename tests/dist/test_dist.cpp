@@ -258,6 +258,22 @@ TEST(DDP, MisuseIsAClearError) {
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-14);
 }
 
+TEST(DDP, DestroyingItRemovesItsHooks) {
+  Generator g(14);
+  const Tensor x = Tensor::normal({2, 4}, 0, 1, g, DType::f64);
+  Net net(7), ref(7);
+  {
+    nn::DistributedDataParallel ddp(net.params());
+    ddp.backward(net.loss(x, 1));
+    ddp.synchronize();
+  }
+  for (auto& [n, p] : net.params()) p.zero_grad();
+  // A plain backward afterwards: no hook left to call into the destroyed object, no exchange.
+  net.loss(x, 2).backward();
+  ref.loss(x, 2).backward();
+  EXPECT_EQ(net.w_rec.grad().to_vector<double>(), ref.w_rec.grad().to_vector<double>());
+}
+
 TEST(DDP, RowSparseGradientsTravelAsRowsWithTheDenseBits) {
   // An embedding table with compact gradients: each rank looks up its own ids (overlapping, some
   // repeated). Sent as rows (from the second step on) the gradients must have the dense
