@@ -200,9 +200,9 @@ void DistributedDataParallel::advance(bool block) {
 }
 
 void DistributedDataParallel::write_rows(std::size_t i) {
-  // This rank's rows of a row-sparse bucket: the union of its shards' rows (all rows for a dense
-  // shard), each the tree sum over shards with zeros where a shard has no such row, as the dense
-  // path adds them.
+  // This rank's rows of a row-sparse bucket: the union of its shards' rows (for a dense shard, its
+  // rows that are not all +0.0: leaving those out changes no bit of the sum), each the tree sum over
+  // shards with zeros where a shard has no such row, as the dense path adds them.
   Param& p = params_[i];
   Bucket& b = buckets_[p.bucket];
   std::vector<ShardGrad> shards = p.saved;
@@ -214,7 +214,12 @@ void DistributedDataParallel::write_rows(std::size_t i) {
     if (s.compact) {
       for (std::int64_t r : s.compact->row_ids()) present[static_cast<std::size_t>(r)] = 1;
     } else if (s.dense.defined()) {
-      std::fill(present.begin(), present.end(), 1);
+      const std::size_t row_bytes = static_cast<std::size_t>(cols) * elem_bytes(b.dtype);
+      const std::vector<unsigned char> zero(row_bytes, 0);
+      const auto* data = static_cast<const unsigned char*>(s.dense.impl()->data);
+      for (std::int64_t r = 0; r < rows; ++r)
+        if (std::memcmp(data + static_cast<std::size_t>(r) * row_bytes, zero.data(), row_bytes) != 0)
+          present[static_cast<std::size_t>(r)] = 1;
     }
     any = any || s.defined();
   }

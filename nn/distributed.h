@@ -45,7 +45,7 @@
 // rank's row count, then of its row ids and rows; every rank adds the ranks' rows in the same
 // tree, with zeros where a rank has no row, so the result has the dense exchange's bits
 // (DDPOptions::sparse_transfer(false) turns it off). A rank whose gradient is dense in such a step
-// sends all its rows (right, only larger). Other compact gradients (low rank) are converted to
+// sends its rows that are not all +0.0 (an embedding looked up twice: still the rows it used). Other compact gradients (low rank) are converted to
 // dense once, when their bucket is filled.
 #include <cstdint>
 #include <memory>
