@@ -106,6 +106,7 @@ class SparseRowsGrad final : public CompactGrad {
   SparseRowsGrad(Shape shape, PooledVector<std::int64_t> ids, Tensor values)
       : CompactGrad(std::move(shape), values.dtype()), ids_(std::move(ids)), values_(std::move(values)) {}
   const char* kind() const override { return "sparse_rows"; }
+  std::span<const std::int64_t> row_ids() const override { return {ids_.data(), ids_.size()}; }
   std::int64_t bytes() const override {
     return values_.numel() * static_cast<std::int64_t>(dtype_size(dtype())) +
            static_cast<std::int64_t>(ids_.size() * sizeof(std::int64_t));

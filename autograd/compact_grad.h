@@ -20,6 +20,7 @@
 // low-rank gradient is computed differently (from Gram matrices, below) and agrees to rounding.
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "autograd/dtype.h"
 #include "autograd/shape.h"
@@ -51,6 +52,9 @@ class CompactGrad {
   void read_rows(std::int64_t r0, std::int64_t r1, void* out) const;
   /// The dense gradient, as a new tensor.
   Tensor dense() const;
+  /// "sparse_rows": the rows present, sorted and unique (every other row of the dense gradient is
+  /// zero); empty for other kinds. Lets data-parallel training send only these rows.
+  virtual std::span<const std::int64_t> row_ids() const { return {}; }
 
  protected:
   CompactGrad(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {}

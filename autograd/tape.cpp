@@ -320,6 +320,42 @@ void BackwardFn::heap_free(void* p, std::size_t bytes) noexcept { memory::deallo
 namespace tape {
 void reset() { t_tape.clear(); }
 std::size_t size() { return t_tape.live; }
+
+std::vector<bool> reachable(const Tensor& root, const std::vector<Tensor>& leaves) {
+  std::vector<bool> out(leaves.size(), false);
+  if (!root.defined() || !root.requires_grad()) return out;
+  auto mark_leaf = [&](const AutogradMeta* m) {
+    for (std::size_t k = 0; k < leaves.size(); ++k)
+      if (leaves[k].defined() && leaves[k].impl()->meta.get() == m) out[k] = true;
+  };
+  const AutogradMeta& rm = *root.impl()->meta;
+  if (rm.is_leaf) {
+    mark_leaf(&rm);
+    return out;
+  }
+  Tape& tape = t_tape;
+  if (!tape.holds(rm)) return out;  // graph already freed: backward would throw
+  std::vector<const AutogradMeta*> found;
+  std::vector<char> on_path(static_cast<std::size_t>(rm.node) + 1, 0);
+  on_path[static_cast<std::size_t>(rm.node)] = 1;
+  for (std::int64_t i = rm.node; i >= 0; --i) {
+    const Node& node = tape.nodes[i];
+    if (!on_path[static_cast<std::size_t>(i)] || !node.alive) continue;
+    const NodeInput* in = tape.inputs_of(node);
+    for (std::uint32_t k = 0; k < node.num_inputs; ++k) {
+      const AutogradMeta* m = in[k].meta.get();
+      if (!m) continue;
+      if (m->is_leaf) found.push_back(m);
+      else if (tape.holds(*m) && m->node < i) on_path[static_cast<std::size_t>(m->node)] = 1;
+    }
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  for (std::size_t k = 0; k < leaves.size(); ++k)
+    if (leaves[k].defined() && leaves[k].impl()->meta)
+      out[k] = std::binary_search(found.begin(), found.end(), leaves[k].impl()->meta.get());
+  return out;
+}
 }  // namespace tape
 
 namespace detail {

@@ -380,6 +380,11 @@ namespace tape {
 void reset();
 /// Number of nodes currently held on this thread's tape.
 std::size_t size();
+/// For each of `leaves`, whether a backward from `root` could add to its gradient: false when no
+/// path of recorded ops leads from `root` to it (an unused parameter). True does not promise a
+/// gradient (an op may add none). One walk over the nodes below root; nothing is modified.
+/// Data-parallel training uses it to treat unused parameters as ready before backward starts.
+std::vector<bool> reachable(const Tensor& root, const std::vector<Tensor>& leaves);
 }  // namespace tape
 
 namespace detail {

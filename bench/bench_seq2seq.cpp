@@ -230,13 +230,14 @@ int main(int argc, char** argv) {
           model->named_parameters(),
           tg::nn::DDPOptions().average(false).bucket_bytes(static_cast<std::int64_t>(bucket_mib * (1 << 20))));
     double t_sync = 0;
+    std::int64_t wire_start = 0;  // DDP's wire bytes after warm-up (the first step is always dense)
     model->train();
     double t_fwd = 0, t_bwd = 0, t_clip = 0, t_adam = 0, first_loss = 0, last_loss = 0;
     std::int64_t tokens = 0;
     Clock::time_point start;
     double cpu_start = 0;
     for (int i = 0; i < warmup + steps; ++i) {
-      if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds();
+      if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds(), wire_start = ddp ? ddp->stats().wire_bytes : 0;
       const Batch& b = batches[i];
       auto mem = [&](const char* after) {
         if (!memory_trace) return;
@@ -252,21 +253,14 @@ int main(int argc, char** argv) {
       mem("zero_grad");
       tg::Tensor src = b.src, src_len = b.src_len, tgt = b.tgt, tgt_len = b.tgt_len;
       double share = 1.0;
-      std::uint64_t key = 0;
       if (ddp) {  // this rank's rows of the global batch
         const std::int64_t B = b.src.size(0), r0 = rank * B / world, r1 = (rank + 1) * B / world;
         src = tg::narrow(b.src, 0, r0, r1 - r0).clone();
         src_len = tg::narrow(b.src_len, 0, r0, r1 - r0).clone();
         tgt = tg::narrow(b.tgt, 0, r0, r1 - r0).clone();
         tgt_len = tg::narrow(b.tgt_len, 0, r0, r1 - r0).clone();
-        std::int64_t mine = 0, src_max = 0, tgt_max = 0;
-        for (std::int64_t k = 0; k < tgt_len.numel(); ++k) {
-          mine += tgt_len.data<std::int64_t>()[k];
-          src_max = std::max(src_max, src_len.data<std::int64_t>()[k]);
-          tgt_max = std::max(tgt_max, tgt_len.data<std::int64_t>()[k]);
-        }
-        // The graph's shape (the recurrent layers run to the longest valid row): DDP's graph key.
-        key = static_cast<std::uint64_t>(src_max) << 32 | static_cast<std::uint64_t>(tgt_max);
+        std::int64_t mine = 0;
+        for (std::int64_t k = 0; k < tgt_len.numel(); ++k) mine += tgt_len.data<std::int64_t>()[k];
         share = static_cast<double>(mine) / static_cast<double>(b.tokens);
       }
       const tg::Tensor dec_input = tg::models::teacher_forcing_input(tgt, kBos);
@@ -277,7 +271,7 @@ int main(int argc, char** argv) {
       mem("forward");
       t = Clock::now();
       if (!w.zero_grad_before_forward) optimizer.zero_grad();
-      if (ddp) ddp->backward(loss, true, key);
+      if (ddp) ddp->backward(loss, true);
       else loss.backward();
       mem("backward");
       const double bw = since(t);
@@ -335,7 +329,8 @@ int main(int argc, char** argv) {
          << ",\"buckets\":" << ddp->num_buckets() << ",\"sync_s_per_step\":" << num(steps > 0 ? t_sync / steps : 0.0)
          << ",\"wait_s_per_step_all\":" << num(st.wait_seconds / n) << ",\"sum_s_per_step_all\":" << num(st.sum_seconds / n)
          << ",\"early_buckets\":" << st.early_buckets << ",\"late_buckets\":" << st.late_buckets
-         << ",\"redone_steps\":" << st.redone_steps << "}}";
+         << ",\"sparse_buckets\":" << st.sparse_buckets << ",\"wire_bytes_per_timed_step\":" << num(steps > 0 ? static_cast<double>(st.wire_bytes - wire_start) / steps : 0.0)
+         << ",\"bytes_sent_per_step\":" << num(static_cast<double>(st.bytes_sent) / n) << "}}";
     }
     if (rank == 0) std::cout << js.str() << std::endl;
   } catch (const std::exception& e) {

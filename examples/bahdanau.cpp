@@ -415,10 +415,10 @@ int run_train(TrainArgs& a) {
   if (!lead) return 0;
   if (r.ranks > 1 || r.shards > 1)
     std::fprintf(stderr, "bahdanau: data parallel: %lld ranks, %lld shards per batch, %.1f MiB of gradients per step "
-                         "per rank, %.2f s waiting for transfers\n",
+                         "per rank (%lld bucket exchanges as rows), %.2f s waiting for transfers\n",
                  static_cast<long long>(r.ranks), static_cast<long long>(r.shards),
                  r.ddp.steps > 0 ? static_cast<double>(r.ddp.bytes_sent) / r.ddp.steps / (1 << 20) : 0.0,
-                 r.ddp.wait_seconds);
+                 static_cast<long long>(r.ddp.sparse_buckets), r.ddp.wait_seconds);
   if (r.steps_run == 0) {
     std::fprintf(stderr, "bahdanau: nothing to do: checkpoint already at step %lld of %lld\n",
                  static_cast<long long>(r.state.step), static_cast<long long>(r.total_steps));

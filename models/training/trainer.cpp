@@ -65,13 +65,6 @@ std::int64_t sum_i64(const Tensor& t) {
   return s;
 }
 
-std::int64_t max_i64(const Tensor& t) {
-  std::int64_t m = 0;
-  const std::int64_t* p = t.data<std::int64_t>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, p[i]);
-  return m;
-}
-
 std::string clock_text(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
   const auto s = static_cast<long long>(seconds + 0.5);
@@ -331,7 +324,6 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       const std::int64_t s = rank * local_shards + j;
       const std::int64_t r0 = s * rows / shards, r1 = (s + 1) * rows / shards;
       Tensor loss;
-      std::uint64_t key = 0;
       shard_loss[static_cast<std::size_t>(j)] = 0.0;
       if (r1 > r0) {  // a short last batch can leave a shard empty: it contributes zeros
         Seq2SeqBatch b = batch_rows(full, r0, r1);
@@ -344,11 +336,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         // then sum to the gradient of the whole batch's mean loss.
         const double share = batch_tokens > 0 ? static_cast<double>(sum_i64(b.tgt_valid_len)) / batch_tokens : 0.0;
         loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing()) * share;
-        // The graph's shape: the recurrent layers run to the longest valid row of each side.
-        key = static_cast<std::uint64_t>(max_i64(b.src_valid_len)) << 32 | static_cast<std::uint64_t>(max_i64(b.tgt_valid_len));
         shard_loss[static_cast<std::size_t>(j)] = loss.item();
       }
-      ddp->backward(loss, j == local_shards - 1, key);
+      ddp->backward(loss, j == local_shards - 1);
     }
     ddp->synchronize();
     dist::iallgather(shard_loss.data(), shard_loss.size() * sizeof(double), all_loss.data(), "shard losses").wait();

@@ -186,3 +186,18 @@ TEST(Anomaly, NamesACustomFunction) {
   const std::string m = anomaly_message(sum(BadOp::apply(x)));
   EXPECT_NE(m.find("BadOp"), std::string::npos) << m;
 }
+
+TEST(TapeReachable, FindsTheLeavesAPathFromTheRootLeadsTo) {
+  Tensor a = vec({1, 2}).requires_grad_();
+  Tensor b = vec({3, 4}).requires_grad_();
+  Tensor c = vec({5, 6}).requires_grad_();
+  Tensor off = c * 2.0;                  // recorded, but not on the root's path
+  Tensor y = sum(tanh(a * 3.0) * b);
+  EXPECT_EQ(tape::reachable(y, {a, b, c, Tensor()}), (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(tape::reachable(a, {a, b}), (std::vector<bool>{true, false}));  // a leaf root reaches itself
+  EXPECT_EQ(tape::reachable(vec({1}), {a}), (std::vector<bool>{false}));   // no graph at all
+  y.backward();
+  EXPECT_EQ(tape::reachable(y, {a, b}), (std::vector<bool>{false, false}));  // graph freed
+  (void)off;
+  tape::reset();
+}

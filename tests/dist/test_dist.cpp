@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "autograd/dist.h"
 #include "autograd/ops.h"
 #include "autograd/random.h"
+#include "autograd/tape.h"
 #include "nn/distributed.h"
 
 namespace tg {
@@ -144,7 +147,7 @@ TEST(DDP, BucketedGradientsMatchOneProcessOnTheFullBatch) {
     nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().bucket_bytes(300).average(average));
     EXPECT_GE(ddp.num_buckets(), 3);
     for (int step = 0; step < 3; ++step) {
-      const int uses = 2;  // the same graph every step: counts learned in step 0 hold
+      const int uses = 2;
       const std::int64_t rows = 8 / N;
       // Shard loss: mean over the shard (average: DDP averages) or share of the batch mean (sum).
       const Tensor xs = batch_rows(x, R * rows, (R + 1) * rows);
@@ -166,29 +169,166 @@ TEST(DDP, BucketedGradientsMatchOneProcessOnTheFullBatch) {
       for (auto& [n, p] : net.params()) p.zero_grad();
       for (auto& [n, p] : ref.params()) p.zero_grad();
     }
-    EXPECT_GT(ddp.stats().early_buckets, 0) << "no bucket overlapped backward";
-    EXPECT_EQ(ddp.stats().redone_steps, 0);
+    // Every bucket left during backward: the hooks (and, for `unused`, the graph walk) released them.
+    EXPECT_EQ(ddp.stats().early_buckets, 3 * ddp.num_buckets());
+    EXPECT_EQ(ddp.stats().late_buckets, 0);
+    EXPECT_EQ(ddp.stats().unused_parameters, 3);
     EXPECT_EQ(ddp.stats().bytes_sent, 3 * ddp.bytes_per_step());
   }
 }
 
-TEST(DDP, AGraphThatChangesUnderOneKeyIsExchangedAgainAndStaysRight) {
+TEST(DDP, AGraphThatChangesEveryStepStillOverlapsAndStaysRight) {
   const int R = dist::rank(), N = dist::world_size();
   Generator g(8);
   const Tensor x = Tensor::normal({4, 4}, 0, 1, g, DType::f64);
   Net net(2), ref(2);
   nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().bucket_bytes(300).average(false));
-  for (int uses : {1, 3, 2, 4}) {  // more uses than the key's last count: buckets left too early
+  // A different number of uses on each rank and in each step: the hooks know when a gradient is final.
+  for (int uses : {1, 3, 2, 4}) {
     const std::int64_t rows = 4 / N;
-    ddp.backward(net.loss(batch_rows(x, R * rows, (R + 1) * rows), uses) * 0.25);
+    ddp.backward(net.loss(batch_rows(x, R * rows, (R + 1) * rows), uses + R) * 0.25);
     ddp.synchronize();
-    (ref.loss(x, uses) * 0.25).backward();
+    for (int r = 0; r < N; ++r) (ref.loss(batch_rows(x, r * rows, (r + 1) * rows), uses + r) * 0.25).backward();
     const auto a = net.w_rec.grad().to_vector<double>(), b = ref.w_rec.grad().to_vector<double>();
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-14) << "uses " << uses;
     for (auto& [n, p] : net.params()) p.zero_grad();
     for (auto& [n, p] : ref.params()) p.zero_grad();
   }
-  EXPECT_GE(ddp.stats().redone_steps, 1);
+  EXPECT_EQ(ddp.stats().late_buckets, 0);
+}
+
+TEST(DDP, AParameterOnlyOneRankUsesGetsItsGradientOnBoth) {
+  // w_out used only on rank 0: rank 1 contributes zeros. With and without the graph walk.
+  const int R = dist::rank(), N = dist::world_size();
+  Generator g(11);
+  const Tensor x = Tensor::normal({4, 4}, 0, 1, g, DType::f64);
+  for (bool find : {true, false}) {
+    Net net(5), ref(5);
+    nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().bucket_bytes(300).average(false).find_unused_parameters(find));
+    auto loss_of = [](const Net& n, const Tensor& xs, int r) {
+      Tensor h = tanh(matmul(tanh(matmul(xs, n.w_in)), n.w_rec));
+      return r == 0 ? sum(matmul(h, n.w_out)) : sum(h * h);
+    };
+    const std::int64_t rows = 4 / N;
+    ddp.backward(loss_of(net, batch_rows(x, R * rows, (R + 1) * rows), R));
+    ddp.synchronize();
+    for (int r = 0; r < N; ++r) loss_of(ref, batch_rows(x, r * rows, (r + 1) * rows), r).backward();
+    for (const Tensor* p : {&net.w_out, &net.w_rec}) {
+      const Tensor& rp = p == &net.w_out ? ref.w_out : ref.w_rec;
+      ASSERT_TRUE(p->grad().defined());
+      const auto a = p->grad().to_vector<double>(), b = rp.grad().to_vector<double>();
+      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-14) << "find_unused " << find;
+      expect_same_on_every_rank(p->grad(), "grad");
+    }
+    EXPECT_FALSE(net.unused.grad().defined());
+    if (find) {
+      EXPECT_EQ(ddp.stats().late_buckets, 0);
+    }
+  }
+}
+
+TEST(DDP, MisuseIsAClearError) {
+  Generator g(12);
+  const Tensor x = Tensor::normal({2, 4}, 0, 1, g, DType::f64);
+  Net net(6);
+  nn::DistributedDataParallel ddp(net.params());
+  ddp.backward(net.loss(x, 1));
+  EXPECT_THROW(ddp.backward(net.loss(x, 1)), std::logic_error);  // a second last shard
+  tape::reset();
+  ddp.synchronize();
+  try {  // the averaged gradient not cleared: it would be counted again
+    ddp.backward(net.loss(x, 1));
+    ADD_FAILURE() << "no error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("zero_grad"), std::string::npos) << e.what();
+  }
+  tape::reset();
+  for (auto& [n, p] : net.params()) p.zero_grad();
+  // A plain backward before DDP's: its gradient is part of the shard DDP runs next.
+  const int R = dist::rank(), N = dist::world_size();
+  Net ref(6);
+  (net.loss(x, 1) * (R + 1.0)).backward();
+  ddp.backward(net.loss(x, 2));
+  ddp.synchronize();
+  for (int r = 0; r < N; ++r) {
+    (ref.loss(x, 1) * (r + 1.0) * (1.0 / N)).backward();
+    (ref.loss(x, 2) * (1.0 / N)).backward();
+  }
+  const auto a = net.w_rec.grad().to_vector<double>(), b = ref.w_rec.grad().to_vector<double>();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-14);
+}
+
+TEST(DDP, DestroyingItRemovesItsHooks) {
+  Generator g(14);
+  const Tensor x = Tensor::normal({2, 4}, 0, 1, g, DType::f64);
+  Net net(7), ref(7);
+  {
+    nn::DistributedDataParallel ddp(net.params());
+    ddp.backward(net.loss(x, 1));
+    ddp.synchronize();
+  }
+  for (auto& [n, p] : net.params()) p.zero_grad();
+  // A plain backward afterwards: no hook left to call into the destroyed object, no exchange.
+  net.loss(x, 2).backward();
+  ref.loss(x, 2).backward();
+  EXPECT_EQ(net.w_rec.grad().to_vector<double>(), ref.w_rec.grad().to_vector<double>());
+}
+
+TEST(DDP, RowSparseGradientsTravelAsRowsWithTheDenseBits) {
+  // An embedding table with compact gradients: each rank looks up its own ids (overlapping, some
+  // repeated). Sent as rows (from the second step on) the gradients must have the dense
+  // exchange's bits, also with local shards and with a rank whose gradient is dense.
+  const int R = dist::rank();
+  struct Emb {
+    Tensor table, w;
+    explicit Emb(DType dt) {
+      Generator g(13);
+      table = Tensor::normal({64, 5}, 0, 1, g, DType::f64).to(dt).requires_grad_();
+      table.allow_compact_grad();
+      w = Tensor::normal({5, 1}, 0, 1, g, DType::f64).to(dt).requires_grad_();
+    }
+    nn::NamedTensors params() const { return {{"table", table}, {"w", w}}; }
+    Tensor loss(const std::vector<std::int64_t>& ids, bool twice) const {
+      const Tensor idt = Tensor::from_vector(ids, {static_cast<std::int64_t>(ids.size())});
+      Tensor e = embedding(table, idt);
+      if (twice) e = e + embedding(table, idt) * 0.5;  // a second gradient: the table's becomes dense
+      return sum(matmul(tanh(e), w));
+    }
+  };
+  for (DType dt : {DType::f32, DType::f64})
+    for (bool average : {true, false}) {
+      Emb rows(dt), dense(dt);
+      nn::DistributedDataParallel a(rows.params(), nn::DDPOptions().average(average));
+      nn::DistributedDataParallel b(dense.params(), nn::DDPOptions().average(average).sparse_transfer(false));
+      for (int step = 0; step < 5; ++step) {
+        const std::int64_t base = 3 * step + 7 * R;
+        const std::vector<std::int64_t> ids = {base, base + 1, base + 9, base, 40 + R, 40};
+        const int shards = step == 2 ? 2 : 1;      // step 2: two local shards
+        const bool twice = step == 3 && R == 1;    // step 3: rank 1's gradient is dense
+        for (Emb* e : {&rows, &dense}) {
+          nn::DistributedDataParallel& d = e == &rows ? a : b;
+          for (int s = 0; s < shards; ++s) {
+            std::vector<std::int64_t> shard_ids = ids;
+            if (s == 1) shard_ids = {base + 2, 63, base + 2};
+            d.backward(e->loss(shard_ids, twice), s == shards - 1);
+          }
+          d.synchronize();
+        }
+        for (const char* name : {"table", "w"}) {
+          const Tensor ga = std::string(name) == "table" ? rows.table.grad() : rows.w.grad();
+          const Tensor gb = std::string(name) == "table" ? dense.table.grad() : dense.w.grad();
+          ASSERT_TRUE(ga.defined() && gb.defined());
+          EXPECT_EQ(std::memcmp(ga.impl()->data, gb.impl()->data, static_cast<std::size_t>(ga.numel()) * dtype_size(dt)), 0)
+              << name << " step " << step << " " << dtype_name(dt) << " average " << average;
+          expect_same_on_every_rank(ga, std::string("grad ") + name);
+        }
+        for (auto& [n, p] : rows.params()) p.zero_grad();
+        for (auto& [n, p] : dense.params()) p.zero_grad();
+      }
+      EXPECT_GE(a.stats().sparse_buckets, 3) << "the table never travelled as rows";
+      EXPECT_EQ(b.stats().sparse_buckets, 0);
+      EXPECT_LT(a.stats().wire_bytes, b.stats().wire_bytes);
+    }
 }
 
 TEST(DDP, LocalShardsGiveTheSameBitsAsOneShardPerRank) {
@@ -203,9 +343,6 @@ TEST(DDP, LocalShardsGiveTheSameBitsAsOneShardPerRank) {
   to_f32(net);
   to_f32(ref);
   nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().average(false));
-  // Hooks make backward deliver each gradient densely (as under DDP) instead of accumulating a
-  // product in place, which rounds differently.
-  for (auto& [n, p] : ref.params()) p.register_hook([](const Tensor&) { return Tensor(); });
   for (int j = 0; j < 2; ++j) {
     const int s = R * 2 + j;
     ddp.backward(net.loss(batch_rows(x, 2 * s, 2 * s + 2), 2) * 0.125, j == 1);
@@ -233,8 +370,7 @@ TEST(DDP, TwoRunsGiveTheSameBits) {
     nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().bucket_bytes(200));
     for (int step = 0; step < 3; ++step) {
       const std::int64_t rows = 16 / N;
-      ddp.backward(net.loss(batch_rows(x, R * rows, (R + 1) * rows), 1 + step % 2) * (1.0 / rows),
-                   true, static_cast<std::uint64_t>(1 + step % 2));
+      ddp.backward(net.loss(batch_rows(x, R * rows, (R + 1) * rows), 1 + step % 2) * (1.0 / rows));
       ddp.synchronize();
       for (auto& [n, p] : net.params()) {
         if (!p.grad().defined()) continue;

@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 using testing::ProgramRun;
 
 const std::string kBinary = TG_BINARY_DIR "/bin/bahdanau";
-// A small rnnsearch (additive attention: per-step decoder weights, so buckets use the graph keys)
+// A small rnnsearch (additive attention: per-step decoder weights, used many times per backward)
 // with dropout (per-shard streams) on the dates task: a few steps take well under a second.
 const std::string kConfig =
     " --task dates --num-examples 200 --model rnnsearch --embed-size 16 --num-hiddens 16 --num-steps 12"
@@ -91,6 +91,17 @@ TEST(DistCli, FourShardsGiveTheSameBitsOnOneTwoAndFourRanks) {
   run(4, "--steps 4 --shards 4 " + out_args("four_four"));
   expect_same_run("four_one", "four_two");
   expect_same_run("four_one", "four_four");
+}
+
+TEST(DistCli, CompactGradientsGiveTheSameBitsOnOneTwoAndFourRanks) {
+  // --compact-grads: the embeddings' row-sparse gradients travel as rows between ranks.
+  run(0, "--steps 4 --shards 4 --compact-grads " + out_args("compact_one"));
+  const ProgramRun two = run(2, "--steps 4 --shards 4 --compact-grads " + out_args("compact_two"));
+  run(4, "--steps 4 --shards 4 --compact-grads " + out_args("compact_four"));
+  expect_same_run("compact_one", "compact_two");
+  expect_same_run("compact_one", "compact_four");
+  EXPECT_EQ(two.err.find("(0 bucket exchanges as rows)"), std::string::npos) << two.err;
+  EXPECT_NE(two.err.find("bucket exchanges as rows)"), std::string::npos) << two.err;
 }
 
 TEST(DistCli, ResumeAtAnotherNumberOfRanksRepeatsTheStraightRun) {
