@@ -396,6 +396,10 @@ int run_train(TrainArgs& a) {
     config.tie_embeddings = a.tie_embeddings;
   }
   if (a.data.data.empty() && a.data.task.empty()) throw UsageError("train: give --data FILE or --task NAME");
+  if (a.dev.empty())
+    for (const char* flag : {"validate-every", "dev-bleu-pairs", "dev-beam", "best", "select-by", "patience", "lr-decay",
+                             "lr-patience"})
+      if (given(flag)) throw UsageError(std::string("--") + flag + " needs --dev FILE (validation on a dev set)");
 
   std::optional<SubwordModel> subword;
   if (ck && ck->subword) {
@@ -449,9 +453,6 @@ int run_train(TrainArgs& a) {
     notes["dev_beam"] = std::to_string(a.dev_beam);
     if (!a.best.empty()) notes["best"] = a.best;
   } else {
-    for (const char* flag : {"validate-every", "dev-bleu-pairs", "dev-beam", "best", "select-by", "patience", "lr-decay",
-                             "lr-patience"})
-      if (given(flag)) throw UsageError(std::string("--") + flag + " needs --dev FILE (validation on a dev set)");
     a.patience = 0;  // settings continued from a checkpoint that had a dev set: nothing to drive them
     a.lr_decay = 1.0;
     a.validate_every = 0;
