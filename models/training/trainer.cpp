@@ -546,7 +546,14 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         st.batch_in_epoch = 0;
         epoch_done = true;
       }
-      out_of_time = options.max_seconds() > 0 && elapsed_before + seconds() >= options.max_seconds();
+      if (options.max_seconds() > 0) {
+        out_of_time = elapsed_before + seconds() >= options.max_seconds();
+        if (world > 1) {  // the ranks' clocks differ: rank 0 decides for all, or one would wait forever
+          char flag = out_of_time ? 1 : 0;
+          dist::ibroadcast(&flag, 1, 0, "time limit").wait();
+          out_of_time = flag != 0;
+        }
+      }
 
       StepRecord r;
       r.step = st.step;

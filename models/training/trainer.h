@@ -20,6 +20,11 @@
 // the weights, Adam's state and the position (step, epoch, batch within the epoch), and nothing
 // else is needed. Weights and Adam state are stored as float32, so this is exact for float32
 // models.
+//
+// Validation (TrainOptions::dev): dev loss and dev BLEU at epoch ends, every validate_every()
+// steps and after the last step; they draw no random numbers, so the steps do not change. What
+// they drive (the best checkpoint, early stopping, lr decay on a plateau) is decided from counters
+// kept in TrainingState, so a resumed run takes the same decisions as the straight one.
 #include <cstdint>
 #include <functional>
 #include <map>
