@@ -69,7 +69,9 @@ TEST_F(Cli, HelpOnEverySubcommandExitsZero) {
   const CliRun r = run("train --help");
   for (const char* flag : {"--data", "--task", "--num-examples", "--model", "--embed-size", "--num-hiddens",
                            "--num-layers", "--dropout", "--num-steps", "--batch-size", "--lr", "--epochs", "--steps",
-                           "--clip", "--seed", "--no-shuffle", "--init-from", "--log-csv", "--out", "--threads"})
+                           "--clip", "--seed", "--no-shuffle", "--init-from", "--log-csv", "--out", "--threads",
+                           "--dev", "--validate-every", "--dev-bleu-pairs", "--dev-beam", "--best", "--select-by",
+                           "--patience", "--lr-decay", "--lr-patience", "--batch-tokens", "--max-minutes"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
