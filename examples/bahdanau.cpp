@@ -2,6 +2,8 @@
 //
 //   bahdanau train --task dates --steps 2000 --out ckpt --log-csv loss.csv
 //   bahdanau train --data data/fra-eng/train.tsv --subword 8000 --model rnnsearch --out ckpt
+//   bahdanau train --data data/fra-eng/train.tsv --dev data/fra-eng/dev.tsv --subword 8000 --batch-tokens 4000 \
+//       --patience 5 --lr-decay 0.5 --max-minutes 180 --out ckpt --log-csv log.csv   (best in ckpt.best)
 //   mpirun -np 2 bahdanau train --task dates --steps 2000 --out ckpt    (data parallel; rank 0 writes)
 //   bahdanau translate --model ckpt --heatmap att.svg "the 3 rd of march 1 9 9 7"
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
@@ -300,8 +302,28 @@ struct TrainArgs {
   std::int64_t checkpoint_every = 1;
   std::int64_t shards = 0;
   int threads = 0;
+  // Validation, batching by tokens, time limit.
+  std::string dev, best, select_by = "bleu";
+  std::int64_t dev_bleu_pairs = 0, dev_beam = 1, validate_every = 0, patience = 0, lr_patience = 1, batch_tokens = 0;
+  double lr_decay = 1.0, max_minutes = 0.0;
   std::map<std::string, CLI::Option*> opts;
 };
+
+/// The dev set of train --dev: the file's pairs (reversed with --reverse) as the model reads them,
+/// with the sentences as written as BLEU references when they are subword pieces.
+DevSet make_dev_set(const TrainArgs& a, const SubwordModel* subword) {
+  auto raw = read_sentence_pairs(a.dev);
+  if (a.data.reverse) raw = reverse_pairs(std::move(raw));
+  if (raw.empty()) throw UsageError(a.dev + ": no sentence pairs");
+  DevSet dev;
+  if (subword) {
+    dev.pairs = encode_pairs(raw, *subword);
+    for (const auto& p : raw) dev.references.push_back(p.tgt);
+  } else {
+    dev.pairs = tokenize_pairs(raw);
+  }
+  return dev;
+}
 
 int run_train(TrainArgs& a) {
   set_threads(a.threads);
@@ -341,7 +363,22 @@ int run_train(TrainArgs& a) {
       if (!given("warmup-steps")) a.warmup_steps = t.warmup_steps;
       if (!given("label-smoothing")) a.label_smoothing = t.label_smoothing;
       if (!given("no-shuffle")) a.no_shuffle = !t.shuffle;
+      if (!given("batch-tokens")) a.batch_tokens = t.batch_tokens;
       if (!given("data") && !given("task")) a.data.from_notes(t.notes, a.init_from);
+      // The validation settings continue too (the dev file and its BLEU settings from the notes).
+      if (!given("dev") && t.notes.count("dev")) {
+        a.dev = t.notes.at("dev");
+        if (!given("dev-bleu-pairs") && t.notes.count("dev_bleu_pairs"))
+          a.dev_bleu_pairs = note_value<std::int64_t>(t.notes, "dev_bleu_pairs", a.init_from);
+        if (!given("dev-beam") && t.notes.count("dev_beam"))
+          a.dev_beam = note_value<std::int64_t>(t.notes, "dev_beam", a.init_from);
+        if (!given("best") && t.notes.count("best")) a.best = t.notes.at("best");
+      }
+      if (!given("select-by")) a.select_by = t.select_by;
+      if (!given("patience")) a.patience = t.patience;
+      if (!given("lr-decay")) a.lr_decay = t.lr_decay;
+      if (!given("lr-patience")) a.lr_patience = t.lr_patience;
+      if (!given("validate-every")) a.validate_every = t.validate_every;
     }
     if (a.out.empty()) a.out = a.init_from;
   } else {
@@ -359,6 +396,10 @@ int run_train(TrainArgs& a) {
     config.tie_embeddings = a.tie_embeddings;
   }
   if (a.data.data.empty() && a.data.task.empty()) throw UsageError("train: give --data FILE or --task NAME");
+  if (a.dev.empty())
+    for (const char* flag : {"validate-every", "dev-bleu-pairs", "dev-beam", "best", "select-by", "patience", "lr-decay",
+                             "lr-patience"})
+      if (given(flag)) throw UsageError(std::string("--") + flag + " needs --dev FILE (validation on a dev set)");
 
   std::optional<SubwordModel> subword;
   if (ck && ck->subword) {
@@ -397,10 +438,40 @@ int run_train(TrainArgs& a) {
   const bool lead = dist::rank() == 0;  // under mpirun only rank 0 reports
   if (a.out.empty() && lead) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
 
+  auto notes = a.data.notes();
+  std::optional<DevSet> dev;
+  if (!a.dev.empty()) {
+    dev = make_dev_set(a, subword ? &*subword : nullptr);
+    // Kept beside the checkpoint by default; a directory inside --out would be lost at its next save.
+    if (a.best.empty() && !a.out.empty()) {
+      std::string out = a.out;
+      while (out.size() > 1 && out.back() == '/') out.pop_back();
+      a.best = out + ".best";
+    }
+    notes["dev"] = a.dev;
+    notes["dev_bleu_pairs"] = std::to_string(a.dev_bleu_pairs);
+    notes["dev_beam"] = std::to_string(a.dev_beam);
+    if (!a.best.empty()) notes["best"] = a.best;
+  } else {
+    a.patience = 0;  // settings continued from a checkpoint that had a dev set: nothing to drive them
+    a.lr_decay = 1.0;
+    a.validate_every = 0;
+  }
   TrainOptions opts;
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
       .warmup_steps(a.warmup_steps).label_smoothing(a.label_smoothing)
-      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(a.data.notes()).subword(subword);
+      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(notes).subword(subword)
+      .batch_tokens(a.batch_tokens).max_seconds(a.max_minutes * 60.0);
+  if (dev) {
+    opts.dev(std::move(*dev)).validate_every(a.validate_every).dev_bleu_pairs(a.dev_bleu_pairs)
+        .dev_decode(DecodeOptions().beam_size(a.dev_beam)).select_by(a.select_by == "loss" ? SelectBy::kLoss : SelectBy::kBleu)
+        .best_dir(a.best).patience(a.patience).lr_decay(a.lr_decay).lr_patience(a.lr_patience);
+  }
+  try {
+    opts.validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   if (a.steps > 0) opts.steps(a.steps);
   else opts.epochs(a.epochs);
   if (ck && ck->training) opts.resume_from(a.init_from);
@@ -432,6 +503,16 @@ int run_train(TrainArgs& a) {
                  r.seconds > 0 ? r.tokens / r.seconds : 0.0, r.state.last_loss, r.saved ? ", saved to " : "",
                  r.saved ? a.out.c_str() : "");
   }
+  if (!r.validations.empty() || r.state.best_step > 0)
+    std::fprintf(stderr, "bahdanau: best dev validation at step %lld: dev BLEU %.2f, dev loss %.4f%s%s; lr now %g\n",
+                 static_cast<long long>(r.state.best_step), r.state.best_dev_bleu, r.state.best_dev_loss,
+                 a.best.empty() ? "" : ", kept in ", a.best.c_str(), a.lr * r.state.lr_scale);
+  if (r.stopped_early)
+    std::fprintf(stderr, "bahdanau: stopped early: no new best dev %s in %lld validations (--patience)\n",
+                 a.select_by == "loss" ? "loss" : "BLEU", static_cast<long long>(r.state.bad_validations));
+  if (r.time_limit_reached)
+    std::fprintf(stderr, "bahdanau: stopped at the time limit (--max-minutes %g) after %.1f s of training\n", a.max_minutes,
+                 r.state.elapsed_s);
   if (data.heldout.size() > 0) {
     const EvalReport rep = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
     std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f%s, exact match %.4f\n",
@@ -921,7 +1002,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--init-from", ta.init_from,
                         "Continue from this checkpoint (exactly, if it has training.json and optimizer.npz); "
                         "unset options and the data source come from it; --out defaults to it");
-  train_cmd->add_option("--log-csv", ta.log_csv, "Per-step log: step,epoch,loss,tokens,grad_norm,lr,elapsed_s");
+  train_cmd->add_option("--log-csv", ta.log_csv, "Per-step log: step,epoch,loss,tokens,grad_norm,lr,elapsed_s (with --dev also dev_loss,dev_bleu, "
+                        "filled on the rows of the steps after which a validation ran)");
   train_cmd->add_option("--out", ta.out, "Checkpoint directory, written at each epoch end and at the end");
   train_cmd->add_option("--checkpoint-every", ta.checkpoint_every, "Checkpoint every N epochs (0 = only at the end)")
       ->check(kNonNegative)->capture_default_str();
@@ -931,6 +1013,42 @@ int main(int argc, char** argv) {
                         "checkpoint's, else one per rank); a power of two gives the same result on any power-of-two "
                         "number of ranks dividing it")
       ->check(int_range(0, limits::kMaxBatchSize))->capture_default_str();
+  ta.opts["batch-tokens"] =
+      train_cmd->add_option("--batch-tokens", ta.batch_tokens,
+                            "Token-based batches: at most N padded tokens each (rows x longest of source and target), "
+                            "rows sorted by length, batch order shuffled by --seed (0 = --batch-size sentences)")
+          ->check(int_range(0, limits::kMaxCount));
+  train_cmd->add_option("--max-minutes", ta.max_minutes,
+                        "Stop when the training time (all runs of a resumed training, validations included) reaches "
+                        "this many minutes; the run then validates and saves as at its end (0 = no limit)")
+      ->check(kNonNegative);
+  ta.opts["dev"] = train_cmd->add_option("--dev", ta.dev,
+                                         "Dev pairs (TSV like --data) to validate on at every epoch end: dev loss "
+                                         "(teacher-forced) and sacreBLEU-compatible dev BLEU, printed and logged");
+  ta.opts["validate-every"] = train_cmd->add_option("--validate-every", ta.validate_every,
+                                                    "Also validate every N steps (0 = epoch ends only)")
+                                  ->check(int_range(0, limits::kMaxCount));
+  ta.opts["dev-bleu-pairs"] = train_cmd->add_option("--dev-bleu-pairs", ta.dev_bleu_pairs,
+                                                    "Dev BLEU on the first N dev pairs only, for speed (0 = all; the "
+                                                    "dev loss always uses all)")
+                                  ->check(int_range(0, limits::kMaxCount));
+  ta.opts["dev-beam"] = train_cmd->add_option("--dev-beam", ta.dev_beam, "Beam size of the dev translations (1 = greedy)")
+                            ->check(int_range(1, limits::kMaxBeam));
+  ta.opts["best"] = train_cmd->add_option("--best", ta.best,
+                                          "Where the best validation's checkpoint is kept (default OUT.best)");
+  ta.opts["select-by"] = train_cmd->add_option("--select-by", ta.select_by,
+                                               "Best validation: bleu (highest dev BLEU, ties by lower dev loss) or loss")
+                             ->check(CLI::IsMember({"bleu", "loss"}));
+  ta.opts["patience"] = train_cmd->add_option("--patience", ta.patience,
+                                              "Early stopping after N validations in a row without a new best (0 = off)")
+                            ->check(int_range(0, limits::kMaxCount));
+  ta.opts["lr-decay"] = train_cmd->add_option("--lr-decay", ta.lr_decay,
+                                              "Multiply the lr by this factor in (0, 1] after --lr-patience validations "
+                                              "without a new best (1 = off)")
+                            ->check(CLI::Range(1e-9, 1.0));
+  ta.opts["lr-patience"] = train_cmd->add_option("--lr-patience", ta.lr_patience,
+                                                 "Validations without a new best before each lr decay")
+                               ->check(int_range(1, limits::kMaxCount));
   train_cmd->add_flag("--quiet", ta.quiet, "No progress bar");
   train_cmd->add_flag("--compact-grads", ta.compact_grads,
                       "Keep the embeddings' and the vocabulary projection's gradients compact (less memory for "

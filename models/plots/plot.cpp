@@ -147,8 +147,11 @@ Series read_csv_series(const std::string& path, const std::string& x_column, con
   if (!in) throw std::runtime_error(path + ": cannot open");
   auto split = [](const std::string& line) {
     std::vector<std::string> cols;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+    // Every field, empty ones included ("1,2,," has four).
+    std::size_t begin = 0;
+    for (std::size_t comma; (comma = line.find(',', begin)) != std::string::npos; begin = comma + 1)
+      cols.push_back(line.substr(begin, comma - begin));
+    cols.push_back(line.substr(begin));
     return cols;
   };
   std::string line;
@@ -168,6 +171,7 @@ Series read_csv_series(const std::string& path, const std::string& x_column, con
     if (cols.size() != header.size())
       throw std::runtime_error(path + ":" + std::to_string(n) + ": " + std::to_string(cols.size()) + " fields, header has " +
                                std::to_string(header.size()));
+    if (cols[yc].empty()) continue;  // a column filled on some rows only (train --dev: dev_loss, dev_bleu)
     try {
       s.x.push_back(std::stod(cols[xc]));
       s.y.push_back(std::stod(cols[yc]));

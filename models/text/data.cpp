@@ -217,6 +217,61 @@ std::vector<Seq2SeqBatch> Seq2SeqDataset::batches(std::int64_t batch_size) const
   return batches(batch_size, /*shuffle=*/false, unused);
 }
 
+std::int64_t Seq2SeqDataset::row_tokens(std::int64_t i) const {
+  check_row(i);
+  return std::max(src_valid_len_[static_cast<std::size_t>(i)], tgt_valid_len_[static_cast<std::size_t>(i)]);
+}
+
+std::vector<std::vector<std::int64_t>> Seq2SeqDataset::token_batch_rows(std::int64_t max_tokens, bool shuffle,
+                                                                        Generator& gen) const {
+  if (max_tokens < 1)
+    throw std::invalid_argument("Seq2SeqDataset::token_batches: max_tokens must be >= 1, got " + std::to_string(max_tokens));
+  const auto n = static_cast<std::size_t>(size());
+  // rank[r]: the tie-break of row r among rows of equal length.
+  std::vector<std::int64_t> rank(n);
+  if (shuffle) {
+    const auto perm = permutation(n, gen);
+    for (std::size_t k = 0; k < n; ++k) rank[static_cast<std::size_t>(perm[k])] = static_cast<std::int64_t>(k);
+  } else {
+    std::iota(rank.begin(), rank.end(), std::int64_t{0});
+  }
+  std::vector<std::int64_t> order(n);
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    const std::int64_t la = row_tokens(a), lb = row_tokens(b);
+    return la != lb ? la < lb : rank[static_cast<std::size_t>(a)] < rank[static_cast<std::size_t>(b)];
+  });
+  std::vector<std::vector<std::int64_t>> out;
+  std::vector<std::int64_t> current;
+  std::int64_t longest = 0;
+  for (std::int64_t r : order) {
+    // Rows come in increasing length: the newcomer is the batch's longest row.
+    const std::int64_t len = std::max<std::int64_t>(1, row_tokens(r));
+    if (!current.empty() && (static_cast<std::int64_t>(current.size()) + 1) * std::max(longest, len) > max_tokens) {
+      out.push_back(std::move(current));
+      current.clear();
+      longest = 0;
+    }
+    current.push_back(r);
+    longest = std::max(longest, len);
+  }
+  if (!current.empty()) out.push_back(std::move(current));
+  if (shuffle) {
+    const auto perm = permutation(out.size(), gen);
+    std::vector<std::vector<std::int64_t>> shuffled;
+    shuffled.reserve(out.size());
+    for (auto k : perm) shuffled.push_back(std::move(out[static_cast<std::size_t>(k)]));
+    out = std::move(shuffled);
+  }
+  return out;
+}
+
+std::vector<Seq2SeqBatch> Seq2SeqDataset::token_batches(std::int64_t max_tokens, bool shuffle, Generator& gen) const {
+  std::vector<Seq2SeqBatch> out;
+  for (const auto& rows : token_batch_rows(max_tokens, shuffle, gen)) out.push_back(batch(rows));
+  return out;
+}
+
 Seq2SeqDataset Seq2SeqDataset::subset(const std::vector<std::int64_t>& rows) const {
   Seq2SeqDataset out;
   out.num_steps_ = num_steps_;

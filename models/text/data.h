@@ -130,6 +130,19 @@ class Seq2SeqDataset {
   std::vector<Seq2SeqBatch> batches(std::int64_t batch_size, bool shuffle, Generator& gen) const;
   /// All rows in file order, in batches of batch_size (for evaluation).
   std::vector<Seq2SeqBatch> batches(std::int64_t batch_size) const;
+  /// Token-based batching over length buckets (as fairseq's --max-tokens). A row's length is
+  /// max(source valid length, target valid length); a batch costs rows x its longest row's length
+  /// (the padded size), and holds as many rows as keep that within max_tokens (a single row longer
+  /// than max_tokens forms a batch of its own). Rows are sorted by length, ties broken by a
+  /// Fisher-Yates permutation drawn from `gen` (shuffle) or by row number; consecutive rows are
+  /// packed greedily; then, with shuffle, the batch order is a second permutation drawn from `gen`.
+  /// Every row lands in exactly one batch. The batch boundaries depend only on the lengths, so
+  /// every epoch has the same number of batches. Returns each batch's rows.
+  std::vector<std::vector<std::int64_t>> token_batch_rows(std::int64_t max_tokens, bool shuffle, Generator& gen) const;
+  /// token_batch_rows() built into batches.
+  std::vector<Seq2SeqBatch> token_batches(std::int64_t max_tokens, bool shuffle, Generator& gen) const;
+  /// The row length token_batch_rows() uses: max(source, target valid length) of row i.
+  std::int64_t row_tokens(std::int64_t i) const;
   /// The given rows as a new dataset.
   Seq2SeqDataset subset(const std::vector<std::int64_t>& rows) const;
   /// (train, held-out) by split_indices. Both keep this dataset's encoding, so vocabularies built

@@ -257,6 +257,20 @@ std::string training_to_json(const TrainingState& s) {
   j["label_smoothing"] = s.label_smoothing;
   j["shuffle"] = s.shuffle;
   j["shards"] = s.shards;
+  j["batch_tokens"] = s.batch_tokens;
+  j["validations"] = s.validations;
+  j["last_validation_step"] = s.last_validation_step;
+  j["best_step"] = s.best_step;
+  if (std::isfinite(s.best_dev_bleu)) j["best_dev_bleu"] = s.best_dev_bleu;  // absent = no validation yet
+  if (std::isfinite(s.best_dev_loss)) j["best_dev_loss"] = s.best_dev_loss;
+  j["bad_validations"] = s.bad_validations;
+  j["lr_bad_validations"] = s.lr_bad_validations;
+  j["lr_scale"] = s.lr_scale;
+  j["select_by"] = s.select_by;
+  j["patience"] = s.patience;
+  j["lr_decay"] = s.lr_decay;
+  j["lr_patience"] = s.lr_patience;
+  j["validate_every"] = s.validate_every;
   j["notes"] = s.notes;
   return j.dump(2) + "\n";
 }
@@ -264,7 +278,10 @@ std::string training_to_json(const TrainingState& s) {
 TrainingState training_from_json(const std::string& text, const std::string& source) {
   const json j = parse_object(text, source);
   check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "last_loss", "seed", "batch_size", "lr",
-                       "clip", "warmup_steps", "label_smoothing", "shuffle", "shards", "notes"},
+                       "clip", "warmup_steps", "label_smoothing", "shuffle", "shards", "batch_tokens",
+                       "validations", "last_validation_step", "best_step", "best_dev_bleu", "best_dev_loss",
+                       "bad_validations", "lr_bad_validations", "lr_scale", "select_by", "patience", "lr_decay",
+                       "lr_patience", "validate_every", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
@@ -280,6 +297,20 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("label_smoothing")) s.label_smoothing = get_double(j, "label_smoothing", source);
   if (j.contains("shuffle")) s.shuffle = get_bool(j, "shuffle", source);
   if (j.contains("shards")) s.shards = get_int(j, "shards", source);
+  if (j.contains("batch_tokens")) s.batch_tokens = get_int(j, "batch_tokens", source);
+  if (j.contains("validations")) s.validations = get_int(j, "validations", source);
+  if (j.contains("last_validation_step")) s.last_validation_step = get_int(j, "last_validation_step", source);
+  if (j.contains("best_step")) s.best_step = get_int(j, "best_step", source);
+  if (j.contains("best_dev_bleu")) s.best_dev_bleu = get_double(j, "best_dev_bleu", source);
+  if (j.contains("best_dev_loss")) s.best_dev_loss = get_double(j, "best_dev_loss", source);
+  if (j.contains("bad_validations")) s.bad_validations = get_int(j, "bad_validations", source);
+  if (j.contains("lr_bad_validations")) s.lr_bad_validations = get_int(j, "lr_bad_validations", source);
+  if (j.contains("lr_scale")) s.lr_scale = get_double(j, "lr_scale", source);
+  if (j.contains("select_by")) s.select_by = get_string(j, "select_by", source);
+  if (j.contains("patience")) s.patience = get_int(j, "patience", source);
+  if (j.contains("lr_decay")) s.lr_decay = get_double(j, "lr_decay", source);
+  if (j.contains("lr_patience")) s.lr_patience = get_int(j, "lr_patience", source);
+  if (j.contains("validate_every")) s.validate_every = get_int(j, "validate_every", source);
   if (j.contains("notes")) {
     if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
     for (const auto& [k, v] : j["notes"].items()) {
@@ -296,6 +327,25 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
   check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
   check_count("warmup_steps", s.warmup_steps, limits::kMaxCount);
+  check_count("batch_tokens", s.batch_tokens, limits::kMaxCount);
+  check_count("validations", s.validations, limits::kMaxCount);
+  check_count("last_validation_step", s.last_validation_step, s.step);
+  check_count("best_step", s.best_step, s.step);
+  check_count("bad_validations", s.bad_validations, s.validations);
+  check_count("lr_bad_validations", s.lr_bad_validations, s.bad_validations);
+  check_count("patience", s.patience, limits::kMaxCount);
+  check_count("lr_patience", s.lr_patience, limits::kMaxCount);
+  check_count("validate_every", s.validate_every, limits::kMaxCount);
+  if (s.select_by != "bleu" && s.select_by != "loss")
+    bad(source, "select_by = '" + elide(s.select_by) + "' is not 'bleu' or 'loss'");
+  if (j.contains("best_dev_bleu") && !(s.best_dev_bleu >= 0 && s.best_dev_bleu <= 100))
+    bad(source, "best_dev_bleu = " + std::to_string(s.best_dev_bleu) + " is out of range [0, 100]");
+  if (j.contains("best_dev_loss") && !(s.best_dev_loss >= 0 && std::isfinite(s.best_dev_loss)))
+    bad(source, "best_dev_loss = " + std::to_string(s.best_dev_loss) + " must be finite and >= 0");
+  if (!(s.lr_scale > 0 && s.lr_scale <= 1))
+    bad(source, "lr_scale = " + std::to_string(s.lr_scale) + " is out of range (0, 1]");
+  if (!(s.lr_decay > 0 && s.lr_decay <= 1))
+    bad(source, "lr_decay = " + std::to_string(s.lr_decay) + " is out of range (0, 1]");
   if (s.shards < 1 || s.shards > limits::kMaxBatchSize)
     bad(source, "shards = " + std::to_string(s.shards) + " is out of range [1, " + std::to_string(limits::kMaxBatchSize) + "]");
   auto check_real = [&](const char* key, double v) {  // NaN fails too

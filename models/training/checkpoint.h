@@ -81,6 +81,25 @@ struct TrainingState {
   bool shuffle = true;
   /// Fixed shards each global batch was split into (TrainOptions::shards; 1 before data parallelism).
   std::int64_t shards = 1;
+  /// Token budget of a batch (TrainOptions::batch_tokens; 0 = batches of batch_size sentences).
+  std::int64_t batch_tokens = 0;
+  // Validation on a dev set (TrainOptions::dev), its best result and what it drives. Absent in a
+  // training.json written before validation existed: no validation done yet, lr not decayed.
+  std::int64_t validations = 0;           ///< validations done
+  std::int64_t last_validation_step = 0;  ///< step of the last one (0 = none)
+  std::int64_t best_step = 0;             ///< step of the best one (0 = none)
+  /// Dev figures of the best validation (NaN before the first; BLEU in [0, 100]).
+  double best_dev_bleu = std::numeric_limits<double>::quiet_NaN();
+  double best_dev_loss = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t bad_validations = 0;     ///< validations since the best one (early stopping counts these)
+  std::int64_t lr_bad_validations = 0;  ///< validations since the best one or the last lr decay
+  double lr_scale = 1.0;                ///< the lr in use is lr × lr_scale (decay on plateau); in (0, 1]
+  // The settings of validation, for a continued run that does not give them again.
+  std::string select_by = "bleu";       ///< "bleu" or "loss": what "best" means
+  std::int64_t patience = 0;            ///< early stopping after this many bad validations (0 = never)
+  double lr_decay = 1.0;                ///< lr factor on a plateau, in (0, 1] (1 = no decay)
+  std::int64_t lr_patience = 1;         ///< bad validations before a decay
+  std::int64_t validate_every = 0;      ///< steps between validations besides epoch ends (0 = epoch ends only)
   /// Free-form string metadata (the CLI records its data source here).
   std::map<std::string, std::string> notes;
 };

@@ -26,6 +26,7 @@
 #include "autograd/random.h"
 #include "autograd/tape.h"
 #include "models/decoding/metrics.h"
+#include "models/decoding/sacrebleu.h"
 #include "models/translators/limits.h"
 #include "nn/dropout.h"
 #include "nn/optim.h"
@@ -63,6 +64,23 @@ std::int64_t sum_i64(const Tensor& t) {
   const std::int64_t* p = t.data<std::int64_t>();
   for (std::int64_t i = 0; i < t.numel(); ++i) s += p[i];
   return s;
+}
+
+std::int64_t max_i64(const Tensor& t) {
+  std::int64_t m = 0;
+  const std::int64_t* p = t.data<std::int64_t>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, p[i]);
+  return m;
+}
+
+/// Tokens joined by single spaces (word- and character-level dev BLEU).
+std::string join(const std::vector<std::string>& tokens) {
+  std::string out;
+  for (const auto& t : tokens) {
+    if (!out.empty()) out += ' ';
+    out += t;
+  }
+  return out;
 }
 
 std::string clock_text(double seconds) {
@@ -111,13 +129,14 @@ class ProgressBar {
 };
 
 constexpr const char* kCsvHeader = "step,epoch,loss,tokens,grad_norm,lr,elapsed_s";
+constexpr const char* kCsvDevColumns = ",dev_loss,dev_bleu";
 
 /// Cuts an existing CSV log back to the rows of steps <= `last_step` (the checkpoint a resumed run
 /// starts from), so the steps it redoes are not logged twice. An unterminated last line (a write cut
 /// short by a kill) is dropped. The shortened file replaces the old one by a rename. Returns false
 /// if the file does not exist or is empty. A line that is not a row of this log (step number first)
 /// throws, leaving the file untouched.
-bool truncate_csv_log(const std::string& path, std::int64_t last_step) {
+bool truncate_csv_log(const std::string& path, std::int64_t last_step, const std::string& header) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::ostringstream ss;
@@ -132,6 +151,9 @@ bool truncate_csv_log(const std::string& path, std::int64_t last_step) {
     const std::string line = text.substr(begin, end - begin);
     begin = end + 1;
     if (line_no == 1 && line.rfind("step,", 0) == 0) {
+      if (line != header)
+        throw std::runtime_error(path + ":1: the header '" + line + "' is not this run's ('" + header +
+                                 "'; a dev set adds two columns); not appending to it");
       kept += line + "\n";
       continue;
     }
@@ -161,29 +183,34 @@ bool truncate_csv_log(const std::string& path, std::int64_t last_step) {
 /// (`resume_step` >= 0) keeps the existing rows up to that step and appends after them.
 class CsvLog {
  public:
-  CsvLog(const std::string& path, std::int64_t resume_step) : path_(path) {
+  CsvLog(const std::string& path, std::int64_t resume_step, bool dev) : path_(path), dev_(dev) {
     if (path.empty()) return;
-    const bool fresh = resume_step < 0 || !truncate_csv_log(path, resume_step);
+    const std::string header = std::string(kCsvHeader) + (dev ? kCsvDevColumns : "");
+    const bool fresh = resume_step < 0 || !truncate_csv_log(path, resume_step, header);
     file_ = std::fopen(path.c_str(), fresh ? "wb" : "ab");
     if (!file_) throw std::runtime_error(path + ": cannot open the CSV log for writing");
-    if (fresh) std::fprintf(file_, "%s\n", kCsvHeader);
+    if (fresh) std::fprintf(file_, "%s\n", header.c_str());
   }
   ~CsvLog() {
     if (file_) std::fclose(file_);
   }
   CsvLog(const CsvLog&) = delete;
   CsvLog& operator=(const CsvLog&) = delete;
-  void write(const StepRecord& r) {
+  void write(const StepRecord& r, const ValidationRecord* v = nullptr) {
     if (!file_) return;
     // %.9g round-trips a float32 loss; %.17g the double grad norm.
-    std::fprintf(file_, "%lld,%lld,%.9g,%lld,%.17g,%.9g,%.3f\n", static_cast<long long>(r.step),
+    std::fprintf(file_, "%lld,%lld,%.9g,%lld,%.17g,%.9g,%.3f", static_cast<long long>(r.step),
                  static_cast<long long>(r.epoch), r.loss, static_cast<long long>(r.tokens), r.grad_norm, r.lr,
                  r.elapsed_s);
+    if (dev_ && v) std::fprintf(file_, ",%.9g,%.4f", v->dev_loss, v->dev_bleu);
+    else if (dev_) std::fputs(",,", file_);
+    std::fputc('\n', file_);
     if (std::fflush(file_) != 0) throw std::runtime_error(path_ + ": write failed");
   }
 
  private:
   std::string path_;
+  bool dev_ = false;
   std::FILE* file_ = nullptr;
 };
 
@@ -205,6 +232,33 @@ void TrainOptions::validate() const {
   if (history_ < 0) fail("history must be >= 0 (0 = keep no step records)");
   if (shards_ < 0 || shards_ > limits::kMaxBatchSize)
     fail("shards = " + std::to_string(shards_) + " is out of range [0, " + std::to_string(limits::kMaxBatchSize) + "]");
+  if (batch_tokens_ < 0 || batch_tokens_ > limits::kMaxCount)
+    fail("batch_tokens = " + std::to_string(batch_tokens_) + " is out of range [0, " + std::to_string(limits::kMaxCount) + "]");
+  if (!(max_seconds_ >= 0) || !std::isfinite(max_seconds_)) fail("max_seconds must be >= 0 (0 = no limit)");
+  if (validate_every_ < 0 || validate_every_ > limits::kMaxCount) fail("validate_every must be >= 0 (0 = epoch ends only)");
+  if (dev_bleu_pairs_ < 0) fail("dev_bleu_pairs must be >= 0 (0 = all)");
+  if (patience_ < 0 || patience_ > limits::kMaxCount) fail("patience must be >= 0 (0 = no early stopping)");
+  if (!(lr_decay_ > 0 && lr_decay_ <= 1)) fail("lr_decay must be in (0, 1] (1 = no decay)");
+  if (lr_patience_ < 1 || lr_patience_ > limits::kMaxCount) fail("lr_patience must be >= 1");
+  if (lr_decay_ < 1 && warmup_steps_ > 0) fail("lr_decay cannot be combined with warmup_steps (the schedule sets the lr)");
+  if (dev_) {
+    if (dev_->pairs.size() == 0) fail("the dev set is empty");
+    if (dev_->pairs.src.size() != dev_->pairs.tgt.size()) fail("the dev set's source and target counts differ");
+    if (!dev_->references.empty() && dev_->references.size() != dev_->pairs.size())
+      fail("the dev set has " + std::to_string(dev_->references.size()) + " references for " +
+           std::to_string(dev_->pairs.size()) + " pairs");
+  } else if (patience_ > 0 || lr_decay_ < 1 || !best_dir_.empty() || validate_every_ > 0) {
+    fail("patience, lr_decay, best_dir and validate_every need a dev set");
+  }
+  if (!best_dir_.empty() && !out_dir_.empty()) {
+    namespace fs = std::filesystem;
+    const fs::path best = fs::absolute(best_dir_).lexically_normal(), out = fs::absolute(out_dir_).lexically_normal();
+    auto strip = [](fs::path p) { return p.filename().empty() ? p.parent_path() : p; };
+    const fs::path b = strip(best), o = strip(out);
+    const auto rel = b.lexically_relative(o);
+    if (b == o || (!rel.empty() && *rel.begin() != ".."))
+      fail("best_dir '" + best_dir_ + "' must not be out_dir or lie inside it (a save replaces the whole directory)");
+  }
 }
 
 std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
@@ -242,11 +296,22 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       st.batch_in_epoch = saved->batch_in_epoch;
       st.elapsed_s = saved->elapsed_s;
       st.last_loss = saved->last_loss;
+      // The validation state continues: best so far, counters, decayed lr.
+      st.validations = saved->validations;
+      st.last_validation_step = saved->last_validation_step;
+      st.best_step = saved->best_step;
+      st.best_dev_bleu = saved->best_dev_bleu;
+      st.best_dev_loss = saved->best_dev_loss;
+      st.bad_validations = saved->bad_validations;
+      st.lr_bad_validations = saved->lr_bad_validations;
+      st.lr_scale = saved->lr_scale;
       if (st.batch_in_epoch > 0 && (saved->batch_size != options.batch_size() ||
-                                    saved->shuffle != options.shuffle() || saved->seed != options.seed()))
+                                    saved->shuffle != options.shuffle() || saved->seed != options.seed() ||
+                                    saved->batch_tokens != options.batch_tokens()))
         throw std::invalid_argument("train: " + options.resume_from() +
                                     " stopped in the middle of an epoch; resuming it needs the same batch size, "
-                                    "shuffle setting and seed (" + std::to_string(saved->batch_size) + ", " +
+                                    "batch tokens, shuffle setting and seed (" + std::to_string(saved->batch_size) +
+                                    ", " + std::to_string(saved->batch_tokens) + ", " +
                                     (saved->shuffle ? "shuffle" : "no shuffle") + ", seed " +
                                     std::to_string(saved->seed) + ")");
     }
@@ -260,6 +325,14 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   st.warmup_steps = options.warmup_steps();
   st.label_smoothing = options.label_smoothing();
   st.shuffle = options.shuffle();
+  st.batch_tokens = options.batch_tokens();
+  st.select_by = options.select_by() == SelectBy::kBleu ? "bleu" : "loss";
+  st.patience = options.patience();
+  st.lr_decay = options.lr_decay();
+  st.lr_patience = options.lr_patience();
+  st.validate_every = options.validate_every();
+  if (!options.dev()) st.lr_scale = 1.0;  // no plateau decisions without a dev set
+  if (st.lr_scale != 1.0) optimizer.set_lr(options.lr() * st.lr_scale);
   // Continues from the steps already done (a resumed run's optimizer holds options.lr()).
   std::optional<nn::WarmupInverseSqrtLR> schedule;
   if (options.warmup_steps() > 0) schedule.emplace(optimizer, options.warmup_steps(), st.step);
@@ -274,7 +347,16 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
                                 std::to_string(world) + " ranks");
   st.shards = shards;
 
-  const std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
+  // Token batches: every epoch has the same number (the boundaries depend only on the lengths).
+  auto epoch_batches = [&](bool shuffle, Generator& gen) {
+    return options.batch_tokens() > 0 ? data.token_batches(options.batch_tokens(), shuffle, gen)
+                                      : data.batches(options.batch_size(), shuffle, gen);
+  };
+  std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
+  if (options.batch_tokens() > 0) {
+    Generator unused(0);
+    per_epoch = static_cast<std::int64_t>(data.token_batch_rows(options.batch_tokens(), false, unused).size());
+  }
   // Without this a resume into other data would never finish its epoch (no batch left to run).
   if (st.batch_in_epoch > per_epoch)
     throw std::invalid_argument("train: " + options.resume_from() + "/training.json: batch_in_epoch = " +
@@ -283,7 +365,14 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   const bool by_steps = options.steps() > 0;
   const std::int64_t total_steps = by_steps ? options.steps() : options.epochs() * per_epoch;
   const std::int64_t total_epochs = by_steps ? (total_steps + per_epoch - 1) / per_epoch : options.epochs();
-  auto finished = [&] { return by_steps ? st.step >= options.steps() : st.epoch >= options.epochs(); };
+  // The stops besides the target: early stopping (re-derived from the counters, so a resume with
+  // more patience continues) and the time limit (read once per step, so a step's row and the loop
+  // agree on it).
+  auto stopped_early = [&] { return options.dev() && options.patience() > 0 && st.bad_validations >= options.patience(); };
+  bool out_of_time = options.max_seconds() > 0 && st.elapsed_s >= options.max_seconds();
+  auto finished = [&] {
+    return (by_steps ? st.step >= options.steps() : st.epoch >= options.epochs()) || stopped_early() || out_of_time;
+  };
 
   TrainResult result;
   // A ring of the last history() records: `next` is where the following one goes once it is full.
@@ -291,7 +380,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       std::min<std::int64_t>(options.history(), std::max<std::int64_t>(0, total_steps - st.step)));
   result.steps.reserve(history);
   std::size_t next = 0;
-  CsvLog csv(lead ? options.log_csv() : std::string(), resuming ? st.step : -1);
+  CsvLog csv(lead ? options.log_csv() : std::string(), resuming ? st.step : -1, options.dev() != nullptr);
   ProgressBar bar(options.progress() && lead);
   const auto generators = dropout_generators(model);
   const auto params = model.parameters();
@@ -310,6 +399,73 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   };
   result.total_steps = total_steps;
   const bool nothing_to_do = finished();  // a resume from a checkpoint already at the target
+
+  // Validation: every rank computes it (the weights are the same everywhere), so every rank takes
+  // the same decisions; only the lead saves and reports.
+  Seq2SeqDataset dev_data;
+  std::vector<std::vector<std::string>> dev_sources;
+  std::vector<std::string> dev_refs;
+  if (const DevSet* dev = options.dev()) {
+    dev_data = Seq2SeqDataset(dev->pairs, src_vocab, tgt_vocab, model.config().num_steps);
+    const std::size_t n = options.dev_bleu_pairs() > 0
+                              ? std::min(dev->pairs.size(), static_cast<std::size_t>(options.dev_bleu_pairs()))
+                              : dev->pairs.size();
+    dev_sources.assign(dev->pairs.src.begin(), dev->pairs.src.begin() + static_cast<std::ptrdiff_t>(n));
+    for (std::size_t i = 0; i < n; ++i)
+      dev_refs.push_back(dev->references.empty() ? join(dev->pairs.tgt[i]) : dev->references[i]);
+  }
+  auto validate = [&](std::int64_t epoch_of_step) {
+    const auto v0 = Clock::now();
+    ValidationRecord v;
+    v.step = st.step;
+    v.epoch = epoch_of_step;
+    v.dev_loss = evaluate_loss(model, dev_data);
+    const auto out = translate_tokens(model, dev_sources, src_vocab, tgt_vocab, options.dev_decode());
+    std::vector<std::string> hyps;
+    hyps.reserve(out.size());
+    for (const auto& t : out) hyps.push_back(options.subword() ? options.subword()->decode(t.tokens) : join(t.tokens));
+    v.dev_bleu = sacre_bleu(hyps, dev_refs).score;
+    v.bleu_pairs = static_cast<std::int64_t>(hyps.size());
+    ++st.validations;
+    st.last_validation_step = st.step;
+    const bool first = st.best_step == 0;
+    v.best = first || (options.select_by() == SelectBy::kLoss
+                           ? v.dev_loss < st.best_dev_loss
+                           : v.dev_bleu > st.best_dev_bleu || (v.dev_bleu == st.best_dev_bleu && v.dev_loss < st.best_dev_loss));
+    if (v.best) {
+      st.best_step = st.step;
+      st.best_dev_bleu = v.dev_bleu;
+      st.best_dev_loss = v.dev_loss;
+      st.bad_validations = 0;
+      st.lr_bad_validations = 0;
+    } else {
+      ++st.bad_validations;
+      ++st.lr_bad_validations;
+      if (options.lr_decay() < 1 && st.lr_bad_validations >= options.lr_patience()) {
+        st.lr_scale *= options.lr_decay();
+        optimizer.set_lr(options.lr() * st.lr_scale);
+        st.lr_bad_validations = 0;
+        v.lr_decayed = true;
+      }
+    }
+    v.lr = optimizer.lr();
+    st.elapsed_s = elapsed_before + seconds();
+    if (v.best && lead && !options.best_dir().empty())
+      save_checkpoint(options.best_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
+                      options.subword() ? &*options.subword() : nullptr);
+    v.seconds = std::chrono::duration<double>(Clock::now() - v0).count();
+    if (lead && options.progress()) {
+      bar.finish();
+      std::fprintf(stderr, "validation at step %lld (epoch %lld): dev loss %.4f, dev BLEU %.2f (%lld pairs), %.1f s%s%s%s\n",
+                   static_cast<long long>(v.step), static_cast<long long>(v.epoch), v.dev_loss, v.dev_bleu,
+                   static_cast<long long>(v.bleu_pairs), v.seconds,
+                   v.best ? (options.best_dir().empty() ? ", best so far" : ", best so far, saved") : "",
+                   v.lr_decayed ? ", lr decayed" : "",
+                   stopped_early() ? ", early stop (no new best in the last patience validations)" : "");
+    }
+    result.validations.push_back(v);
+    return v;
+  };
 
   // The sharded step: this rank's shards, gradients exchanged in buckets during the last backward.
   std::unique_ptr<nn::DistributedDataParallel> ddp;
@@ -354,7 +510,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   while (!finished()) {
     const std::int64_t epoch = st.epoch + 1;
     Generator shuffle_gen(mix(options.seed(), kShuffleStream, static_cast<std::uint64_t>(epoch)));
-    auto batches = data.batches(options.batch_size(), options.shuffle(), shuffle_gen);
+    auto batches = epoch_batches(options.shuffle(), shuffle_gen);
+    bool epoch_done = false;
     for (auto i = static_cast<std::size_t>(st.batch_in_epoch); i < batches.size() && !finished(); ++i) {
       // Each batch is used once: moved, not copied (a step allocates nothing for its rows).
       double loss_value = 0.0;
@@ -381,6 +538,19 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       optimizer.zero_grad();  // now, not before the next backward: no gradient sits beside the next forward's activations
       ++st.step;
       st.batch_in_epoch = static_cast<std::int64_t>(i) + 1;
+      if (st.batch_in_epoch == static_cast<std::int64_t>(batches.size())) {
+        ++st.epoch;
+        st.batch_in_epoch = 0;
+        epoch_done = true;
+      }
+      if (options.max_seconds() > 0) {
+        out_of_time = elapsed_before + seconds() >= options.max_seconds();
+        if (world > 1) {  // the ranks' clocks differ: rank 0 decides for all, or one would wait forever
+          char flag = out_of_time ? 1 : 0;
+          dist::ibroadcast(&flag, 1, 0, "time limit").wait();
+          out_of_time = flag != 0;
+        }
+      }
 
       StepRecord r;
       r.step = st.step;
@@ -399,20 +569,26 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         result.steps[next] = r;
         next = (next + 1) % history;
       }
-      csv.write(r);
-      if (!std::isfinite(r.loss))
+      if (!std::isfinite(r.loss)) {
+        csv.write(r);
         throw std::runtime_error("train: the loss became " + std::to_string(r.loss) + " at step " +
                                  std::to_string(r.step) + " (try a smaller --lr or --clip)");
+      }
+      // Validate at epoch ends, every validate_every steps, and after the run's last step.
+      std::optional<ValidationRecord> v;
+      if (options.dev() && st.last_validation_step != st.step &&
+          (epoch_done || finished() || (options.validate_every() > 0 && st.step % options.validate_every() == 0)))
+        v = validate(epoch);
+      csv.write(r, v ? &*v : nullptr);
       const double run_s = seconds();
       const double done = static_cast<double>(st.step - first_step);
-      const double eta = done > 0 ? run_s / done * static_cast<double>(total_steps - st.step) : NAN;
+      double eta = done > 0 ? run_s / done * static_cast<double>(total_steps - st.step) : NAN;
+      if (options.max_seconds() > 0) eta = std::min(eta, std::max(0.0, options.max_seconds() - r.elapsed_s));
       bar.update(epoch, total_epochs, st.step, total_steps, r.loss, run_s > 0 ? result.tokens / run_s : 0.0,
                  r.elapsed_s, eta, finished());
     }
     saved_at_end = false;
-    if (st.batch_in_epoch == static_cast<std::int64_t>(batches.size())) {
-      ++st.epoch;
-      st.batch_in_epoch = 0;
+    if (epoch_done) {
       if (options.checkpoint_every() > 0 && st.epoch % options.checkpoint_every() == 0) {
         checkpoint();
         saved_at_end = true;
@@ -442,6 +618,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   result.seconds = seconds();
   result.shards = shards;
   result.ranks = world;
+  result.stopped_early = stopped_early();
+  result.time_limit_reached = out_of_time && !(by_steps ? st.step >= options.steps() : st.epoch >= options.epochs());
   if (ddp) result.ddp = ddp->stats();
   return result;
 }

@@ -20,6 +20,11 @@
 // the weights, Adam's state and the position (step, epoch, batch within the epoch), and nothing
 // else is needed. Weights and Adam state are stored as float32, so this is exact for float32
 // models.
+//
+// Validation (TrainOptions::dev): dev loss and dev BLEU at epoch ends, every validate_every()
+// steps and after the last step; they draw no random numbers, so the steps do not change. What
+// they drive (the best checkpoint, early stopping, lr decay on a plateau) is decided from counters
+// kept in TrainingState, so a resumed run takes the same decisions as the straight one.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -36,6 +41,22 @@
 #include "models/text/text.h"
 
 namespace tg::models {
+
+/// A dev set for validation during training (TrainOptions::dev).
+struct DevSet {
+  /// The pairs as the model reads them (tokens or subword pieces), encoded with the training
+  /// vocabularies for the teacher-forced dev loss.
+  TokenizedPairs pairs;
+  /// The detokenised target sentences BLEU compares against, one per pair (subword data: the
+  /// sentences as written, the hypotheses decoded by TrainOptions::subword). Empty: the target
+  /// tokens joined by spaces, compared with the output tokens joined by spaces (word and character
+  /// level data, whose tokenisation cannot be undone).
+  std::vector<std::string> references;
+};
+
+/// What "the best validation" means: highest dev BLEU (ties broken by the lower dev loss) or
+/// lowest dev loss.
+enum class SelectBy { kBleu, kLoss };
 
 /// Options of train(). Chainable setters; validate() checks them.
 class TrainOptions {
@@ -59,7 +80,9 @@ class TrainOptions {
   TrainOptions& seed(std::uint64_t v) { seed_ = v; return *this; }
   /// Seeded shuffle each epoch (default) or file order.
   TrainOptions& shuffle(bool v) { shuffle_ = v; return *this; }
-  /// CSV with one row per optimizer step: step,epoch,loss,tokens,grad_norm,lr,elapsed_s ("" = none).
+  /// CSV with one row per optimizer step: step,epoch,loss,tokens,grad_norm,lr,elapsed_s ("" = none);
+  /// with a dev set two more columns, dev_loss,dev_bleu, filled on the rows of the steps after
+  /// which a validation ran and empty on the others.
   /// A resumed run keeps an existing file's rows up to the checkpoint's step (rows past it, from a
   /// run killed after that checkpoint, are removed) and appends; otherwise the file is rewritten.
   TrainOptions& log_csv(std::string v) { log_csv_ = std::move(v); return *this; }
@@ -93,6 +116,38 @@ class TrainOptions {
   /// The SentencePiece model the data was encoded with, saved in every checkpoint as
   /// tokenizer.model (default none: word- or character-level vocabularies).
   TrainOptions& subword(std::optional<SubwordModel> v) { subword_ = std::move(v); return *this; }
+  /// Token-based batches (Seq2SeqDataset::token_batch_rows): each batch holds at most this many
+  /// padded tokens, rows sorted by length within the epoch, batch order shuffled by seed (0 =
+  /// default: batches of batch_size() sentences).
+  TrainOptions& batch_tokens(std::int64_t v) { batch_tokens_ = v; return *this; }
+  /// Stop once the training time (TrainingState::elapsed_s, over every run of a resumed training,
+  /// validations included) reaches this many seconds; the step under way finishes, then the run
+  /// validates (with a dev set) and checkpoints as at its end (0 = no limit).
+  TrainOptions& max_seconds(double v) { max_seconds_ = v; return *this; }
+  /// Validate on this dev set at every epoch end, every validate_every() steps, and at the last step
+  /// of the run: the teacher-forced dev loss over all its pairs and the sacreBLEU-compatible corpus
+  /// BLEU (models/decoding/sacrebleu.h, 13a) of dev_decode() outputs on its first dev_bleu_pairs()
+  /// pairs. Validation draws no random numbers, so it does not change the training steps.
+  TrainOptions& dev(DevSet v) { dev_ = std::make_shared<const DevSet>(std::move(v)); return *this; }
+  /// Also validate every this many steps (0 = at epoch ends only).
+  TrainOptions& validate_every(std::int64_t v) { validate_every_ = v; return *this; }
+  /// Dev BLEU on the first N dev pairs only, for speed (0 = all). The dev loss uses all pairs.
+  TrainOptions& dev_bleu_pairs(std::int64_t v) { dev_bleu_pairs_ = v; return *this; }
+  /// Decoding of the dev sources for BLEU (default greedy).
+  TrainOptions& dev_decode(DecodeOptions v) { dev_decode_ = v; return *this; }
+  /// Which validation is best (default SelectBy::kBleu).
+  TrainOptions& select_by(SelectBy v) { select_by_ = v; return *this; }
+  /// After each validation that is the best so far, the whole checkpoint (weights, optimizer,
+  /// training.json) is also saved here, atomically as every save ("" = not kept). Must differ from
+  /// out_dir() and not lie inside it.
+  TrainOptions& best_dir(std::string v) { best_dir_ = std::move(v); return *this; }
+  /// Early stopping: stop after this many validations in a row without a new best (0 = never).
+  TrainOptions& patience(std::int64_t v) { patience_ = v; return *this; }
+  /// Learning-rate decay on a plateau: after lr_patience() validations without a new best (counted
+  /// since the best or the previous decay), lr is multiplied by this factor in (0, 1] (1 = off).
+  /// Not combinable with warmup_steps().
+  TrainOptions& lr_decay(double v) { lr_decay_ = v; return *this; }
+  TrainOptions& lr_patience(std::int64_t v) { lr_patience_ = v; return *this; }
 
   std::int64_t epochs() const { return epochs_; }
   std::int64_t steps() const { return steps_; }
@@ -113,6 +168,18 @@ class TrainOptions {
   std::int64_t shards() const { return shards_; }
   const std::map<std::string, std::string>& notes() const { return notes_; }
   const std::optional<SubwordModel>& subword() const { return subword_; }
+  std::int64_t batch_tokens() const { return batch_tokens_; }
+  double max_seconds() const { return max_seconds_; }
+  /// The dev set, or null.
+  const DevSet* dev() const { return dev_.get(); }
+  std::int64_t validate_every() const { return validate_every_; }
+  std::int64_t dev_bleu_pairs() const { return dev_bleu_pairs_; }
+  const DecodeOptions& dev_decode() const { return dev_decode_; }
+  SelectBy select_by() const { return select_by_; }
+  const std::string& best_dir() const { return best_dir_; }
+  std::int64_t patience() const { return patience_; }
+  double lr_decay() const { return lr_decay_; }
+  std::int64_t lr_patience() const { return lr_patience_; }
   /// Throws std::invalid_argument naming the first bad option.
   void validate() const;
 
@@ -136,6 +203,30 @@ class TrainOptions {
   std::int64_t shards_ = 0;
   std::map<std::string, std::string> notes_;
   std::optional<SubwordModel> subword_;
+  std::int64_t batch_tokens_ = 0;
+  double max_seconds_ = 0.0;
+  std::shared_ptr<const DevSet> dev_;
+  std::int64_t validate_every_ = 0;
+  std::int64_t dev_bleu_pairs_ = 0;
+  DecodeOptions dev_decode_;
+  SelectBy select_by_ = SelectBy::kBleu;
+  std::string best_dir_;
+  std::int64_t patience_ = 0;
+  double lr_decay_ = 1.0;
+  std::int64_t lr_patience_ = 1;
+};
+
+/// One validation on the dev set, as logged.
+struct ValidationRecord {
+  std::int64_t step = 0;    ///< the step after which it ran
+  std::int64_t epoch = 0;   ///< 1-based epoch of that step
+  double dev_loss = 0.0;    ///< token-weighted teacher-forced loss over every dev pair
+  double dev_bleu = 0.0;    ///< sacreBLEU-compatible corpus BLEU in [0, 100]
+  std::int64_t bleu_pairs = 0;  ///< dev pairs BLEU was computed on
+  bool best = false;        ///< a new best (and saved to best_dir when set)
+  double lr = 0.0;          ///< the lr after it (lower than before if it decayed)
+  bool lr_decayed = false;
+  double seconds = 0.0;     ///< time it took
 };
 
 /// One optimizer step, as logged.
@@ -162,6 +253,9 @@ struct TrainResult {
   std::int64_t shards = 1;        ///< shards per global batch used (TrainOptions::shards)
   std::int64_t ranks = 1;         ///< ranks the batches were spread over
   nn::DDPStats ddp;               ///< communication of this run (zero when not sharded)
+  std::vector<ValidationRecord> validations;  ///< this run's validations, in order
+  bool stopped_early = false;     ///< stopped by patience() (also when a resume found it already stopped)
+  bool time_limit_reached = false;  ///< stopped by max_seconds()
 };
 
 /// Trains `model` on `data` (see the file comment). `src_vocab`/`tgt_vocab` are only needed for

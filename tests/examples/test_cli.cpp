@@ -69,7 +69,9 @@ TEST_F(Cli, HelpOnEverySubcommandExitsZero) {
   const CliRun r = run("train --help");
   for (const char* flag : {"--data", "--task", "--num-examples", "--model", "--embed-size", "--num-hiddens",
                            "--num-layers", "--dropout", "--num-steps", "--batch-size", "--lr", "--epochs", "--steps",
-                           "--clip", "--seed", "--no-shuffle", "--init-from", "--log-csv", "--out", "--threads"})
+                           "--clip", "--seed", "--no-shuffle", "--init-from", "--log-csv", "--out", "--threads",
+                           "--dev", "--validate-every", "--dev-bleu-pairs", "--dev-beam", "--best", "--select-by",
+                           "--patience", "--lr-decay", "--lr-patience", "--batch-tokens", "--max-minutes"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
@@ -441,6 +443,63 @@ TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find((bad / "tokenizer.model").string() + ": not a valid SentencePiece model"), std::string::npos)
       << r.err;
+}
+
+// train --dev: validation lines, dev columns in the CSV, the best checkpoint beside --out, token
+// batches, lr decay and patience, continued by --init-from from training.json; subword pieces are
+// decoded before dev BLEU.
+TEST_F(Cli, TrainWithDevSetKeepsTheBestAndContinues) {
+  const std::vector<std::string> all = lines(read_file(TG_TEST_DATA_DIR "/fra_head80.tsv"));
+  ASSERT_EQ(all.size(), 80u);
+  const fs::path train_tsv = dir() / "dev_train.tsv", dev_tsv = dir() / "dev_dev.tsv";
+  {
+    std::ofstream t(train_tsv), d(dev_tsv);
+    for (std::size_t i = 0; i < all.size(); ++i) (i < 64 ? t : d) << all[i] << "\n";
+  }
+  const bool subword = run("train --data " + train_tsv.string() + " --subword 120 --steps 1 --quiet").err.find(
+                           "no SentencePiece") == std::string::npos;
+  const fs::path ck = dir() / "ck_dev", log = dir() / "dev_log.csv";
+  CliRun r = run("train --data " + train_tsv.string() + " --dev " + dev_tsv.string() + (subword ? " --subword 120" : "") +
+                 " --model rnnsearch --embed-size 8 --num-hiddens 8 --num-steps 8 --epochs 3 --batch-tokens 64 "
+                 "--dev-bleu-pairs 10 --lr-decay 0.5 --patience 4 --out " + ck.string() + " --log-csv " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("validation at step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(10 pairs)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bahdanau: best dev validation at step"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(ck.string() + ".best/weights.npz"));
+  const std::vector<std::string> rows = lines(read_file(log));
+  ASSERT_GT(rows.size(), 3u);
+  EXPECT_EQ(rows[0], "step,epoch,loss,tokens,grad_norm,lr,elapsed_s,dev_loss,dev_bleu");
+  std::size_t validated = 0;
+  for (std::size_t i = 1; i < rows.size(); ++i) validated += rows[i].back() != ',';
+  EXPECT_EQ(validated, 3u);  // one per epoch
+  const std::string state = read_file(ck / "training.json");
+  EXPECT_NE(state.find("\"batch_tokens\": 64"), std::string::npos) << state;
+  EXPECT_NE(state.find("\"validations\": 3"), std::string::npos) << state;
+  EXPECT_NE(state.find("\"dev\": \"" + dev_tsv.string() + "\""), std::string::npos) << state;
+  // A dev column plots (rows without a validation are skipped).
+  r = run("plot --csv " + log.string() + " --column dev_bleu --out " + (dir() / "dev_bleu.svg").string());
+  EXPECT_EQ(r.status, 0) << r.err;
+  // --init-from continues with the dev set, batches and validation settings of training.json.
+  r = run("train --init-from " + ck.string() + " --epochs 4 --quiet --log-csv " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "training.json").find("\"validations\": 4"), std::string::npos);
+  EXPECT_EQ(lines(read_file(log))[0], rows[0]);
+  // The best checkpoint translates like any other.
+  r = run("translate --model " + ck.string() + ".best --quiet \"Hi.\"");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u);
+  // Validation flags without --dev, and a best directory inside --out, are refused in one line.
+  for (const std::string& args : std::vector<std::string>{"train --task reverse --steps 1 --patience 2",
+                                  "train --task reverse --steps 1 --lr-decay 0.5 --quiet",
+                                  "train --data " + train_tsv.string() + " --dev " + dev_tsv.string() +
+                                      " --steps 1 --out " + (dir() / "o").string() + " --best " +
+                                      (dir() / "o" / "best").string()}) {
+    r = run(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(r.err.find("--dev") != std::string::npos || r.err.find("best_dir") != std::string::npos) << r.err;
+  }
 }
 
 // `bahdanau gradcheck` for every registered model: a tiny float64 instance, every entry of every

@@ -53,6 +53,19 @@ TEST(Plot, ErrorsNameFileAndLine) {
   EXPECT_THROW(line_plot_svg({}), std::invalid_argument);
 }
 
+// train --dev logs dev_loss,dev_bleu on the validated steps' rows only: empty cells (the last one
+// included) are fields, and a row whose plotted cell is empty is skipped.
+TEST(Plot, CsvColumnsFilledOnSomeRowsOnly) {
+  const auto csv = temp_file("dev.csv", "step,loss,dev_loss,dev_bleu\n1,2.5,,\n2,2.0,1.75,3.5\n3,1.5,,\n");
+  const Series loss = read_csv_series(csv.string(), "step", "loss");
+  EXPECT_EQ(loss.x, (std::vector<double>{1, 2, 3}));
+  const Series bleu = read_csv_series(csv.string(), "step", "dev_bleu");
+  EXPECT_EQ(bleu.x, (std::vector<double>{2}));
+  EXPECT_EQ(bleu.y, (std::vector<double>{3.5}));
+  const auto short_row = temp_file("short.csv", "step,loss,dev_bleu\n1,2.5\n");
+  EXPECT_THROW(read_csv_series(short_row.string(), "step", "loss"), std::runtime_error);  // 2 fields, not 3
+}
+
 namespace {
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -188,6 +189,99 @@ TEST(Data, ShuffledBatchesAreASeededPermutation) {
   Ids order_next;
   for (const auto& x : next) order_next.insert(order_next.end(), x.rows.begin(), x.rows.end());
   EXPECT_NE(order_next, order_a);
+}
+
+namespace {
+
+// Pairs of varied lengths: source i has 1 + (i * 7) % 11 tokens, target 1 + (i * 5) % 9 (plus <eos>).
+Seq2SeqDataset varied_dataset(int n, std::int64_t num_steps) {
+  TokenizedPairs pairs;
+  for (int i = 0; i < n; ++i) {
+    pairs.src.push_back(Tokens(static_cast<std::size_t>(1 + (i * 7) % 11), "a"));
+    pairs.tgt.push_back(Tokens(static_cast<std::size_t>(1 + (i * 5) % 9), "b"));
+  }
+  const Vocab src = Vocab::build(pairs.src, 1), tgt = Vocab::build(pairs.tgt, 1);
+  return Seq2SeqDataset(pairs, src, tgt, num_steps);
+}
+
+}  // namespace
+
+TEST(Data, TokenBatchesRespectTheBudgetAndCoverEveryRowOnce) {
+  const Seq2SeqDataset ds = varied_dataset(203, 16);
+  for (const bool shuffle : {false, true}) {
+    for (const std::int64_t budget : {1, 7, 40, 100, 5000}) {
+      Generator gen(11);
+      const auto batches = ds.token_batch_rows(budget, shuffle, gen);
+      Ids all;
+      for (const auto& rows : batches) {
+        ASSERT_FALSE(rows.empty());
+        std::int64_t longest = 0;
+        for (auto r : rows) longest = std::max(longest, ds.row_tokens(r));
+        // rows x the longest row's length stays within the budget; only a lone row may exceed it.
+        if (rows.size() > 1) {
+          EXPECT_LE(static_cast<std::int64_t>(rows.size()) * longest, budget) << budget;
+        }
+        all.insert(all.end(), rows.begin(), rows.end());
+      }
+      std::sort(all.begin(), all.end());
+      Ids identity(203);
+      std::iota(identity.begin(), identity.end(), 0);
+      EXPECT_EQ(all, identity) << "budget " << budget << (shuffle ? " shuffled" : "");  // every row exactly once
+      if (budget == 1) {
+        EXPECT_EQ(batches.size(), 203u);
+      }
+      if (budget == 5000) {
+        EXPECT_EQ(batches.size(), 1u);  // 203 x 12 tokens fit
+      }
+    }
+  }
+  EXPECT_THROW(ds.token_batch_rows(0, false, *std::make_unique<Generator>(0)), std::invalid_argument);
+}
+
+TEST(Data, TokenBatchesAreSortedByLengthAndShuffledBySeed) {
+  const Seq2SeqDataset ds = varied_dataset(120, 16);
+  Generator plain(0);
+  const auto sorted = ds.token_batch_rows(60, /*shuffle=*/false, plain);
+  // Without shuffle: batches in increasing length, ties in row order.
+  Ids flat;
+  for (const auto& rows : sorted) flat.insert(flat.end(), rows.begin(), rows.end());
+  for (std::size_t k = 1; k < flat.size(); ++k) {
+    const auto a = flat[k - 1], b = flat[k];
+    EXPECT_TRUE(ds.row_tokens(a) < ds.row_tokens(b) || (ds.row_tokens(a) == ds.row_tokens(b) && a < b)) << k;
+  }
+  // With shuffle: the same seed gives the same batches, another seed other ones, and every epoch
+  // (successive draws) has the same number of batches of the same lengths.
+  Generator g1(5), g2(5), g3(6);
+  const auto a = ds.token_batch_rows(60, true, g1);
+  const auto b = ds.token_batch_rows(60, true, g2);
+  const auto c = ds.token_batch_rows(60, true, g3);
+  const auto next = ds.token_batch_rows(60, true, g1);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, next);
+  ASSERT_EQ(a.size(), sorted.size());
+  ASSERT_EQ(next.size(), sorted.size());
+  auto length_profile = [&](const std::vector<Ids>& batches) {
+    std::vector<std::pair<std::int64_t, std::size_t>> out;  // (longest row, rows), sorted
+    for (const auto& rows : batches) {
+      std::int64_t longest = 0;
+      for (auto r : rows) longest = std::max(longest, ds.row_tokens(r));
+      out.emplace_back(longest, rows.size());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_EQ(length_profile(a), length_profile(sorted));
+  EXPECT_EQ(length_profile(next), length_profile(sorted));
+  // The batch order is shuffled, not left in length order.
+  std::vector<std::int64_t> firsts;
+  for (const auto& rows : a) firsts.push_back(ds.row_tokens(rows.front()));
+  EXPECT_FALSE(std::is_sorted(firsts.begin(), firsts.end()));
+  // token_batches builds those rows.
+  Generator g4(5);
+  const auto built = ds.token_batches(60, true, g4);
+  ASSERT_EQ(built.size(), a.size());
+  for (std::size_t k = 0; k < a.size(); ++k) EXPECT_EQ(built[k].rows, a[k]);
 }
 
 TEST(Data, SplitHoldsOutDisjointSeededRows) {

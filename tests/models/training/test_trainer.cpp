@@ -454,3 +454,260 @@ TEST(Trainer, StepHistoryIsBoundedToTheMostRecentSteps) {
   EXPECT_EQ(none.steps_run, 40);
   EXPECT_THROW(TrainOptions().history(-1).validate(), std::invalid_argument);
 }
+
+// ---- validation on a dev set, best checkpoint, early stopping, lr decay, token batches ---------
+
+namespace {
+
+/// Reverse-task pairs drawn with another seed than reverse_data's: a dev set.
+DevSet reverse_dev(std::int64_t count) {
+  DevSet dev;
+  dev.pairs = tokenize_pairs(make_task("reverse", {.count = count, .min_len = 2, .max_len = 6, .seed = 77}));
+  return dev;
+}
+
+std::vector<std::string> csv_rows(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  return rows;
+}
+
+/// The last `n` comma-separated fields of a row.
+std::vector<std::string> last_fields(const std::string& row, std::size_t n) {
+  std::vector<std::string> out;
+  std::size_t end = row.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t comma = row.rfind(',', end - 1);
+    out.insert(out.begin(), row.substr(comma + 1, end - comma - 1));
+    end = comma;
+  }
+  return out;
+}
+
+/// The CSV's rows without their elapsed_s column (the 7th), dev columns kept.
+std::vector<std::string> csv_without_elapsed(const fs::path& p) {
+  std::vector<std::string> out;
+  for (const std::string& row : csv_rows(p)) {
+    std::size_t begin = 0;
+    for (int k = 0; k < 6; ++k) begin = row.find(',', begin) + 1;
+    const std::size_t end = row.find(',', begin);
+    out.push_back(row.substr(0, begin) + (end == std::string::npos ? "" : row.substr(end + 1)));
+  }
+  return out;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+TEST(Trainer, ValidationLogsDevColumnsAndKeepsTheBestEpochsCheckpoint) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch
+  const auto options = TrainOptions().batch_size(16).lr(0.02).seed(9).progress(false).epochs(5);
+  Generator gen_a(1);
+  auto model = make_model(tiny_config(data, "rnnsearch"), gen_a);
+  const auto r = train(*model, data,
+                       TrainOptions(options).dev(reverse_dev(30)).dev_bleu_pairs(20).out_dir((root / "ck").string())
+                           .best_dir((root / "best").string()).log_csv((root / "log.csv").string()));
+  ASSERT_EQ(r.validations.size(), 5u);  // one per epoch end
+  for (std::size_t k = 0; k < 5; ++k) {
+    EXPECT_EQ(r.validations[k].step, static_cast<std::int64_t>(4 * (k + 1)));
+    EXPECT_EQ(r.validations[k].epoch, static_cast<std::int64_t>(k + 1));
+    EXPECT_EQ(r.validations[k].bleu_pairs, 20);
+    EXPECT_GE(r.validations[k].dev_bleu, 0.0);
+    EXPECT_GT(r.validations[k].dev_loss, 0.0);
+  }
+  // The CSV: two more columns, filled on the rows of the validated steps only.
+  const auto rows = csv_rows(root / "log.csv");
+  ASSERT_EQ(rows.size(), 21u);
+  EXPECT_EQ(rows[0], "step,epoch,loss,tokens,grad_norm,lr,elapsed_s,dev_loss,dev_bleu");
+  for (std::size_t step = 1; step <= 20; ++step) {
+    const auto dev = last_fields(rows[step], 2);
+    if (step % 4 != 0) {
+      EXPECT_EQ(dev, (std::vector<std::string>{"", ""})) << rows[step];
+      continue;
+    }
+    const ValidationRecord& v = r.validations[step / 4 - 1];
+    EXPECT_EQ(dev[0], fmt("%.9g", v.dev_loss)) << rows[step];
+    EXPECT_EQ(dev[1], fmt("%.4f", v.dev_bleu)) << rows[step];
+  }
+  // The best: highest dev BLEU, ties to the lower dev loss, the first of equals.
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < 5; ++k) {
+    const auto &v = r.validations[k], &b = r.validations[best];
+    if (v.dev_bleu > b.dev_bleu || (v.dev_bleu == b.dev_bleu && v.dev_loss < b.dev_loss)) best = k;
+  }
+  EXPECT_EQ(r.state.best_step, r.validations[best].step);
+  EXPECT_EQ(r.state.best_dev_bleu, r.validations[best].dev_bleu);
+  EXPECT_EQ(r.state.best_dev_loss, r.validations[best].dev_loss);
+  EXPECT_EQ(r.state.bad_validations, static_cast<std::int64_t>(4 - best));
+  EXPECT_TRUE(r.validations[0].best);
+  EXPECT_TRUE(r.validations[best].best);
+  for (std::size_t k = best + 1; k < 5; ++k) EXPECT_FALSE(r.validations[k].best);
+  // The best checkpoint holds the weights of that step: a run without validation stopped there.
+  Checkpoint ck = load_checkpoint((root / "best").string());
+  ASSERT_TRUE(ck.training && ck.has_optimizer);
+  EXPECT_EQ(ck.training->step, r.validations[best].step);
+  EXPECT_EQ(ck.training->best_step, r.validations[best].step);
+  Generator gen_b(1);
+  auto reference = make_model(tiny_config(data, "rnnsearch"), gen_b);
+  const auto upto = train(*reference, data, TrainOptions(options).epochs(static_cast<std::int64_t>(best + 1)));
+  EXPECT_TRUE(weights(*ck.model) == weights(*reference));
+  // Validation draws no random numbers: the losses are those of a run without it, bit for bit.
+  Generator gen_c(1);
+  auto plain = make_model(tiny_config(data, "rnnsearch"), gen_c);
+  EXPECT_EQ(losses(train(*plain, data, options)), losses(r));
+  EXPECT_TRUE(weights(*plain) == weights(*model));
+  fs::remove_all(root);
+}
+
+// lr 1e-30 changes no float32 weight, so the dev loss stays exactly the same: a plateau from the
+// second validation on. With lr decay after every bad validation and patience 3, the run decays
+// three times and stops after the fourth epoch; a resume from the second epoch does the same.
+TEST(Trainer, EarlyStoppingAndLrDecayOnAPlateauResumeExactly) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // 4 batches per epoch
+  const double lr = 1e-30;
+  const auto options = TrainOptions().batch_size(16).lr(lr).seed(3).progress(false).epochs(20).dev(reverse_dev(10))
+                           .select_by(SelectBy::kLoss).patience(3).lr_decay(0.5).lr_patience(1);
+  Generator gen_a(1);
+  auto straight = make_model(tiny_config(data), gen_a);
+  const auto full = train(*straight, data, TrainOptions(options).log_csv((root / "straight.csv").string()));
+  EXPECT_TRUE(full.stopped_early);
+  EXPECT_FALSE(full.time_limit_reached);
+  EXPECT_EQ(full.state.epoch, 4);
+  EXPECT_EQ(full.state.step, 16);
+  ASSERT_EQ(full.validations.size(), 4u);
+  EXPECT_EQ(full.state.best_step, 4);
+  EXPECT_EQ(full.state.bad_validations, 3);
+  EXPECT_EQ(full.state.lr_scale, 0.125);
+  for (std::size_t k = 1; k < 4; ++k) {
+    EXPECT_EQ(full.validations[k].dev_loss, full.validations[0].dev_loss);  // the plateau
+    EXPECT_TRUE(full.validations[k].lr_decayed);
+  }
+  for (const StepRecord& s : full.steps) {
+    const double expect = s.step <= 8 ? lr : s.step <= 12 ? lr / 2 : lr / 4;
+    EXPECT_EQ(s.lr, expect) << "step " << s.step;
+  }
+
+  Generator gen_b(1);
+  auto first = make_model(tiny_config(data), gen_b);
+  const auto part1 = train(*first, data, TrainOptions(options).epochs(2).out_dir((root / "ck").string())
+                                             .log_csv((root / "resumed.csv").string()));
+  EXPECT_FALSE(part1.stopped_early);
+  const auto saved = load_training_state((root / "ck").string());
+  ASSERT_TRUE(saved);
+  EXPECT_EQ(saved->lr_scale, 0.5);
+  EXPECT_EQ(saved->bad_validations, 1);
+  EXPECT_EQ(saved->validations, 2);
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  const auto part2 = train(*ck.model, data, TrainOptions(options).resume_from(ck.dir).out_dir(ck.dir)
+                                                .log_csv((root / "resumed.csv").string()));
+  EXPECT_TRUE(part2.stopped_early);
+  EXPECT_EQ(part2.state.step, 16);
+  EXPECT_EQ(part2.state.lr_scale, 0.125);
+  EXPECT_EQ(part2.steps.front().lr, lr / 2);
+  std::vector<double> resumed = losses(part1);
+  for (double l : losses(part2)) resumed.push_back(l);
+  EXPECT_EQ(resumed, losses(full));
+  EXPECT_EQ(csv_without_elapsed(root / "resumed.csv"), csv_without_elapsed(root / "straight.csv"));
+  EXPECT_EQ(last_fields(csv_rows(root / "straight.csv").at(16), 2)[0], fmt("%.9g", full.validations[3].dev_loss));
+  // Resuming the stopped run does nothing; with more patience it goes on (to 5 bad validations).
+  Checkpoint stopped = load_checkpoint(ck.dir);
+  const auto again = train(*stopped.model, data, TrainOptions(options).resume_from(ck.dir).out_dir(ck.dir));
+  EXPECT_EQ(again.steps_run, 0);
+  EXPECT_TRUE(again.stopped_early);
+  const auto more = train(*stopped.model, data, TrainOptions(options).patience(5).resume_from(ck.dir).out_dir(ck.dir));
+  EXPECT_EQ(more.state.epoch, 6);
+  EXPECT_TRUE(more.stopped_early);
+  EXPECT_EQ(more.state.bad_validations, 5);
+  fs::remove_all(root);
+}
+
+// Token batches, validation every 3 steps (inside epochs) and lr decay: a run resumed from the
+// middle of an epoch repeats the straight one, validations included.
+TEST(Trainer, TokenBatchesAndMidEpochValidationResumeExactly) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);
+  const auto options = TrainOptions().batch_tokens(60).lr(0.02).seed(4).progress(false).dev(reverse_dev(12))
+                           .validate_every(3).lr_decay(0.5).lr_patience(1);
+  Generator plan_gen(0);
+  const auto per_epoch = static_cast<std::int64_t>(data.train.token_batch_rows(60, false, plan_gen).size());
+  ASSERT_GT(per_epoch, 3);
+  const std::int64_t total = 2 * per_epoch + 2, cut = per_epoch + 1;
+  Generator gen_a(1);
+  auto straight = make_model(tiny_config(data), gen_a);
+  const auto full = train(*straight, data, TrainOptions(options).steps(total).log_csv((root / "straight.csv").string()));
+  ASSERT_EQ(full.steps_run, total);
+  // Every step's batch is one of the token plan's (rows x longest row <= 60, every pair once per epoch).
+  std::int64_t epoch_tokens = 0;
+  for (auto v : data.train.tgt_valid_len().to_vector<std::int64_t>()) epoch_tokens += v;
+  std::int64_t first_epoch = 0;
+  for (const StepRecord& s : full.steps) first_epoch += s.epoch == 1 ? s.tokens : 0;
+  EXPECT_EQ(first_epoch, epoch_tokens);
+  // Validations: every 3 steps, at each epoch end and at the last step, never twice for one step.
+  std::vector<std::int64_t> expect;
+  for (std::int64_t s = 1; s <= total; ++s)
+    if (s % 3 == 0 || s % per_epoch == 0 || s == total) expect.push_back(s);
+  std::vector<std::int64_t> got;
+  for (const auto& v : full.validations) got.push_back(v.step);
+  EXPECT_EQ(got, expect);
+
+  Generator gen_b(1);
+  auto first = make_model(tiny_config(data), gen_b);
+  train(*first, data, TrainOptions(options).steps(cut).out_dir((root / "ck").string()).log_csv((root / "resumed.csv").string()));
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_EQ(ck.training->batch_in_epoch, 1);
+  ASSERT_EQ(ck.training->batch_tokens, 60);
+  const auto part2 = train(*ck.model, data, TrainOptions(options).steps(total).resume_from(ck.dir)
+                                                .log_csv((root / "resumed.csv").string()));
+  EXPECT_EQ(csv_without_elapsed(root / "resumed.csv"), csv_without_elapsed(root / "straight.csv"));
+  EXPECT_TRUE(weights(*ck.model) == weights(*straight));
+  EXPECT_EQ(part2.state.lr_scale, full.state.lr_scale);
+  EXPECT_EQ(part2.state.best_step, full.state.best_step);
+  // Resuming mid-epoch with another token budget would change the epoch's batches: refused.
+  EXPECT_THROW(train(*ck.model, data, TrainOptions(options).batch_tokens(80).steps(total).resume_from(
+                                           (root / "ck").string())),
+               std::invalid_argument);
+  fs::remove_all(root);
+}
+
+TEST(Trainer, TimeLimitStopsAfterTheStepUnderWayAndSaves) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);
+  const auto options = TrainOptions().batch_size(16).seed(2).progress(false).epochs(50).max_seconds(1e-9);
+  Generator gen(1);
+  auto model = make_model(tiny_config(data), gen);
+  const auto r = train(*model, data, TrainOptions(options).dev(reverse_dev(5)).out_dir((root / "ck").string()));
+  EXPECT_TRUE(r.time_limit_reached);
+  EXPECT_EQ(r.steps_run, 1);
+  ASSERT_EQ(r.validations.size(), 1u);  // the run's last step is validated
+  EXPECT_EQ(r.validations[0].step, 1);
+  EXPECT_EQ(load_training_state((root / "ck").string())->step, 1);
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  const auto again = train(*ck.model, data, TrainOptions(options).resume_from(ck.dir));
+  EXPECT_EQ(again.steps_run, 0);  // the limit counts every run's time
+  EXPECT_TRUE(again.time_limit_reached);
+  fs::remove_all(root);
+}
+
+TEST(Trainer, ValidationOptionsAreChecked) {
+  EXPECT_THROW(TrainOptions().patience(2).validate(), std::invalid_argument);  // no dev set
+  EXPECT_THROW(TrainOptions().best_dir("b").validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().dev(reverse_dev(3)).lr_decay(0).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().dev(reverse_dev(3)).lr_decay(0.5).warmup_steps(10).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().dev(reverse_dev(3)).lr_patience(0).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().dev(DevSet()).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().batch_tokens(-1).validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().max_seconds(-1).validate(), std::invalid_argument);
+  // The best checkpoint must not be the output directory or inside it (its save replaces it whole).
+  EXPECT_THROW(TrainOptions().dev(reverse_dev(3)).out_dir("ck").best_dir("ck/best").validate(), std::invalid_argument);
+  EXPECT_THROW(TrainOptions().dev(reverse_dev(3)).out_dir("ck/").best_dir("./ck").validate(), std::invalid_argument);
+  EXPECT_NO_THROW(TrainOptions().dev(reverse_dev(3)).out_dir("ck").best_dir("ck.best").validate());
+  EXPECT_NO_THROW(TrainOptions().dev(reverse_dev(3)).out_dir("ck").best_dir("ckbest/x").validate());
+}

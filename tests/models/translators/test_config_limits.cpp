@@ -3,6 +3,8 @@
 // field, its value and the allowed range.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -213,6 +215,41 @@ TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
   EXPECT_EQ(training_error(R"({"clip": 1e999})").rfind("ck/training.json: ", 0), 0u);
   EXPECT_EQ(training_error(R"({"elapsed_s": -3})"), "ck/training.json: elapsed_s = -3.000000 must be finite and >= 0");
   EXPECT_EQ(training_error(R"({"step": 5, "batch_size": 64, "lr": 0.001, "clip": 1, "elapsed_s": 2.5})"), "no error");
+  // The validation state (train --dev): counts within what was done, rates in their ranges.
+  EXPECT_EQ(training_error(R"({"lr_scale": 0})"), "ck/training.json: lr_scale = 0.000000 is out of range (0, 1]");
+  EXPECT_EQ(training_error(R"({"lr_scale": 1.5})"), "ck/training.json: lr_scale = 1.500000 is out of range (0, 1]");
+  EXPECT_EQ(training_error(R"({"lr_decay": -1})"), "ck/training.json: lr_decay = -1.000000 is out of range (0, 1]");
+  EXPECT_EQ(training_error(R"({"step": 4, "best_step": 9})"), "ck/training.json: best_step = 9 is out of range [0, 4]");
+  EXPECT_EQ(training_error(R"({"validations": 2, "bad_validations": 3})"),
+            "ck/training.json: bad_validations = 3 is out of range [0, 2]");
+  EXPECT_EQ(training_error(R"({"batch_tokens": -5})"),
+            "ck/training.json: batch_tokens = -5 is out of range [0, " + std::to_string(kMaxCount) + "]");
+  EXPECT_EQ(training_error(R"({"select_by": "chrf"})"), "ck/training.json: select_by = 'chrf' is not 'bleu' or 'loss'");
+  EXPECT_EQ(training_error(R"({"best_dev_bleu": 101})"), "ck/training.json: best_dev_bleu = 101.000000 is out of range [0, 100]");
+  EXPECT_EQ(training_error(R"({"step": 8, "validations": 3, "last_validation_step": 8, "best_step": 4, "best_dev_bleu": 12.5,
+                               "best_dev_loss": 2.25, "bad_validations": 1, "lr_bad_validations": 0, "lr_scale": 0.5,
+                               "select_by": "loss", "patience": 3, "lr_decay": 0.5, "lr_patience": 1,
+                               "validate_every": 0, "batch_tokens": 4000})"),
+            "no error");
+  // A round trip keeps every field.
+  TrainingState st;
+  st.step = 8;
+  st.validations = 3;
+  st.best_step = 4;
+  st.best_dev_bleu = 12.5;
+  st.best_dev_loss = 2.25;
+  st.bad_validations = 2;
+  st.lr_bad_validations = 1;
+  st.lr_scale = 0.25;
+  st.select_by = "loss";
+  st.batch_tokens = 4000;
+  const TrainingState back = training_from_json(training_to_json(st));
+  EXPECT_EQ(back.best_dev_bleu, 12.5);
+  EXPECT_EQ(back.lr_scale, 0.25);
+  EXPECT_EQ(back.select_by, "loss");
+  EXPECT_EQ(back.batch_tokens, 4000);
+  EXPECT_EQ(back.lr_bad_validations, 1);
+  EXPECT_TRUE(std::isnan(training_from_json("{}").best_dev_bleu));  // none yet
 }
 
 TEST(ConfigLimits, BeamAndBatchOfDecodingAreBounded) {
