@@ -4,11 +4,14 @@
 // between them, which stays in L1/L2. A row's arithmetic does not depend on how the blocks are
 // shared between threads, and the backward's partial query gradients (when the keys are split for
 // parallelism) are added in a fixed order, so results do not depend on the thread count.
+// With at most kSaveProbsMaxKeys keys the forward can keep the probabilities (forward_keeping_probs)
+// and the backward reads them: six products instead of seven, and no second exp.
 #include "autograd/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -105,9 +108,58 @@ std::int64_t task_grain(double unit_flops) {
 
 }  // namespace
 
+// All keys in one block, the probabilities kept: per block of query rows the scores go straight
+// into probs, and the softmax is normalised there after the product with v. Every operation on
+// out and lse is the one the online loop below does with a single key block, so the output does
+// not depend on whether the probabilities were kept (i.e. on whether a gradient is recorded).
 template <class T>
-void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
-  const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
+void forward_keeping_probs(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
+  const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal);
+  const std::int64_t nqb = (L + bq - 1) / bq;
+  const double unit_flops = 2.0 * double(std::min(L, bq)) * double(S) * double(p.E + Ev);
+  parallel_for(p.BH * nqb, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
+    PooledVector<T> Z(p.dropout_p > 0 ? bq * S : 0), F(p.dropout_p > 0 ? S : 0);
+    T inv[kMaxBlock];
+    for (std::int64_t u = begin; u < end; ++u) {
+      const std::int64_t bh = u / nqb, i0 = (u % nqb) * bq, nq = std::min(bq, L - i0);
+      T* P = probs + (bh * L + i0) * S;
+      // Causal: keys after the block's last row are masked for every row of it.
+      const std::int64_t nk = p.causal ? std::min(S, i0 + nq) : S;
+      score_block(p, bh, i0, nq, 0, nk, P, S);
+      for (std::int64_t r = 0; r < nq; ++r) {
+        T* s = P + r * S;
+        const T m = max_contiguous(s, nk);
+        const T m_use = m == kNegInf<T> ? T(0) : m;  // no allowed key: l = 0, the row NaN as PyTorch
+        const T l = exp_row(s, nk, m_use);
+        inv[r] = T(1) / l;
+        lse[bh * L + i0 + r] = m_use + std::log(l);
+        if (p.dropout_p > 0) {
+          dropout_factors(p, static_cast<std::uint64_t>((bh * L + i0 + r) * S), nk, F.data());
+          for (std::int64_t c = 0; c < nk; ++c) Z[r * S + c] = s[c] * F[c];
+        }
+      }
+      T* o = out + (bh * L + i0) * Ev;
+      gemm<T>(false, false, nq, Ev, nk, T(1), p.dropout_p > 0 ? Z.data() : P, S, p.v + p.v_off[bh], Ev, T(0), o, Ev);
+      for (std::int64_t r = 0; r < nq; ++r) {
+        for (std::int64_t c = 0; c < Ev; ++c) o[r * Ev + c] *= inv[r];
+        T* s = P + r * S;
+        for (std::int64_t c = 0; c < nk; ++c) s[c] *= inv[r];
+        std::fill(s + nk, s + S, T(0));
+      }
+    }
+  });
+}
+
+template <class T>
+void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
+  if (probs) {
+    if (p.S > kSaveProbsMaxKeys) throw std::logic_error("attention_forward: probs kept only for S <= kSaveProbsMaxKeys");
+    forward_keeping_probs(p, out, lse, probs);
+    return;
+  }
+  // Keys that fit in one block take one (also with causal's smaller blocks), as the path above.
+  const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal);
+  const std::int64_t bk = S <= kSaveProbsMaxKeys ? kSaveProbsMaxKeys : bq;
   const std::int64_t nqb = (L + bq - 1) / bq;
   const double unit_flops = 2.0 * double(std::min(L, bq)) * double(S) * double(p.E + Ev);
   parallel_for(p.BH * nqb, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
@@ -151,7 +203,8 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
 }
 
 template <class T>
-void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
+                        const T* probs) {
   const std::int64_t BH = p.BH, L = p.L, S = p.S, E = p.E, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
   const std::int64_t nqb = (L + bq - 1) / bq, nkb = (S + bk - 1) / bk;
   // D = rowsum(dout * out): the softmax backward's Σ_j dP_ij P_ij (also with dropout).
@@ -178,7 +231,7 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
       parallel_for(n, kGrainCheap, [ptr = ptr](std::int64_t b, std::int64_t e) { std::fill(ptr + b, ptr + e, T(0)); });
   const double unit_flops = 2.0 * double(L) * double(std::min(S, per * bk)) * double(3 * E + 2 * Ev);
   parallel_for(BH * chunks, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
-    PooledVector<T> P(bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
+    PooledVector<T> P(probs ? 0 : bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
     for (std::int64_t u = begin; u < end; ++u) {
       const std::int64_t bh = u / chunks, chunk = u % chunks;
       T* dQ = chunks == 1 ? dq + bh * L * E : parts.data() + (bh * chunks + chunk) * L * E;
@@ -190,23 +243,33 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
         for (std::int64_t qb = p.causal ? j0 / bq : 0; qb < nqb; ++qb) {
           const std::int64_t i0 = qb * bq, nq = std::min(bq, L - i0);
           const T* dO = dout + (bh * L + i0) * Ev;
-          score_block(p, bh, i0, nq, j0, nk, P.data(), bk);
-          for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * bk, nk, lse[bh * L + i0 + r]);
-          const T* Zp = P.data();
+          // The block of probabilities: the forward's, or recomputed from the scores and lse.
+          const T* Pb = P.data();
+          std::int64_t ldp = bk;
+          if (probs) {
+            Pb = probs + (bh * L + i0) * S + j0;
+            ldp = S;
+          } else {
+            score_block(p, bh, i0, nq, j0, nk, P.data(), bk);
+            for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * bk, nk, lse[bh * L + i0 + r]);
+          }
+          const T* Zp = Pb;
+          std::int64_t ldz = ldp;
           if (p.dropout_p > 0) {
             for (std::int64_t r = 0; r < nq; ++r) {
               T* f = F.data() + r * bk;
               dropout_factors(p, static_cast<std::uint64_t>((bh * L + i0 + r) * S + j0), nk, f);
-              for (std::int64_t c = 0; c < nk; ++c) Z[r * bk + c] = P[r * bk + c] * f[c];
+              for (std::int64_t c = 0; c < nk; ++c) Z[r * bk + c] = Pb[r * ldp + c] * f[c];
             }
             Zp = Z.data();
+            ldz = bk;
           }
-          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, bk, dO, Ev, T(1), dv + (bh * S + j0) * Ev, Ev);
+          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, ldz, dO, Ev, T(1), dv + (bh * S + j0) * Ev, Ev);
           gemm<T>(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), bk);
           for (std::int64_t r = 0; r < nq; ++r) {
             const T d = D[bh * L + i0 + r];
             T* g = dP.data() + r * bk;
-            const T* pr = P.data() + r * bk;
+            const T* pr = Pb + r * ldp;
             if (p.mask_kind == AttentionMaskKind::allow && lse[bh * L + i0 + r] == kNegInf<T>) {
               // No allowed key: as the composite's masked_fill, nothing flows through masked scores
               // (the row's NaN weights still reach dv, as there).
@@ -235,11 +298,11 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
     });
 }
 
-template void attention_forward<float>(const AttentionProblem<float>&, float*, float*);
-template void attention_forward<double>(const AttentionProblem<double>&, double*, double*);
+template void attention_forward<float>(const AttentionProblem<float>&, float*, float*, float*);
+template void attention_forward<double>(const AttentionProblem<double>&, double*, double*, double*);
 template void attention_backward<float>(const AttentionProblem<float>&, const float*, const float*, const float*,
-                                        float*, float*, float*);
+                                        float*, float*, float*, const float*);
 template void attention_backward<double>(const AttentionProblem<double>&, const double*, const double*, const double*,
-                                         double*, double*, double*);
+                                         double*, double*, double*, const double*);
 
 }  // namespace tg::kernels

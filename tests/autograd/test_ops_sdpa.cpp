@@ -2,7 +2,8 @@
 // values and every gradient on odd sizes, several key and query blocks, broadcast batch dims,
 // causal, float and i64 masks (rows fully masked, rows masked in the first key blocks only),
 // dropout (the same draws as the composite), float32 and float64; float64 gradchecks; thread
-// independence; the weights path; errors.
+// independence; the weights path; errors. Key lengths up to kernels::kSaveProbsMaxKeys (128) take
+// the path that keeps the probabilities for the backward; longer ones recompute them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,12 +12,14 @@
 
 #include "autograd/dtype.h"
 #include "autograd/gradcheck.h"
+#include "autograd/kernels/attention.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/shape.h"
+#include "autograd/tape.h"
 #include "autograd/tensor.h"
 #include "gradcheck_util.h"
 
@@ -69,7 +72,7 @@ void expect_fused_equals_composed(const Sdpa& c, DType dtype, const std::string&
   const Tensor k = Tensor::normal(c.k, 0, 1, gen, dtype).requires_grad_();
   const Tensor v = Tensor::normal(c.v, 0, 1, gen, dtype).requires_grad_();
   Sdpa cc = c;
-  if (c.mask.defined() && c.mask.dtype() != DType::i64) cc.mask = c.mask.to(dtype);
+  if (c.mask.defined() && is_floating(c.mask.dtype())) cc.mask = c.mask.to(dtype);
   const Tensor probe = run(false, cc, q, k, v, Tensor::zeros({1}, dtype))[0];
   const Tensor r = Tensor::normal(probe.shape(), 0, 1, gen, dtype);
   const auto a = run(true, cc, q, k, v, r), b = run(false, cc, q, k, v, r);
@@ -231,4 +234,69 @@ TEST(ScaledDotProductAttentionFused, GradientOfValueOrKeyAlone) {
     };
     EXPECT_LT(max_abs_diff(grad(true), grad(false)), 1e-12) << "input " << which;
   }
+}
+
+// Short key ranges keep the forward's probabilities for the backward (S <= kSaveProbsMaxKeys);
+// one key more recomputes them. Both against the composite, at and around the boundary, with
+// bool and float masks (fully masked rows, a row allowed only its last key), causal, dropout.
+TEST(ScaledDotProductAttentionFused, KeptProbabilitiesEqualTheCompositeAroundTheOneBlockBoundary) {
+  constexpr std::int64_t kMax = tg::kernels::kSaveProbsMaxKeys;
+  static_assert(kMax == 128, "the cases below straddle S = 128");
+  Generator gen(39);
+  for (const std::int64_t S : {std::int64_t{1}, std::int64_t{65}, kMax - 1, kMax, kMax + 1, std::int64_t{200}}) {
+    const std::int64_t L = 70;
+    std::vector<double> allowed(L * S);
+    for (std::int64_t l = 0; l < L; ++l)
+      for (std::int64_t s = 0; s < S; ++s) allowed[l * S + s] = (l * 7 + s * 3) % 5 != 0 || S == 1;
+    for (std::int64_t s = 0; s < S; ++s) allowed[2 * S + s] = s == S - 1;  // only the last key
+    for (std::int64_t s = 0; s < S; ++s) allowed[4 * S + s] = 0;           // none: NaN, as PyTorch
+    const Tensor bool_ls = Tensor::from_values(allowed, {L, S}, DType::b8);
+    std::vector<double> additive(L * S);
+    for (std::int64_t i = 0; i < L * S; ++i) additive[i] = allowed[i] != 0 ? 0.5 * std::sin(double(i)) : -INFINITY;
+    const Tensor float_ls = Tensor::from_vector(additive, {L, S});
+    const Tensor float_pad = Tensor::normal({2, 1, 1, S}, 0, 2, gen, DType::f64);
+    const Shape q{2, 2, L, 16}, k{2, 2, S, 16}, v{2, 2, S, 8};
+    const std::vector<std::pair<std::string, Sdpa>> cases = {
+        {"plain", {q, k, v}},
+        {"bool (L, S)", {q, k, v, bool_ls}},
+        {"float (L, S) with -inf", {q, k, v, float_ls}},
+        {"float (B, 1, 1, S)", {q, k, v, float_pad}},
+        {"causal L<S", {q, k, v, Tensor(), true}},
+        {"causal L>S", {{2, 150, 16}, {2, S, 16}, {2, S, 8}, Tensor(), true}},
+        {"causal square", {{3, S, 16}, {3, S, 16}, {3, S, 8}, Tensor(), true}},
+        {"dropout", {q, k, v, Tensor(), false, 0.3}},
+        {"dropout bool causal", {{2, S, 16}, {2, S, 16}, {2, S, 8}, Tensor(), true, 0.4}},
+        {"dropout bool", {q, k, v, bool_ls, false, 0.2}},
+    };
+    for (const DType dtype : {DType::f64, DType::f32})
+      for (const auto& [name, c] : cases) expect_fused_equals_composed(c, dtype, name + ", S = " + std::to_string(S));
+  }
+}
+
+// Whether the forward keeps the probabilities depends on whether a gradient is recorded; the
+// output must not. And the kept path gives the same bits with one and two threads.
+TEST(ScaledDotProductAttentionFused, KeptProbabilitiesChangeNoBitsOfTheOutputOrAcrossThreads) {
+  Generator gen(40);
+  for (const bool causal : {false, true})
+    for (const double p : {0.0, 0.25}) {
+      SCOPED_TRACE("causal " + std::to_string(causal) + ", dropout " + std::to_string(p));
+      const Tensor q = Tensor::normal({3, 4, 128, 64}, 0, 1, gen).requires_grad_();
+      const Tensor k = Tensor::normal({3, 4, 128, 64}, 0, 1, gen).requires_grad_();
+      const Tensor v = Tensor::normal({3, 4, 128, 64}, 0, 1, gen).requires_grad_();
+      const Tensor r = Tensor::normal({3, 4, 128, 64}, 0, 1, gen);
+      Tensor plain;
+      {
+        tg::NoGradGuard no_grad;
+        Generator g(5);
+        plain = tg::scaled_dot_product_attention(q, k, v, Tensor(), p, causal, 0.0, &g);
+      }
+      const Sdpa c{{}, {}, {}, Tensor(), causal, p};
+      tg::set_num_threads(1);
+      const auto one = run(true, c, q, k, v, r);
+      tg::set_num_threads(2);
+      const auto two = run(true, c, q, k, v, r);
+      tg::set_num_threads(0);
+      EXPECT_EQ(plain.to_vector<float>(), one[0].to_vector<float>());
+      for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(one[i].to_vector<float>(), two[i].to_vector<float>()) << "tensor " << i;
+    }
 }
