@@ -351,9 +351,9 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                   dk.defined() ? dk.data<T>() : nullptr, dv.defined() ? dv.data<T>() : nullptr,
                                   probs.defined() ? probs.data<T>() : nullptr);
     });
-    if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(dq, q.shape()));
-    if (dk.defined()) ctx.accumulate(1, kernels::sum_to(dk, k.shape()));
-    if (dv.defined()) ctx.accumulate(2, kernels::sum_to(dv, v.shape()));
+    if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(std::move(dq), q.shape()));
+    if (dk.defined()) ctx.accumulate(1, kernels::sum_to(std::move(dk), k.shape()));
+    if (dv.defined()) ctx.accumulate(2, kernels::sum_to(std::move(dv), v.shape()));
   }, [query, key, value, attn_mask, dropout_p, is_causal, scale](GradGraphContext& ctx) {
     // The dropout mask came from the generator's draw in the forward; the composed form cannot
     // draw it again.
