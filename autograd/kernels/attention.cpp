@@ -225,10 +225,9 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   const std::int64_t per = std::max<std::int64_t>(1, (nkb + want - 1) / want);
   const std::int64_t chunks = std::max<std::int64_t>(1, (nkb + per - 1) / per);
   PooledVector<T> parts(chunks > 1 ? static_cast<std::size_t>(BH * chunks * L * E) : 0, T(0));
-  // The gradients start at zero (the products below add into them); 24 MiB at T = 512, so not serially.
-  for (auto [ptr, n] : {std::pair<T*, std::int64_t>{dq, BH * L * E}, {dk, BH * S * E}, {dv, BH * S * Ev}})
-    if (ptr)
-      parallel_for(n, kGrainCheap, [ptr = ptr](std::int64_t b, std::int64_t e) { std::fill(ptr + b, ptr + e, T(0)); });
+  // No pass that zeroes the gradients: the first product into each block of dk, dv (its first
+  // query block) and of dq (the first key block, unsplit keys) overwrites it (beta = 0, which adds
+  // the same first term as 0 + x would); key blocks no query sees (causal, L < S) are zeroed.
   const double unit_flops = 2.0 * double(L) * double(std::min(S, per * bk)) * double(3 * E + 2 * Ev);
   parallel_for(BH * chunks, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
     PooledVector<T> P(probs ? 0 : bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
@@ -240,7 +239,13 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
       const T* Q = p.q + p.q_off[bh];
       for (std::int64_t jb = chunk * per; jb < std::min(nkb, (chunk + 1) * per); ++jb) {
         const std::int64_t j0 = jb * bk, nk = std::min(bk, S - j0);
-        for (std::int64_t qb = p.causal ? j0 / bq : 0; qb < nqb; ++qb) {
+        const std::int64_t qb_first = p.causal ? j0 / bq : 0;
+        if (qb_first >= nqb) {
+          if (dv) std::fill(dv + (bh * S + j0) * Ev, dv + (bh * S + j0 + nk) * Ev, T(0));
+          if (dk) std::fill(dk + (bh * S + j0) * E, dk + (bh * S + j0 + nk) * E, T(0));
+        }
+        for (std::int64_t qb = qb_first; qb < nqb; ++qb) {
+          const T beta_kv = qb == qb_first ? T(0) : T(1), beta_q = chunks == 1 && jb == 0 ? T(0) : T(1);
           const std::int64_t i0 = qb * bq, nq = std::min(bq, L - i0);
           const T* dO = dout + (bh * L + i0) * Ev;
           // The block of probabilities: the forward's, or recomputed from the scores and lse.
@@ -264,7 +269,7 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
             Zp = Z.data();
             ldz = bk;
           }
-          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, ldz, dO, Ev, T(1), dv + (bh * S + j0) * Ev, Ev);
+          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, ldz, dO, Ev, beta_kv, dv + (bh * S + j0) * Ev, Ev);
           gemm<T>(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), bk);
           for (std::int64_t r = 0; r < nq; ++r) {
             const T d = D[bh * L + i0 + r];
@@ -281,8 +286,8 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
               for (std::int64_t c = 0; c < nk; ++c) g[c] = pr[c] * (g[c] - d);
             }
           }
-          gemm<T>(false, false, nq, E, nk, p.scale, dP.data(), bk, K + j0 * E, E, T(1), dQ + i0 * E, E);
-          if (dk) gemm<T>(true, false, nk, E, nq, p.scale, dP.data(), bk, Q + i0 * E, E, T(1), dk + (bh * S + j0) * E, E);
+          gemm<T>(false, false, nq, E, nk, p.scale, dP.data(), bk, K + j0 * E, E, beta_q, dQ + i0 * E, E);
+          if (dk) gemm<T>(true, false, nk, E, nq, p.scale, dP.data(), bk, Q + i0 * E, E, beta_kv, dk + (bh * S + j0) * E, E);
         }
       }
     }
@@ -293,7 +298,9 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
         for (std::int64_t c = 0; c < chunks; ++c) {
           const T* part = parts.data() + (bh * chunks + c) * L * E;
           T* d = dq + bh * L * E;
-          for (std::int64_t i = 0; i < L * E; ++i) d[i] += part[i];
+          if (c == 0) std::copy(part, part + L * E, d);
+          else
+            for (std::int64_t i = 0; i < L * E; ++i) d[i] += part[i];
         }
     });
 }
