@@ -4,8 +4,8 @@
 // between them, which stays in L1/L2. A row's arithmetic does not depend on how the blocks are
 // shared between threads, and the backward's partial query gradients (when the keys are split for
 // parallelism) are added in a fixed order, so results do not depend on the thread count.
-// With at most kSaveProbsMaxKeys keys the forward can keep the probabilities (forward_keeping_probs)
-// and the backward reads them: six products instead of seven, and no second exp.
+// With at most kSaveProbsMaxKeys keys the forward can keep the probabilities, exp(s - lse) as the
+// backward would recompute them, bit for bit: the backward reads them and does six products, not seven.
 #include "autograd/kernels/attention.h"
 
 #include <algorithm>
@@ -77,11 +77,27 @@ void dropout_factors(const AttentionProblem<T>& p, std::uint64_t first, std::int
   }
 }
 
+template <class T>
+using GemmFn = void (*)(bool, bool, std::int64_t, std::int64_t, std::int64_t, T, const T*, std::int64_t, const T*,
+                        std::int64_t, T, T*, std::int64_t);
+template <class T>
+void gemm_maybe_parallel(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A,
+                         std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
+  gemm<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+// The product of two blocks. With tasks enough for every thread it stays on the task's thread: the
+// library GEMM would split a 128 x 128 product again (a nested TBB loop, the shared operand packed
+// twice). With few tasks (few heads) the products are where the parallelism is.
+template <class T>
+GemmFn<T> block_product(std::int64_t tasks) {
+  return tasks >= 2 * std::int64_t{num_threads()} ? &gemm_serial<T> : &gemm_maybe_parallel<T>;
+}
+
 // Sb (nq x nk, leading dim bk) = scale q[i0:] k[j0:]ᵀ + mask, causal positions -inf.
 template <class T>
-void score_block(const AttentionProblem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t nq, std::int64_t j0,
-                 std::int64_t nk, T* Sb, std::int64_t bk) {
-  gemm<T>(false, true, nq, nk, p.E, p.scale, p.q + p.q_off[bh] + i0 * p.E, p.E, p.k + p.k_off[bh] + j0 * p.E, p.E,
+void score_block(GemmFn<T> mm, const AttentionProblem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t nq,
+                 std::int64_t j0, std::int64_t nk, T* Sb, std::int64_t bk) {
+  mm(false, true, nq, nk, p.E, p.scale, p.q + p.q_off[bh] + i0 * p.E, p.E, p.k + p.k_off[bh] + j0 * p.E, p.E,
           T(0), Sb, bk);
   if (p.mask_kind == AttentionMaskKind::additive) {
     for (std::int64_t r = 0; r < nq; ++r) {
@@ -108,60 +124,14 @@ std::int64_t task_grain(double unit_flops) {
 
 }  // namespace
 
-// All keys in one block, the probabilities kept: per block of query rows the scores go straight
-// into probs, and the softmax is normalised there after the product with v. Every operation on
-// out and lse is the one the online loop below does with a single key block, so the output does
-// not depend on whether the probabilities were kept (i.e. on whether a gradient is recorded).
-template <class T>
-void forward_keeping_probs(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
-  const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal);
-  const std::int64_t nqb = (L + bq - 1) / bq;
-  const double unit_flops = 2.0 * double(std::min(L, bq)) * double(S) * double(p.E + Ev);
-  parallel_for(p.BH * nqb, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
-    PooledVector<T> Z(p.dropout_p > 0 ? bq * S : 0), F(p.dropout_p > 0 ? S : 0);
-    T inv[kMaxBlock];
-    for (std::int64_t u = begin; u < end; ++u) {
-      const std::int64_t bh = u / nqb, i0 = (u % nqb) * bq, nq = std::min(bq, L - i0);
-      T* P = probs + (bh * L + i0) * S;
-      // Causal: keys after the block's last row are masked for every row of it.
-      const std::int64_t nk = p.causal ? std::min(S, i0 + nq) : S;
-      score_block(p, bh, i0, nq, 0, nk, P, S);
-      for (std::int64_t r = 0; r < nq; ++r) {
-        T* s = P + r * S;
-        const T m = max_contiguous(s, nk);
-        const T m_use = m == kNegInf<T> ? T(0) : m;  // no allowed key: l = 0, the row NaN as PyTorch
-        const T l = exp_row(s, nk, m_use);
-        inv[r] = T(1) / l;
-        lse[bh * L + i0 + r] = m_use + std::log(l);
-        if (p.dropout_p > 0) {
-          dropout_factors(p, static_cast<std::uint64_t>((bh * L + i0 + r) * S), nk, F.data());
-          for (std::int64_t c = 0; c < nk; ++c) Z[r * S + c] = s[c] * F[c];
-        }
-      }
-      T* o = out + (bh * L + i0) * Ev;
-      gemm<T>(false, false, nq, Ev, nk, T(1), p.dropout_p > 0 ? Z.data() : P, S, p.v + p.v_off[bh], Ev, T(0), o, Ev);
-      for (std::int64_t r = 0; r < nq; ++r) {
-        for (std::int64_t c = 0; c < Ev; ++c) o[r * Ev + c] *= inv[r];
-        T* s = P + r * S;
-        for (std::int64_t c = 0; c < nk; ++c) s[c] *= inv[r];
-        std::fill(s + nk, s + S, T(0));
-      }
-    }
-  });
-}
-
 template <class T>
 void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
-  if (probs) {
-    if (p.S > kSaveProbsMaxKeys) throw std::logic_error("attention_forward: probs kept only for S <= kSaveProbsMaxKeys");
-    forward_keeping_probs(p, out, lse, probs);
-    return;
-  }
-  // Keys that fit in one block take one (also with causal's smaller blocks), as the path above.
-  const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal);
-  const std::int64_t bk = S <= kSaveProbsMaxKeys ? kSaveProbsMaxKeys : bq;
+  if (probs && p.S > kSaveProbsMaxKeys)
+    throw std::logic_error("attention_forward: probs kept only for S <= kSaveProbsMaxKeys");
+  const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
   const std::int64_t nqb = (L + bq - 1) / bq;
   const double unit_flops = 2.0 * double(std::min(L, bq)) * double(S) * double(p.E + Ev);
+  const GemmFn<T> mm = block_product<T>(p.BH * nqb);
   parallel_for(p.BH * nqb, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
     PooledVector<T> Sb(bq * bk), O(bq * Ev), F(p.dropout_p > 0 ? bk : 0);
     T m[kMaxBlock], l[kMaxBlock];
@@ -174,7 +144,10 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
       const std::int64_t s_end = p.causal ? std::min(S, i0 + nq) : S;
       for (std::int64_t j0 = 0; j0 < s_end; j0 += bk) {
         const std::int64_t nk = std::min(bk, s_end - j0);
-        score_block(p, bh, i0, nq, j0, nk, Sb.data(), bk);
+        score_block(mm, p, bh, i0, nq, j0, nk, Sb.data(), bk);
+        if (probs)  // the scores, turned into probabilities once lse is known
+          for (std::int64_t r = 0; r < nq; ++r)
+            std::copy(Sb.data() + r * bk, Sb.data() + r * bk + nk, probs + (bh * L + i0 + r) * S + j0);
         for (std::int64_t r = 0; r < nq; ++r) {
           T* s = Sb.data() + r * bk;
           const T m_new = std::max(m[r], max_contiguous(s, nk));
@@ -190,13 +163,18 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
             for (std::int64_t c = 0; c < nk; ++c) s[c] *= F[c];
           }
         }
-        gemm<T>(false, false, nq, Ev, nk, T(1), Sb.data(), bk, p.v + p.v_off[bh] + j0 * Ev, Ev, T(1), O.data(), Ev);
+        mm(false, false, nq, Ev, nk, T(1), Sb.data(), bk, p.v + p.v_off[bh] + j0 * Ev, Ev, T(1), O.data(), Ev);
       }
       for (std::int64_t r = 0; r < nq; ++r) {
         const T inv = T(1) / l[r];  // l = 0 (no allowed key): 0 * inf = NaN, as PyTorch
         T* o = out + (bh * L + i0 + r) * Ev;
         for (std::int64_t c = 0; c < Ev; ++c) o[c] = O[r * Ev + c] * inv;
         lse[bh * L + i0 + r] = (m[r] == kNegInf<T> ? T(0) : m[r]) + std::log(l[r]);
+        if (probs) {  // exp(s - lse): the very values the backward would recompute
+          T* pr = probs + (bh * L + i0 + r) * S;
+          exp_row(pr, s_end, lse[bh * L + i0 + r]);
+          std::fill(pr + s_end, pr + S, T(0));
+        }
       }
     }
   });
@@ -229,6 +207,7 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   // query block) and of dq (the first key block, unsplit keys) overwrites it (beta = 0, which adds
   // the same first term as 0 + x would); key blocks no query sees (causal, L < S) are zeroed.
   const double unit_flops = 2.0 * double(L) * double(std::min(S, per * bk)) * double(3 * E + 2 * Ev);
+  const GemmFn<T> mm = block_product<T>(BH * chunks);
   parallel_for(BH * chunks, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
     PooledVector<T> P(probs ? 0 : bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
     for (std::int64_t u = begin; u < end; ++u) {
@@ -255,7 +234,7 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
             Pb = probs + (bh * L + i0) * S + j0;
             ldp = S;
           } else {
-            score_block(p, bh, i0, nq, j0, nk, P.data(), bk);
+            score_block(mm, p, bh, i0, nq, j0, nk, P.data(), bk);
             for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * bk, nk, lse[bh * L + i0 + r]);
           }
           const T* Zp = Pb;
@@ -269,8 +248,8 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
             Zp = Z.data();
             ldz = bk;
           }
-          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, ldz, dO, Ev, beta_kv, dv + (bh * S + j0) * Ev, Ev);
-          gemm<T>(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), bk);
+          if (dv) mm(true, false, nk, Ev, nq, T(1), Zp, ldz, dO, Ev, beta_kv, dv + (bh * S + j0) * Ev, Ev);
+          mm(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), bk);
           for (std::int64_t r = 0; r < nq; ++r) {
             const T d = D[bh * L + i0 + r];
             T* g = dP.data() + r * bk;
@@ -286,8 +265,8 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
               for (std::int64_t c = 0; c < nk; ++c) g[c] = pr[c] * (g[c] - d);
             }
           }
-          gemm<T>(false, false, nq, E, nk, p.scale, dP.data(), bk, K + j0 * E, E, beta_q, dQ + i0 * E, E);
-          if (dk) gemm<T>(true, false, nk, E, nq, p.scale, dP.data(), bk, Q + i0 * E, E, beta_kv, dk + (bh * S + j0) * E, E);
+          mm(false, false, nq, E, nk, p.scale, dP.data(), bk, K + j0 * E, E, beta_q, dQ + i0 * E, E);
+          if (dk) mm(true, false, nk, E, nq, p.scale, dP.data(), bk, Q + i0 * E, E, beta_kv, dk + (bh * S + j0) * E, E);
         }
       }
     }

@@ -36,7 +36,8 @@ constexpr std::int64_t kSaveProbsMaxKeys = 128;
 
 /// out (BH, L, Ev); lse (BH, L): log Σ exp of each row's scores (-inf for a row with no allowed
 /// key, whose output is NaN as PyTorch's). probs (optional, only with S <= kSaveProbsMaxKeys):
-/// the softmax (BH, L, S) before dropout, 0 where masked, NaN in a row with no allowed key.
+/// the softmax (BH, L, S) before dropout as exp(score - lse), the values attention_backward would
+/// recompute, bit for bit; 0 where masked, NaN in a row with no allowed key.
 template <class T>
 void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs = nullptr);
 

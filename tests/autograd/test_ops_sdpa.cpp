@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -257,7 +258,7 @@ TEST(ScaledDotProductAttentionFused, KeptProbabilitiesEqualTheCompositeAroundThe
     const Tensor float_pad = Tensor::normal({2, 1, 1, S}, 0, 2, gen, DType::f64);
     const Shape q{2, 2, L, 16}, k{2, 2, S, 16}, v{2, 2, S, 8};
     const std::vector<std::pair<std::string, Sdpa>> cases = {
-        {"plain", {q, k, v}},
+        {"plain", {q, k, v, Tensor()}},
         {"bool (L, S)", {q, k, v, bool_ls}},
         {"float (L, S) with -inf", {q, k, v, float_ls}},
         {"float (B, 1, 1, S)", {q, k, v, float_pad}},
@@ -265,7 +266,7 @@ TEST(ScaledDotProductAttentionFused, KeptProbabilitiesEqualTheCompositeAroundThe
         {"causal L>S", {{2, 150, 16}, {2, S, 16}, {2, S, 8}, Tensor(), true}},
         {"causal square", {{3, S, 16}, {3, S, 16}, {3, S, 8}, Tensor(), true}},
         {"dropout", {q, k, v, Tensor(), false, 0.3}},
-        {"dropout bool causal", {{2, S, 16}, {2, S, 16}, {2, S, 8}, Tensor(), true, 0.4}},
+        {"dropout causal", {{2, S, 16}, {2, S, 16}, {2, S, 8}, Tensor(), true, 0.4}},
         {"dropout bool", {q, k, v, bool_ls, false, 0.2}},
     };
     for (const DType dtype : {DType::f64, DType::f32})
@@ -298,5 +299,80 @@ TEST(ScaledDotProductAttentionFused, KeptProbabilitiesChangeNoBitsOfTheOutputOrA
       tg::set_num_threads(0);
       EXPECT_EQ(plain.to_vector<float>(), one[0].to_vector<float>());
       for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(one[i].to_vector<float>(), two[i].to_vector<float>()) << "tensor " << i;
+    }
+}
+
+// The kernels with and without kept probabilities give the same bits: the kept ones are the values
+// the backward would recompute (S = 65 and 128 with causal's blocks of 64 span two key blocks).
+TEST(ScaledDotProductAttentionFused, KeptProbabilitiesAreBitForBitTheRecomputedOnes) {
+  namespace k = tg::kernels;
+  const std::int64_t BH = 3, L = 70, E = 16, Ev = 8;
+  std::uint64_t state = 41;
+  auto uniform = [&] {  // splitmix64 in [-2, 2)
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return static_cast<float>((z ^ (z >> 31)) >> 40) / float(1 << 24) * 4.0f - 2.0f;
+  };
+  for (const std::int64_t S : {std::int64_t{1}, std::int64_t{65}, std::int64_t{128}})
+    for (const int variant : {0, 1, 2, 3, 4}) {  // plain, causal, additive mask, allow mask, dropout
+      SCOPED_TRACE("S = " + std::to_string(S) + ", variant " + std::to_string(variant));
+      std::vector<float> q(BH * L * E), kk(BH * S * E), v(BH * S * Ev), dout(BH * L * Ev), add(L * S);
+      std::vector<std::int64_t> allow(L * S);
+      for (auto* x : {&q, &kk, &v, &dout, &add})
+        for (float& e : *x) e = uniform();
+      for (std::int64_t i = 0; i < L * S; ++i) allow[i] = (i * 7) % 5 != 0;
+      for (std::int64_t s = 0; s < S; ++s) allow[4 * S + s] = 0;  // a row with no allowed key
+      std::vector<std::int64_t> q_off(BH), k_off(BH), v_off(BH), m_off(BH, 0);
+      for (std::int64_t b = 0; b < BH; ++b) q_off[b] = b * L * E, k_off[b] = b * S * E, v_off[b] = b * S * Ev;
+      k::AttentionProblem<float> p;
+      p.BH = BH, p.L = L, p.S = S, p.E = E, p.Ev = Ev;
+      p.q = q.data(), p.k = kk.data(), p.v = v.data();
+      p.q_off = q_off.data(), p.k_off = k_off.data(), p.v_off = v_off.data();
+      p.scale = 0.25f;
+      p.causal = variant == 1;
+      p.mask_kind = variant == 2 ? k::AttentionMaskKind::additive
+                    : variant == 3 ? k::AttentionMaskKind::allow
+                                   : k::AttentionMaskKind::none;
+      p.mask_add = add.data(), p.mask_allow = allow.data(), p.mask_off = m_off.data(), p.mask_sl = S, p.mask_ss = 1;
+      p.dropout_p = variant == 4 ? 0.3 : 0.0;
+      p.seed = 77;
+      std::vector<float> out[2], lse[2], dq[2], dk[2], dv[2], probs(BH * L * S, -1.0f);
+      for (int kept = 0; kept < 2; ++kept) {
+        out[kept].resize(BH * L * Ev), lse[kept].resize(BH * L);
+        dq[kept].resize(BH * L * E), dk[kept].resize(BH * S * E), dv[kept].resize(BH * S * Ev);
+        float* pr = kept ? probs.data() : nullptr;
+        k::attention_forward(p, out[kept].data(), lse[kept].data(), pr);
+        k::attention_backward(p, out[kept].data(), lse[kept].data(), dout.data(), dq[kept].data(), dk[kept].data(),
+                              dv[kept].data(), pr);
+      }
+      auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+      };
+      EXPECT_TRUE(same_bits(out[0], out[1]));
+      EXPECT_TRUE(same_bits(lse[0], lse[1]));
+      EXPECT_TRUE(same_bits(dq[0], dq[1]));
+      EXPECT_TRUE(same_bits(dk[0], dk[1]));
+      EXPECT_TRUE(same_bits(dv[0], dv[1]));
+      // And they are probabilities: rows sum to 1 (NaN for the row with no allowed key), 0 where masked.
+      for (std::int64_t row = 0; row < BH * L; ++row) {
+        const std::int64_t l = row % L;
+        double total = 0;
+        bool any_allowed = false;
+        for (std::int64_t s = 0; s < S; ++s) {
+          const float x = probs[row * S + s];
+          const bool blocked = (p.causal && s > l) || (variant == 3 && allow[l * S + s] == 0);
+          if (blocked) {
+            EXPECT_TRUE(x == 0.0f || std::isnan(x));
+          }
+          any_allowed = any_allowed || !blocked;
+          total += x;
+        }
+        if (any_allowed) {
+          EXPECT_NEAR(total, 1.0, 1e-5) << "row " << row;
+        } else {
+          EXPECT_TRUE(std::isnan(total)) << "row " << row;
+        }
+      }
     }
 }
