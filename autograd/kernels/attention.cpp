@@ -37,16 +37,16 @@ constexpr double kTaskFlops = 1e6;
 
 template <class T> constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-// x[i] = exp(x[i] - m) in place; returns the sum. The tail goes through the same vector exp.
+// y[i] = exp(x[i] - m) (y may be x); returns the sum. The tail goes through the same vector exp.
 template <class T>
-T exp_row(T* x, std::int64_t n, T m) {
+T exp_row(const T* x, T* y, std::int64_t n, T m) {
   constexpr std::int64_t W = Batch<T>::size;
   const Batch<T> M(m);
   Batch<T> acc(T(0));
   std::int64_t i = 0;
   for (; i + W <= n; i += W) {
     const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - M);
-    e.store_unaligned(x + i);
+    e.store_unaligned(y + i);
     acc += e;
   }
   T s = xsimd::hadd(acc);
@@ -56,11 +56,16 @@ T exp_row(T* x, std::int64_t n, T m) {
     std::copy(x + i, x + n, buf);
     xsimd::exp(Batch<T>::load_aligned(buf) - M).store_aligned(buf);
     for (std::int64_t k = 0; k < n - i; ++k) {
-      x[i + k] = buf[k];
+      y[i + k] = buf[k];
       s += buf[k];
     }
   }
   return s;
+}
+
+template <class T>
+T exp_row(T* x, std::int64_t n, T m) {
+  return exp_row(x, x, n, m);
 }
 
 // Dropout factors (0 or 1/(1-p)) of elements first, ..., first + n - 1 of the (BH, L, S)
@@ -144,15 +149,17 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
       const std::int64_t s_end = p.causal ? std::min(S, i0 + nq) : S;
       for (std::int64_t j0 = 0; j0 < s_end; j0 += bk) {
         const std::int64_t nk = std::min(bk, s_end - j0);
-        score_block(mm, p, bh, i0, nq, j0, nk, Sb.data(), bk);
-        if (probs)  // the scores, turned into probabilities once lse is known
-          for (std::int64_t r = 0; r < nq; ++r)
-            std::copy(Sb.data() + r * bk, Sb.data() + r * bk + nk, probs + (bh * L + i0 + r) * S + j0);
+        // Kept probabilities: the scores stay in probs (exponentiated once lse is known), their
+        // exp(s - m) goes to Sb.
+        T* Sc = probs ? probs + (bh * L + i0) * S + j0 : Sb.data();
+        const std::int64_t lds = probs ? S : bk;
+        score_block(mm, p, bh, i0, nq, j0, nk, Sc, lds);
         for (std::int64_t r = 0; r < nq; ++r) {
+          const T* sc = Sc + r * lds;
           T* s = Sb.data() + r * bk;
-          const T m_new = std::max(m[r], max_contiguous(s, nk));
+          const T m_new = std::max(m[r], max_contiguous(sc, nk));
           const T m_use = m_new == kNegInf<T> ? T(0) : m_new;  // nothing allowed yet: all terms 0
-          const T sum = exp_row(s, nk, m_use);
+          const T sum = exp_row(sc, s, nk, m_use);
           const T corr = std::exp(m[r] - m_use);
           l[r] = l[r] * corr + sum;
           m[r] = m_new;
