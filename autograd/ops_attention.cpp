@@ -325,14 +325,20 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   const std::uint64_t seed = dropout_p > 0.0 ? gen->next_u64() : 0;  // one draw, as tg::dropout
   Tensor out = Tensor::empty(with_last2(lay.batch, lay.L, lay.Ev), query.dtype());
   Tensor lse = Tensor::empty(Shape{lay.BH * lay.L}, query.dtype());
+  // Short key ranges: the backward reads the forward's probabilities (at most kSaveProbsMaxKeys
+  // per query row) instead of recomputing q kᵀ, the seventh product.
+  const Tensor qkv[] = {query, key, value};
+  Tensor probs = lay.S <= kernels::kSaveProbsMaxKeys && detail::should_record(qkv, 3)
+                     ? Tensor::empty(Shape{lay.BH * lay.L * lay.S}, query.dtype())
+                     : Tensor();
   kernels::dispatch_floating(kSdpa, query.dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::attention_forward(sdpa_problem<T>(lay, query, key, value, mask, s, is_causal, dropout_p, seed),
-                               out.data<T>(), lse.data<T>());
+                               out.data<T>(), lse.data<T>(), probs.defined() ? probs.data<T>() : nullptr);
   });
   return record(kSdpa, out, {query, key, value},
                 [q = query.detach(), k = key.detach(), v = value.detach(), m = mask.data, kind = mask.kind,
-                 o = out.detach(), lse, s, is_causal, dropout_p, seed](BackwardContext& ctx) {
+                 o = out.detach(), lse, probs, s, is_causal, dropout_p, seed](BackwardContext& ctx) {
     const SdpaLayout lay = sdpa_layout(q, k, v, m);
     const Tensor& g = ctx.grad_output();
     Tensor dq = Tensor::empty(with_last2(lay.batch, lay.L, lay.E), q.dtype());
@@ -342,11 +348,12 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
       using T = decltype(tag);
       kernels::attention_backward(sdpa_problem<T>(lay, q, k, v, MaskArg{kind, m}, s, is_causal, dropout_p, seed),
                                   o.data<T>(), lse.data<T>(), g.data<T>(), dq.data<T>(),
-                                  dk.defined() ? dk.data<T>() : nullptr, dv.defined() ? dv.data<T>() : nullptr);
+                                  dk.defined() ? dk.data<T>() : nullptr, dv.defined() ? dv.data<T>() : nullptr,
+                                  probs.defined() ? probs.data<T>() : nullptr);
     });
-    if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(dq, q.shape()));
-    if (dk.defined()) ctx.accumulate(1, kernels::sum_to(dk, k.shape()));
-    if (dv.defined()) ctx.accumulate(2, kernels::sum_to(dv, v.shape()));
+    if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(std::move(dq), q.shape()));
+    if (dk.defined()) ctx.accumulate(1, kernels::sum_to(std::move(dk), k.shape()));
+    if (dv.defined()) ctx.accumulate(2, kernels::sum_to(std::move(dv), v.shape()));
   }, [query, key, value, attn_mask, dropout_p, is_causal, scale](GradGraphContext& ctx) {
     // The dropout mask came from the generator's draw in the forward; the composed form cannot
     // draw it again.

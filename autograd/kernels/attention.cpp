@@ -4,11 +4,14 @@
 // between them, which stays in L1/L2. A row's arithmetic does not depend on how the blocks are
 // shared between threads, and the backward's partial query gradients (when the keys are split for
 // parallelism) are added in a fixed order, so results do not depend on the thread count.
+// With at most kSaveProbsMaxKeys keys the forward can keep the probabilities, exp(s - lse) as the
+// backward would recompute them, bit for bit: the backward reads them and does six products, not seven.
 #include "autograd/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -34,16 +37,16 @@ constexpr double kTaskFlops = 1e6;
 
 template <class T> constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-// x[i] = exp(x[i] - m) in place; returns the sum. The tail goes through the same vector exp.
+// y[i] = exp(x[i] - m) (y may be x); returns the sum. The tail goes through the same vector exp.
 template <class T>
-T exp_row(T* x, std::int64_t n, T m) {
+T exp_row(const T* x, T* y, std::int64_t n, T m) {
   constexpr std::int64_t W = Batch<T>::size;
   const Batch<T> M(m);
   Batch<T> acc(T(0));
   std::int64_t i = 0;
   for (; i + W <= n; i += W) {
     const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - M);
-    e.store_unaligned(x + i);
+    e.store_unaligned(y + i);
     acc += e;
   }
   T s = xsimd::hadd(acc);
@@ -53,11 +56,16 @@ T exp_row(T* x, std::int64_t n, T m) {
     std::copy(x + i, x + n, buf);
     xsimd::exp(Batch<T>::load_aligned(buf) - M).store_aligned(buf);
     for (std::int64_t k = 0; k < n - i; ++k) {
-      x[i + k] = buf[k];
+      y[i + k] = buf[k];
       s += buf[k];
     }
   }
   return s;
+}
+
+template <class T>
+T exp_row(T* x, std::int64_t n, T m) {
+  return exp_row(x, x, n, m);
 }
 
 // Dropout factors (0 or 1/(1-p)) of elements first, ..., first + n - 1 of the (BH, L, S)
@@ -74,11 +82,27 @@ void dropout_factors(const AttentionProblem<T>& p, std::uint64_t first, std::int
   }
 }
 
+template <class T>
+using GemmFn = void (*)(bool, bool, std::int64_t, std::int64_t, std::int64_t, T, const T*, std::int64_t, const T*,
+                        std::int64_t, T, T*, std::int64_t);
+template <class T>
+void gemm_maybe_parallel(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, T alpha, const T* A,
+                         std::int64_t lda, const T* B, std::int64_t ldb, T beta, T* C, std::int64_t ldc) {
+  gemm<T>(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+// The product of two blocks. With tasks enough for every thread it stays on the task's thread: the
+// library GEMM would split a 128 x 128 product again (a nested TBB loop, the shared operand packed
+// twice). With few tasks (few heads) the products are where the parallelism is.
+template <class T>
+GemmFn<T> block_product(std::int64_t tasks) {
+  return tasks >= 2 * std::int64_t{num_threads()} ? &gemm_serial<T> : &gemm_maybe_parallel<T>;
+}
+
 // Sb (nq x nk, leading dim bk) = scale q[i0:] k[j0:]ᵀ + mask, causal positions -inf.
 template <class T>
-void score_block(const AttentionProblem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t nq, std::int64_t j0,
-                 std::int64_t nk, T* Sb, std::int64_t bk) {
-  gemm<T>(false, true, nq, nk, p.E, p.scale, p.q + p.q_off[bh] + i0 * p.E, p.E, p.k + p.k_off[bh] + j0 * p.E, p.E,
+void score_block(GemmFn<T> mm, const AttentionProblem<T>& p, std::int64_t bh, std::int64_t i0, std::int64_t nq,
+                 std::int64_t j0, std::int64_t nk, T* Sb, std::int64_t bk) {
+  mm(false, true, nq, nk, p.E, p.scale, p.q + p.q_off[bh] + i0 * p.E, p.E, p.k + p.k_off[bh] + j0 * p.E, p.E,
           T(0), Sb, bk);
   if (p.mask_kind == AttentionMaskKind::additive) {
     for (std::int64_t r = 0; r < nq; ++r) {
@@ -106,10 +130,13 @@ std::int64_t task_grain(double unit_flops) {
 }  // namespace
 
 template <class T>
-void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
+void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
+  if (probs && p.S > kSaveProbsMaxKeys)
+    throw std::logic_error("attention_forward: probs kept only for S <= kSaveProbsMaxKeys");
   const std::int64_t L = p.L, S = p.S, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
   const std::int64_t nqb = (L + bq - 1) / bq;
   const double unit_flops = 2.0 * double(std::min(L, bq)) * double(S) * double(p.E + Ev);
+  const GemmFn<T> mm = block_product<T>(p.BH * nqb);
   parallel_for(p.BH * nqb, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
     PooledVector<T> Sb(bq * bk), O(bq * Ev), F(p.dropout_p > 0 ? bk : 0);
     T m[kMaxBlock], l[kMaxBlock];
@@ -122,12 +149,17 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
       const std::int64_t s_end = p.causal ? std::min(S, i0 + nq) : S;
       for (std::int64_t j0 = 0; j0 < s_end; j0 += bk) {
         const std::int64_t nk = std::min(bk, s_end - j0);
-        score_block(p, bh, i0, nq, j0, nk, Sb.data(), bk);
+        // Kept probabilities: the scores stay in probs (exponentiated once lse is known), their
+        // exp(s - m) goes to Sb.
+        T* Sc = probs ? probs + (bh * L + i0) * S + j0 : Sb.data();
+        const std::int64_t lds = probs ? S : bk;
+        score_block(mm, p, bh, i0, nq, j0, nk, Sc, lds);
         for (std::int64_t r = 0; r < nq; ++r) {
+          const T* sc = Sc + r * lds;
           T* s = Sb.data() + r * bk;
-          const T m_new = std::max(m[r], max_contiguous(s, nk));
+          const T m_new = std::max(m[r], max_contiguous(sc, nk));
           const T m_use = m_new == kNegInf<T> ? T(0) : m_new;  // nothing allowed yet: all terms 0
-          const T sum = exp_row(s, nk, m_use);
+          const T sum = exp_row(sc, s, nk, m_use);
           const T corr = std::exp(m[r] - m_use);
           l[r] = l[r] * corr + sum;
           m[r] = m_new;
@@ -138,20 +170,26 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse) {
             for (std::int64_t c = 0; c < nk; ++c) s[c] *= F[c];
           }
         }
-        gemm<T>(false, false, nq, Ev, nk, T(1), Sb.data(), bk, p.v + p.v_off[bh] + j0 * Ev, Ev, T(1), O.data(), Ev);
+        mm(false, false, nq, Ev, nk, T(1), Sb.data(), bk, p.v + p.v_off[bh] + j0 * Ev, Ev, T(1), O.data(), Ev);
       }
       for (std::int64_t r = 0; r < nq; ++r) {
         const T inv = T(1) / l[r];  // l = 0 (no allowed key): 0 * inf = NaN, as PyTorch
         T* o = out + (bh * L + i0 + r) * Ev;
         for (std::int64_t c = 0; c < Ev; ++c) o[c] = O[r * Ev + c] * inv;
         lse[bh * L + i0 + r] = (m[r] == kNegInf<T> ? T(0) : m[r]) + std::log(l[r]);
+        if (probs) {  // exp(s - lse): the very values the backward would recompute
+          T* pr = probs + (bh * L + i0 + r) * S;
+          exp_row(pr, s_end, lse[bh * L + i0 + r]);
+          std::fill(pr + s_end, pr + S, T(0));
+        }
       }
     }
   });
 }
 
 template <class T>
-void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
+                        const T* probs) {
   const std::int64_t BH = p.BH, L = p.L, S = p.S, E = p.E, Ev = p.Ev, bq = block_side(p.causal), bk = bq;
   const std::int64_t nqb = (L + bq - 1) / bq, nkb = (S + bk - 1) / bk;
   // D = rowsum(dout * out): the softmax backward's Σ_j dP_ij P_ij (also with dropout).
@@ -172,13 +210,13 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
   const std::int64_t per = std::max<std::int64_t>(1, (nkb + want - 1) / want);
   const std::int64_t chunks = std::max<std::int64_t>(1, (nkb + per - 1) / per);
   PooledVector<T> parts(chunks > 1 ? static_cast<std::size_t>(BH * chunks * L * E) : 0, T(0));
-  // The gradients start at zero (the products below add into them); 24 MiB at T = 512, so not serially.
-  for (auto [ptr, n] : {std::pair<T*, std::int64_t>{dq, BH * L * E}, {dk, BH * S * E}, {dv, BH * S * Ev}})
-    if (ptr)
-      parallel_for(n, kGrainCheap, [ptr = ptr](std::int64_t b, std::int64_t e) { std::fill(ptr + b, ptr + e, T(0)); });
+  // No pass that zeroes the gradients: the first product into each block of dk, dv (its first
+  // query block) and of dq (the first key block, unsplit keys) overwrites it (beta = 0, which adds
+  // the same first term as 0 + x would); key blocks no query sees (causal, L < S) are zeroed.
   const double unit_flops = 2.0 * double(L) * double(std::min(S, per * bk)) * double(3 * E + 2 * Ev);
+  const GemmFn<T> mm = block_product<T>(BH * chunks);
   parallel_for(BH * chunks, task_grain(unit_flops), [&](std::int64_t begin, std::int64_t end) {
-    PooledVector<T> P(bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
+    PooledVector<T> P(probs ? 0 : bq * bk), dP(bq * bk), F(p.dropout_p > 0 ? bq * bk : 0), Z(p.dropout_p > 0 ? bq * bk : 0);
     for (std::int64_t u = begin; u < end; ++u) {
       const std::int64_t bh = u / chunks, chunk = u % chunks;
       T* dQ = chunks == 1 ? dq + bh * L * E : parts.data() + (bh * chunks + chunk) * L * E;
@@ -187,26 +225,42 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
       const T* Q = p.q + p.q_off[bh];
       for (std::int64_t jb = chunk * per; jb < std::min(nkb, (chunk + 1) * per); ++jb) {
         const std::int64_t j0 = jb * bk, nk = std::min(bk, S - j0);
-        for (std::int64_t qb = p.causal ? j0 / bq : 0; qb < nqb; ++qb) {
+        const std::int64_t qb_first = p.causal ? j0 / bq : 0;
+        if (qb_first >= nqb) {
+          if (dv) std::fill(dv + (bh * S + j0) * Ev, dv + (bh * S + j0 + nk) * Ev, T(0));
+          if (dk) std::fill(dk + (bh * S + j0) * E, dk + (bh * S + j0 + nk) * E, T(0));
+        }
+        for (std::int64_t qb = qb_first; qb < nqb; ++qb) {
+          const T beta_kv = qb == qb_first ? T(0) : T(1), beta_q = chunks == 1 && jb == 0 ? T(0) : T(1);
           const std::int64_t i0 = qb * bq, nq = std::min(bq, L - i0);
           const T* dO = dout + (bh * L + i0) * Ev;
-          score_block(p, bh, i0, nq, j0, nk, P.data(), bk);
-          for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * bk, nk, lse[bh * L + i0 + r]);
-          const T* Zp = P.data();
+          // The block of probabilities: the forward's, or recomputed from the scores and lse.
+          const T* Pb = P.data();
+          std::int64_t ldp = bk;
+          if (probs) {
+            Pb = probs + (bh * L + i0) * S + j0;
+            ldp = S;
+          } else {
+            score_block(mm, p, bh, i0, nq, j0, nk, P.data(), bk);
+            for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * bk, nk, lse[bh * L + i0 + r]);
+          }
+          const T* Zp = Pb;
+          std::int64_t ldz = ldp;
           if (p.dropout_p > 0) {
             for (std::int64_t r = 0; r < nq; ++r) {
               T* f = F.data() + r * bk;
               dropout_factors(p, static_cast<std::uint64_t>((bh * L + i0 + r) * S + j0), nk, f);
-              for (std::int64_t c = 0; c < nk; ++c) Z[r * bk + c] = P[r * bk + c] * f[c];
+              for (std::int64_t c = 0; c < nk; ++c) Z[r * bk + c] = Pb[r * ldp + c] * f[c];
             }
             Zp = Z.data();
+            ldz = bk;
           }
-          if (dv) gemm<T>(true, false, nk, Ev, nq, T(1), Zp, bk, dO, Ev, T(1), dv + (bh * S + j0) * Ev, Ev);
-          gemm<T>(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), bk);
+          if (dv) mm(true, false, nk, Ev, nq, T(1), Zp, ldz, dO, Ev, beta_kv, dv + (bh * S + j0) * Ev, Ev);
+          mm(false, true, nq, nk, Ev, T(1), dO, Ev, V + j0 * Ev, Ev, T(0), dP.data(), bk);
           for (std::int64_t r = 0; r < nq; ++r) {
             const T d = D[bh * L + i0 + r];
             T* g = dP.data() + r * bk;
-            const T* pr = P.data() + r * bk;
+            const T* pr = Pb + r * ldp;
             if (p.mask_kind == AttentionMaskKind::allow && lse[bh * L + i0 + r] == kNegInf<T>) {
               // No allowed key: as the composite's masked_fill, nothing flows through masked scores
               // (the row's NaN weights still reach dv, as there).
@@ -218,8 +272,8 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
               for (std::int64_t c = 0; c < nk; ++c) g[c] = pr[c] * (g[c] - d);
             }
           }
-          gemm<T>(false, false, nq, E, nk, p.scale, dP.data(), bk, K + j0 * E, E, T(1), dQ + i0 * E, E);
-          if (dk) gemm<T>(true, false, nk, E, nq, p.scale, dP.data(), bk, Q + i0 * E, E, T(1), dk + (bh * S + j0) * E, E);
+          mm(false, false, nq, E, nk, p.scale, dP.data(), bk, K + j0 * E, E, beta_q, dQ + i0 * E, E);
+          if (dk) mm(true, false, nk, E, nq, p.scale, dP.data(), bk, Q + i0 * E, E, beta_kv, dk + (bh * S + j0) * E, E);
         }
       }
     }
@@ -230,16 +284,18 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
         for (std::int64_t c = 0; c < chunks; ++c) {
           const T* part = parts.data() + (bh * chunks + c) * L * E;
           T* d = dq + bh * L * E;
-          for (std::int64_t i = 0; i < L * E; ++i) d[i] += part[i];
+          if (c == 0) std::copy(part, part + L * E, d);
+          else
+            for (std::int64_t i = 0; i < L * E; ++i) d[i] += part[i];
         }
     });
 }
 
-template void attention_forward<float>(const AttentionProblem<float>&, float*, float*);
-template void attention_forward<double>(const AttentionProblem<double>&, double*, double*);
+template void attention_forward<float>(const AttentionProblem<float>&, float*, float*, float*);
+template void attention_forward<double>(const AttentionProblem<double>&, double*, double*, double*);
 template void attention_backward<float>(const AttentionProblem<float>&, const float*, const float*, const float*,
-                                        float*, float*, float*);
+                                        float*, float*, float*, const float*);
 template void attention_backward<double>(const AttentionProblem<double>&, const double*, const double*, const double*,
-                                         double*, double*, double*);
+                                         double*, double*, double*, const double*);
 
 }  // namespace tg::kernels

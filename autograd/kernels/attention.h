@@ -4,7 +4,9 @@
 // with q (L, E), k (S, E), v (S, Ev) at per-problem offsets. The forward walks blocks of keys
 // with a running max and sum per query row, so its memory does not grow with S; it saves the
 // row's log-sum-exp. The backward (FlashAttention-2) recomputes each block of probabilities from
-// it instead of storing the L x S matrix.
+// it instead of storing the L x S matrix, except for short key ranges (S <= kSaveProbsMaxKeys):
+// there the forward may keep the probabilities, at most that many per query row, and the backward
+// reads them instead of recomputing q kᵀ and its exp.
 #include <cstdint>
 
 namespace tg::kernels {
@@ -29,14 +31,21 @@ struct AttentionProblem {
   std::uint64_t seed = 0;                    // element i of (BH, L, S) by output i/2 + 1, half i%2
 };
 
+/// Longest key range for which the forward can keep the probabilities (one key block).
+constexpr std::int64_t kSaveProbsMaxKeys = 128;
+
 /// out (BH, L, Ev); lse (BH, L): log Σ exp of each row's scores (-inf for a row with no allowed
-/// key, whose output is NaN as PyTorch's).
+/// key, whose output is NaN as PyTorch's). probs (optional, only with S <= kSaveProbsMaxKeys):
+/// the softmax (BH, L, S) before dropout as exp(score - lse), the values attention_backward would
+/// recompute, bit for bit; 0 where masked, NaN in a row with no allowed key.
 template <class T>
-void attention_forward(const AttentionProblem<T>& p, T* out, T* lse);
+void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs = nullptr);
 
 /// Given out, lse and dout (BH, L, Ev): dq (BH, L, E), dk (BH, S, E), dv (BH, S, Ev), each
-/// overwritten (nullptr: not needed; dq is always computed).
+/// overwritten (nullptr: not needed; dq is always computed). probs: the forward's, or nullptr to
+/// recompute them.
 template <class T>
-void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
+                        const T* probs = nullptr);
 
 }  // namespace tg::kernels

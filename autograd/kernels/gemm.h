@@ -17,6 +17,11 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
           int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const T* bias = nullptr);
 
+/// gemm on the calling thread only, for kernels that already run one product per parallel task.
+template <class T>
+void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                 const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+
 /// `batch` independent products; matrix i uses A + i*stride_a, B + i*stride_b, C + i*stride_c.
 /// A stride of 0 reuses one matrix for every batch entry.
 template <class T>

@@ -238,6 +238,11 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return Tensor(std::move(impl));
 }
 
+Tensor sum_to(Tensor&& g, const Shape& shape) {
+  if (g.shape() == shape) return std::move(g);
+  return sum_to(static_cast<const Tensor&>(g), shape);
+}
+
 Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax) {
   if (x.shape()[axis] == 0) throw std::invalid_argument("max: cannot reduce an axis of size 0");
   const Shape out_shape = reduced_shape(x.shape(), {axis}, keepdim);

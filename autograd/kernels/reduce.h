@@ -41,6 +41,9 @@ class Axes {
 Tensor sum(const Tensor& x, Axes axes, bool keepdim);
 /// Sums a broadcast result back to `shape` (the backward of broadcasting).
 Tensor sum_to(const Tensor& g, const Shape& shape);
+/// The same for a gradient nothing else holds: returned as it is when no sum is needed, so that a
+/// leaf's accumulation can take the buffer instead of copying it.
+Tensor sum_to(Tensor&& g, const Shape& shape);
 /// Max over one axis; `argmax` (i64, same shape as the result) gets the first maximal index.
 Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax);
 

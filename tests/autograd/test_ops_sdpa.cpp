@@ -2,21 +2,25 @@
 // values and every gradient on odd sizes, several key and query blocks, broadcast batch dims,
 // causal, float and i64 masks (rows fully masked, rows masked in the first key blocks only),
 // dropout (the same draws as the composite), float32 and float64; float64 gradchecks; thread
-// independence; the weights path; errors.
+// independence; the weights path; errors. Key lengths up to kernels::kSaveProbsMaxKeys (128) take
+// the path that keeps the probabilities for the backward; longer ones recompute them.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "autograd/dtype.h"
 #include "autograd/gradcheck.h"
+#include "autograd/kernels/attention.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/shape.h"
+#include "autograd/tape.h"
 #include "autograd/tensor.h"
 #include "gradcheck_util.h"
 
@@ -69,7 +73,7 @@ void expect_fused_equals_composed(const Sdpa& c, DType dtype, const std::string&
   const Tensor k = Tensor::normal(c.k, 0, 1, gen, dtype).requires_grad_();
   const Tensor v = Tensor::normal(c.v, 0, 1, gen, dtype).requires_grad_();
   Sdpa cc = c;
-  if (c.mask.defined() && c.mask.dtype() != DType::i64) cc.mask = c.mask.to(dtype);
+  if (c.mask.defined() && is_floating(c.mask.dtype())) cc.mask = c.mask.to(dtype);
   const Tensor probe = run(false, cc, q, k, v, Tensor::zeros({1}, dtype))[0];
   const Tensor r = Tensor::normal(probe.shape(), 0, 1, gen, dtype);
   const auto a = run(true, cc, q, k, v, r), b = run(false, cc, q, k, v, r);
@@ -231,4 +235,144 @@ TEST(ScaledDotProductAttentionFused, GradientOfValueOrKeyAlone) {
     };
     EXPECT_LT(max_abs_diff(grad(true), grad(false)), 1e-12) << "input " << which;
   }
+}
+
+// Short key ranges keep the forward's probabilities for the backward (S <= kSaveProbsMaxKeys);
+// one key more recomputes them. Both against the composite, at and around the boundary, with
+// bool and float masks (fully masked rows, a row allowed only its last key), causal, dropout.
+TEST(ScaledDotProductAttentionFused, KeptProbabilitiesEqualTheCompositeAroundTheOneBlockBoundary) {
+  constexpr std::int64_t kMax = tg::kernels::kSaveProbsMaxKeys;
+  static_assert(kMax == 128, "the cases below straddle S = 128");
+  Generator gen(39);
+  for (const std::int64_t S : {std::int64_t{1}, std::int64_t{65}, kMax - 1, kMax, kMax + 1, std::int64_t{200}}) {
+    const std::int64_t L = 70;
+    std::vector<double> allowed(L * S);
+    for (std::int64_t l = 0; l < L; ++l)
+      for (std::int64_t s = 0; s < S; ++s) allowed[l * S + s] = (l * 7 + s * 3) % 5 != 0 || S == 1;
+    for (std::int64_t s = 0; s < S; ++s) allowed[2 * S + s] = s == S - 1;  // only the last key
+    for (std::int64_t s = 0; s < S; ++s) allowed[4 * S + s] = 0;           // none: NaN, as PyTorch
+    const Tensor bool_ls = Tensor::from_values(allowed, {L, S}, DType::b8);
+    std::vector<double> additive(L * S);
+    for (std::int64_t i = 0; i < L * S; ++i) additive[i] = allowed[i] != 0 ? 0.5 * std::sin(double(i)) : -INFINITY;
+    const Tensor float_ls = Tensor::from_vector(additive, {L, S});
+    const Tensor float_pad = Tensor::normal({2, 1, 1, S}, 0, 2, gen, DType::f64);
+    const Shape q{2, 2, L, 16}, k{2, 2, S, 16}, v{2, 2, S, 8};
+    const std::vector<std::pair<std::string, Sdpa>> cases = {
+        {"plain", {q, k, v, Tensor()}},
+        {"bool (L, S)", {q, k, v, bool_ls}},
+        {"float (L, S) with -inf", {q, k, v, float_ls}},
+        {"float (B, 1, 1, S)", {q, k, v, float_pad}},
+        {"causal L<S", {q, k, v, Tensor(), true}},
+        {"causal L>S", {{2, 150, 16}, {2, S, 16}, {2, S, 8}, Tensor(), true}},
+        {"causal square", {{3, S, 16}, {3, S, 16}, {3, S, 8}, Tensor(), true}},
+        {"dropout", {q, k, v, Tensor(), false, 0.3}},
+        {"dropout causal", {{2, S, 16}, {2, S, 16}, {2, S, 8}, Tensor(), true, 0.4}},
+        {"dropout bool", {q, k, v, bool_ls, false, 0.2}},
+    };
+    for (const DType dtype : {DType::f64, DType::f32})
+      for (const auto& [name, c] : cases) expect_fused_equals_composed(c, dtype, name + ", S = " + std::to_string(S));
+  }
+}
+
+// Whether the forward keeps the probabilities depends on whether a gradient is recorded; the
+// output must not. And the kept path gives the same bits with one and two threads.
+TEST(ScaledDotProductAttentionFused, KeptProbabilitiesChangeNoBitsOfTheOutputOrAcrossThreads) {
+  Generator gen(40);
+  for (const bool causal : {false, true})
+    for (const double p : {0.0, 0.25}) {
+      SCOPED_TRACE("causal " + std::to_string(causal) + ", dropout " + std::to_string(p));
+      const Tensor q = Tensor::normal({3, 4, 128, 64}, 0, 1, gen).requires_grad_();
+      const Tensor k = Tensor::normal({3, 4, 128, 64}, 0, 1, gen).requires_grad_();
+      const Tensor v = Tensor::normal({3, 4, 128, 64}, 0, 1, gen).requires_grad_();
+      const Tensor r = Tensor::normal({3, 4, 128, 64}, 0, 1, gen);
+      Tensor plain;
+      {
+        tg::NoGradGuard no_grad;
+        Generator g(5);
+        plain = tg::scaled_dot_product_attention(q, k, v, Tensor(), p, causal, 0.0, &g);
+      }
+      const Sdpa c{{}, {}, {}, Tensor(), causal, p};
+      tg::set_num_threads(1);
+      const auto one = run(true, c, q, k, v, r);
+      tg::set_num_threads(2);
+      const auto two = run(true, c, q, k, v, r);
+      tg::set_num_threads(0);
+      EXPECT_EQ(plain.to_vector<float>(), one[0].to_vector<float>());
+      for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(one[i].to_vector<float>(), two[i].to_vector<float>()) << "tensor " << i;
+    }
+}
+
+// The kernels with and without kept probabilities give the same bits: the kept ones are the values
+// the backward would recompute (S = 65 and 128 with causal's blocks of 64 span two key blocks).
+TEST(ScaledDotProductAttentionFused, KeptProbabilitiesAreBitForBitTheRecomputedOnes) {
+  namespace k = tg::kernels;
+  const std::int64_t BH = 3, L = 70, E = 16, Ev = 8;
+  std::uint64_t state = 41;
+  auto uniform = [&] {  // splitmix64 in [-2, 2)
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return static_cast<float>((z ^ (z >> 31)) >> 40) / float(1 << 24) * 4.0f - 2.0f;
+  };
+  for (const std::int64_t S : {std::int64_t{1}, std::int64_t{65}, std::int64_t{128}})
+    for (const int variant : {0, 1, 2, 3, 4}) {  // plain, causal, additive mask, allow mask, dropout
+      SCOPED_TRACE("S = " + std::to_string(S) + ", variant " + std::to_string(variant));
+      std::vector<float> q(BH * L * E), kk(BH * S * E), v(BH * S * Ev), dout(BH * L * Ev), add(L * S);
+      std::vector<std::int64_t> allow(L * S);
+      for (auto* x : {&q, &kk, &v, &dout, &add})
+        for (float& e : *x) e = uniform();
+      for (std::int64_t i = 0; i < L * S; ++i) allow[i] = (i * 7) % 5 != 0;
+      for (std::int64_t s = 0; s < S; ++s) allow[4 * S + s] = 0;  // a row with no allowed key
+      std::vector<std::int64_t> q_off(BH), k_off(BH), v_off(BH), m_off(BH, 0);
+      for (std::int64_t b = 0; b < BH; ++b) q_off[b] = b * L * E, k_off[b] = b * S * E, v_off[b] = b * S * Ev;
+      k::AttentionProblem<float> p;
+      p.BH = BH, p.L = L, p.S = S, p.E = E, p.Ev = Ev;
+      p.q = q.data(), p.k = kk.data(), p.v = v.data();
+      p.q_off = q_off.data(), p.k_off = k_off.data(), p.v_off = v_off.data();
+      p.scale = 0.25f;
+      p.causal = variant == 1;
+      p.mask_kind = variant == 2 ? k::AttentionMaskKind::additive
+                    : variant == 3 ? k::AttentionMaskKind::allow
+                                   : k::AttentionMaskKind::none;
+      p.mask_add = add.data(), p.mask_allow = allow.data(), p.mask_off = m_off.data(), p.mask_sl = S, p.mask_ss = 1;
+      p.dropout_p = variant == 4 ? 0.3 : 0.0;
+      p.seed = 77;
+      std::vector<float> out[2], lse[2], dq[2], dk[2], dv[2], probs(BH * L * S, -1.0f);
+      for (int kept = 0; kept < 2; ++kept) {
+        out[kept].resize(BH * L * Ev), lse[kept].resize(BH * L);
+        dq[kept].resize(BH * L * E), dk[kept].resize(BH * S * E), dv[kept].resize(BH * S * Ev);
+        float* pr = kept ? probs.data() : nullptr;
+        k::attention_forward(p, out[kept].data(), lse[kept].data(), pr);
+        k::attention_backward(p, out[kept].data(), lse[kept].data(), dout.data(), dq[kept].data(), dk[kept].data(),
+                              dv[kept].data(), pr);
+      }
+      auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+      };
+      EXPECT_TRUE(same_bits(out[0], out[1]));
+      EXPECT_TRUE(same_bits(lse[0], lse[1]));
+      EXPECT_TRUE(same_bits(dq[0], dq[1]));
+      EXPECT_TRUE(same_bits(dk[0], dk[1]));
+      EXPECT_TRUE(same_bits(dv[0], dv[1]));
+      // And they are probabilities: rows sum to 1 (NaN for the row with no allowed key), 0 where masked.
+      for (std::int64_t row = 0; row < BH * L; ++row) {
+        const std::int64_t l = row % L;
+        double total = 0;
+        bool any_allowed = false;
+        for (std::int64_t s = 0; s < S; ++s) {
+          const float x = probs[row * S + s];
+          const bool blocked = (p.causal && s > l) || (variant == 3 && allow[l * S + s] == 0);
+          if (blocked) {
+            EXPECT_TRUE(x == 0.0f || std::isnan(x));
+          }
+          any_allowed = any_allowed || !blocked;
+          total += x;
+        }
+        if (any_allowed) {
+          EXPECT_NEAR(total, 1.0, 1e-5) << "row " << row;
+        } else {
+          EXPECT_TRUE(std::isnan(total)) << "row " << row;
+        }
+      }
+    }
 }
