@@ -27,6 +27,7 @@ struct Product {
   bool ta = false, tb = false;
   std::int64_t batch = 1, M = 0, N = 0, K = 0;
   std::int64_t lda = 0, ldb = 0, sa = 0, sb = 0;
+  std::int64_t sc = -1;  // C's batch stride: M * N unless given; 0 sums the entries into one C
 };
 
 /// C = op(A) op(B) + beta C (beta 0: C is only written).
@@ -34,7 +35,7 @@ void product_into(const Product& p, const Tensor& A, const Tensor& B, Tensor& C,
   kernels::dispatch_floating("matmul", A.dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::gemm_batched<T>(p.ta, p.tb, p.batch, p.M, p.N, p.K, T(1), A.data<T>(), p.lda, p.sa, B.data<T>(), p.ldb,
-                             p.sb, static_cast<T>(beta), C.template data<T>(), p.N, p.M * p.N);
+                             p.sb, static_cast<T>(beta), C.template data<T>(), p.N, p.sc < 0 ? p.M * p.N : p.sc);
   });
 }
 
@@ -67,18 +68,23 @@ struct WeightGrad : ProductGrad {
 
 namespace {
 
-/// (B, M, K) x (B, K, N), one GEMM per batch entry.
-Tensor batched(const Tensor& a, const Tensor& b) {
-  const std::int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  Tensor y = run({false, false, B, M, N, K, K, N, M * K, K * N}, a, b, Shape{B, M, N});
-  return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), B, M, N, K](BackwardContext& ctx) {
+/// (B, M, K) x (B, K, N), one GEMM per batch entry. A 2-D operand, (M, K) or (K, N), is shared by
+/// every entry (batch stride 0, no copy); its gradient sums the entries' products.
+Tensor batched(const Tensor& a, const Tensor& b, std::int64_t B) {
+  const bool share_a = a.dim() == 2, share_b = b.dim() == 2;
+  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const std::int64_t sa = share_a ? 0 : M * K, sb = share_b ? 0 : K * N;
+  Tensor y = run({false, false, B, M, N, K, K, N, sa, sb}, a, b, Shape{B, M, N});
+  return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), B, M, N, K, sa, sb](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape()});
-    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape()});
-  }, [a, b](GradGraphContext& ctx) {
+    // A shared operand's gradient is written with C stride 0: the entries are summed into it.
+    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, B, M, K, N, N, N, M * N, sb, sa}, g, b, a.shape()});
+    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, B, K, N, M, K, N, sa, M * N, sb}, a, g, b.shape()});
+  }, [a, b, share_a, share_b](GradGraphContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, matmul(g, transpose(b, 1, 2)));
-    if (ctx.needs_grad(1)) ctx.accumulate(1, matmul(transpose(a, 1, 2), g));
+    const Tensor at = transpose(a, -2, -1), bt = transpose(b, -2, -1);
+    if (ctx.needs_grad(0)) ctx.accumulate(0, share_a ? sum(matmul(g, bt), {0}) : matmul(g, bt));
+    if (ctx.needs_grad(1)) ctx.accumulate(1, share_b ? sum(matmul(at, g), {0}) : matmul(at, g));
   });
 }
 
@@ -121,11 +127,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Shape out = batch;
   out.push_back(M), out.push_back(N);
   if (batch_b.numel() == 1) return reshape(folded(a, reshape(b, Shape{K, N})), out);
-  Shape full_a = batch, full_b = batch;
-  full_a.push_back(M), full_a.push_back(K);
-  full_b.push_back(K), full_b.push_back(N);
+  // Each operand either has a matrix per batch entry or one matrix shared by all (read with batch
+  // stride 0); only an operand broadcast along some batch dimensions but not all is expanded.
   const std::int64_t B = batch.numel();
-  return reshape(batched(reshape(expand(a, full_a), Shape{B, M, K}), reshape(expand(b, full_b), Shape{B, K, N})), out);
+  auto operand = [&](const Tensor& x, const Shape& xb, std::int64_t rows, std::int64_t cols) {
+    if (xb.numel() == 1) return reshape(x, Shape{rows, cols});
+    Shape full = batch;
+    full.push_back(rows), full.push_back(cols);
+    return reshape(xb.numel() == B ? x : expand(x, full), Shape{B, rows, cols});
+  };
+  return reshape(batched(operand(a, batch_a, M, K), operand(b, batch_b, K, N), B), out);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {

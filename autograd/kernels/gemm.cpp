@@ -812,6 +812,13 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
     gemm_impl(false, trans_b, batch * M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, true);
     return;
   }
+  // Entries writing the same C are summed into it, in batch order (the same for any thread count).
+  if (stride_c == 0) {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, i == 0 ? beta : T(1),
+                C, ldc, true);
+    return;
+  }
   const double flops = 2.0 * double(M) * double(N) * double(K);
   // Tiny skinny entries (attention's context per sentence, (1, S) x (S, H), and its backward):
   // straight to the serial kernel, without the per-call setup of gemm_impl.
@@ -822,8 +829,8 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
     return;
   }
   const int threads = tg::num_threads();
-  // Large entries, a single entry, or entries writing the same C: one (parallel) product at a time.
-  if (batch == 1 || threads <= 1 || stride_c == 0 || flops * double(batch) < kParallelFlops ||
+  // Large entries, a single entry: one (parallel) product at a time.
+  if (batch == 1 || threads <= 1 || flops * double(batch) < kParallelFlops ||
       flops >= 8.0 * kParallelFlops) {
     for (int64_t i = 0; i < batch; ++i)
       gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
