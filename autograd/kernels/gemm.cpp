@@ -829,15 +829,16 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
     return;
   }
   const int threads = tg::num_threads();
-  // Large entries, a single entry: one (parallel) product at a time.
+  // A single entry, or large entries too few to give every thread two: one (parallel) product at a
+  // time. Otherwise whole entries per task: splitting one product re-packs its operands per part.
   if (batch == 1 || threads <= 1 || flops * double(batch) < kParallelFlops ||
-      flops >= 8.0 * kParallelFlops) {
+      (flops >= 8.0 * kParallelFlops && batch < 2 * int64_t(threads))) {
     for (int64_t i = 0; i < batch; ++i)
       gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
                 C + i * stride_c, ldc, true);
     return;
   }
-  // Many small entries: one serial product per task.
+  // Many entries: serial products, whole entries per task.
   const int64_t grain = std::max<int64_t>(1, int64_t(kTaskFlops / std::max(flops, 1.0)));
   tbb_for(tbb::blocked_range<int64_t>(0, batch, grain), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t i = r.begin(); i < r.end(); ++i)
