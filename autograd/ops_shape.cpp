@@ -25,6 +25,7 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
+#include "autograd/pending.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -335,8 +336,36 @@ std::string ints_str(IntList values) {
   return join_elided(items, 8);
 }
 
-Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm) {
-  Tensor y = permute_kernel(x, perm);
+/// A transpose of the last two dims, written on first read: matmul takes it as a GEMM flag on
+/// the source instead (deferred_transpose_source), so q kᵀ never copies k.
+struct DeferredTranspose final : PendingFill {
+  Tensor src;  // detached handle to the input's buffer
+  void* dst = nullptr;
+  Shape out;
+  Perm perm;
+  void fill() override {
+    kernels::dispatch_any(src.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      permute_typed(src.data<T>(), static_cast<T*>(dst), src.shape(), perm);
+    });
+  }
+};
+
+Tensor deferred_transpose(const Tensor& x, const Perm& perm) {
+  Shape out;
+  for (int p : perm) out.push_back(x.shape()[p]);
+  Tensor y = Tensor::empty(out, x.dtype());
+  auto pending = std::allocate_shared<DeferredTranspose>(PoolAllocator<DeferredTranspose>());
+  pending->src = kernels::view_as(x, x.shape());
+  pending->dst = y.impl()->data;
+  pending->out = out;
+  pending->perm = perm;
+  y.impl()->pending = std::move(pending);
+  return y;
+}
+
+Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm, bool defer = false) {
+  Tensor y = defer ? deferred_transpose(x, perm) : permute_kernel(x, perm);
   return record(op, y, {x}, [inv = perm.inverse()](BackwardContext& ctx) {
     ctx.accumulate(0, permute_kernel(ctx.grad_output(), inv));
   }, [inv = perm.inverse()](GradGraphContext& ctx) {
@@ -422,7 +451,9 @@ Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
   const int a = axis_of("transpose", axis0, x.dim(), x.shape()), b = axis_of("transpose", axis1, x.dim(), x.shape());
   Perm perm = Perm::identity(x.dim());
   std::swap(perm.v[a], perm.v[b]);
-  return permute_impl("transpose", x, perm);
+  const int n = x.dim();
+  const bool last_two = a != b && std::min(a, b) == n - 2 && std::max(a, b) == n - 1;
+  return permute_impl("transpose", x, perm, last_two && is_floating(x.dtype()) && x.numel() > 0);
 }
 
 Tensor permute(const Tensor& x, IntList order) {
@@ -440,6 +471,12 @@ Tensor permute(const Tensor& x, IntList order) {
     perm.v[perm.n++] = n;
   }
   return permute_impl("permute", x, perm);
+}
+
+Tensor deferred_transpose_source(const Tensor& x) {
+  const auto* d = x.defined() ? dynamic_cast<const DeferredTranspose*>(x.impl()->pending.get()) : nullptr;
+  if (!d || d->done() || d->dst != x.impl()->data || !(d->out == x.shape())) return Tensor();
+  return d->src;
 }
 
 // ---- joining -------------------------------------------------------------------------------------
