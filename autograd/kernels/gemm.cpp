@@ -848,7 +848,9 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
     return;
   }
   // Many entries: serial products, whole entries per task.
-  const int64_t grain = std::max<int64_t>(1, int64_t(kTaskFlops / std::max(flops, 1.0)));
+  // Runs of consecutive entries (about 4 per thread), so each entry's product can prefetch the next
+  // one's B on the same thread.
+  const int64_t grain = std::max<int64_t>({1, int64_t(kTaskFlops / std::max(flops, 1.0)), batch / (4 * int64_t(threads))});
   tbb_for(tbb::blocked_range<int64_t>(0, batch, grain), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t i = r.begin(); i < r.end(); ++i)
       gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
