@@ -55,7 +55,7 @@ void write_pending(const TensorImpl& impl);
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
-  void* data = nullptr;  // start of this tensor's elements inside storage
+  void* data = nullptr;  // start of this tensor's elements inside storage; read through Tensor::data<T>(), which writes `pending` first
   Shape shape;
   DType dtype = DType::f32;
   std::shared_ptr<AutogradMeta> meta;  // null until the tensor takes part in autograd
