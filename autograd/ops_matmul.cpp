@@ -12,6 +12,7 @@
 #include "autograd/ops_matmul.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
+#include "autograd/pending.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -27,6 +28,7 @@ struct Product {
   bool ta = false, tb = false;
   std::int64_t batch = 1, M = 0, N = 0, K = 0;
   std::int64_t lda = 0, ldb = 0, sa = 0, sb = 0;
+  std::int64_t sc = -1;  // C's batch stride: M * N unless given; 0 sums the entries into one C
 };
 
 /// C = op(A) op(B) + beta C (beta 0: C is only written).
@@ -34,7 +36,7 @@ void product_into(const Product& p, const Tensor& A, const Tensor& B, Tensor& C,
   kernels::dispatch_floating("matmul", A.dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::gemm_batched<T>(p.ta, p.tb, p.batch, p.M, p.N, p.K, T(1), A.data<T>(), p.lda, p.sa, B.data<T>(), p.ldb,
-                             p.sb, static_cast<T>(beta), C.template data<T>(), p.N, p.M * p.N);
+                             p.sb, static_cast<T>(beta), C.template data<T>(), p.N, p.sc < 0 ? p.M * p.N : p.sc);
   });
 }
 
@@ -67,32 +69,47 @@ struct WeightGrad : ProductGrad {
 
 namespace {
 
-/// (B, M, K) x (B, K, N), one GEMM per batch entry.
-Tensor batched(const Tensor& a, const Tensor& b) {
-  const std::int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  Tensor y = run({false, false, B, M, N, K, K, N, M * K, K * N}, a, b, Shape{B, M, N});
-  return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), B, M, N, K](BackwardContext& ctx) {
+/// (B, M, K) x (B, K, N), one GEMM per batch entry. A 2-D operand, (M, K) or (K, N), is shared by
+/// every entry (batch stride 0, no copy); its gradient sums the entries' products. `as` and `bs`
+/// hold the elements: a and b themselves, or (ta / tb) the sources of their deferred transposes,
+/// read through the GEMM's transpose flags.
+Tensor batched(const Tensor& a, const Tensor& b, std::int64_t B, const Tensor& as, bool ta, const Tensor& bs, bool tb) {
+  const bool share_a = a.dim() == 2, share_b = b.dim() == 2;
+  const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const std::int64_t sa = share_a ? 0 : M * K, sb = share_b ? 0 : K * N;
+  const std::int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  Tensor y = run({ta, tb, B, M, N, K, lda, ldb, sa, sb}, as, bs, Shape{B, M, N});
+  return record("matmul", y, {a, b}, [as = as.detach(), bs = bs.detach(), ta, tb, B, M, N, K, sa, sb,
+                                      a_shape = a.shape(), b_shape = b.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, B, M, K, N, N, N, M * N, K * N}, g, b, a.shape()});
-    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, B, K, N, M, K, N, M * K, M * N}, a, g, b.shape()});
-  }, [a, b](GradGraphContext& ctx) {
+    // G op(B)ᵀ and op(A)ᵀ G. A shared operand's gradient is written with C stride 0: the entries
+    // are summed into it.
+    if (ctx.needs_grad(0))
+      ctx.accumulate(0, ProductGrad{{false, !tb, B, M, K, N, N, tb ? K : N, M * N, sb, sa}, g, bs, a_shape});
+    if (ctx.needs_grad(1))
+      ctx.accumulate(1, ProductGrad{{!ta, false, B, K, N, M, ta ? M : K, N, sa, M * N, sb}, as, g, b_shape});
+  }, [a, b, share_a, share_b](GradGraphContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, matmul(g, transpose(b, 1, 2)));
-    if (ctx.needs_grad(1)) ctx.accumulate(1, matmul(transpose(a, 1, 2), g));
+    const Tensor at = transpose(a, -2, -1), bt = transpose(b, -2, -1);
+    if (ctx.needs_grad(0)) ctx.accumulate(0, share_a ? sum(matmul(g, bt), {0}) : matmul(g, bt));
+    if (ctx.needs_grad(1)) ctx.accumulate(1, share_b ? sum(matmul(at, g), {0}) : matmul(at, g));
   });
 }
 
-/// (..., M, K) x (K, N): the leading dimensions fold into M, one GEMM.
-Tensor folded(const Tensor& a, const Tensor& b) {
+/// (..., M, K) x (K, N): the leading dimensions fold into M, one GEMM. `bs` holds b's elements:
+/// b itself, or (tb) the (N, K) source of its deferred transpose.
+Tensor folded(const Tensor& a, const Tensor& b, const Tensor& bs, bool tb) {
   const std::int64_t K = a.size(-1), N = b.size(-1);
   Shape out_shape = a.shape();
   out_shape[out_shape.size() - 1] = N;
   const std::int64_t rows = a.numel() / std::max<std::int64_t>(K, 1);
-  Tensor y = run({false, false, 1, rows, N, K, K, N, 0, 0}, a, b, out_shape);
-  return record("matmul", y, {a, b}, [a = a.detach(), b = b.detach(), rows, N, K](BackwardContext& ctx) {
+  const std::int64_t ldb = tb ? K : N;
+  Tensor y = run({false, tb, 1, rows, N, K, K, ldb, 0, 0}, a, bs, out_shape);
+  return record("matmul", y, {a, b}, [a = a.detach(), bs = bs.detach(), tb, ldb, rows, N, K,
+                                      b_shape = b.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, true, 1, rows, K, N, N, N, 0, 0}, g, b, a.shape()});  // G Bᵀ
-    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b.shape()});  // Aᵀ G
+    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, !tb, 1, rows, K, N, N, ldb, 0, 0}, g, bs, a.shape()});  // G op(B)ᵀ
+    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b_shape});  // Aᵀ G
   }, [a, b, rows](GradGraphContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, matmul(g, transpose(b, 0, 1)));
@@ -114,18 +131,38 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
   if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
   const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  if (b.dim() == 2) return folded(a, b);
+  // An operand that is x.transpose(-2, -1) not yet written reaches the GEMM as a transpose flag on
+  // x: its copy is never made (unless something else reads it).
+  const Tensor a_src = deferred_transpose_source(a), b_src = deferred_transpose_source(b);
+  const bool tb = b_src.defined();
+  if (b.dim() == 2) return folded(a, b, tb ? b_src : b, tb);
   // Batch dimensions broadcast. A right operand with a single matrix folds into one GEMM.
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
   const Shape batch = broadcast_shapes("matmul", batch_a, batch_b);
   Shape out = batch;
   out.push_back(M), out.push_back(N);
-  if (batch_b.numel() == 1) return reshape(folded(a, reshape(b, Shape{K, N})), out);
-  Shape full_a = batch, full_b = batch;
-  full_a.push_back(M), full_a.push_back(K);
-  full_b.push_back(K), full_b.push_back(N);
+  if (batch_b.numel() == 1) {
+    const Tensor b2 = reshape(b, Shape{K, N});
+    return reshape(folded(a, b2, tb ? kernels::view_as(b_src, Shape{N, K}) : b2, tb), out);
+  }
+  // Each operand either has a matrix per batch entry or one matrix shared by all (read with batch
+  // stride 0); only an operand broadcast along some batch dimensions but not all is expanded.
   const std::int64_t B = batch.numel();
-  return reshape(batched(reshape(expand(a, full_a), Shape{B, M, K}), reshape(expand(b, full_b), Shape{B, K, N})), out);
+  auto operand = [&](const Tensor& x, const Shape& xb, std::int64_t rows, std::int64_t cols) {
+    if (xb.numel() == 1) return reshape(x, Shape{rows, cols});
+    Shape full = batch;
+    full.push_back(rows), full.push_back(cols);
+    return reshape(xb.numel() == B ? x : expand(x, full), Shape{B, rows, cols});
+  };
+  // The elements of an operand: itself, or the source of its deferred transpose (stored (cols, rows)).
+  auto storage = [&](const Tensor& src, const Shape& xb, std::int64_t rows, std::int64_t cols) {
+    return xb.numel() == 1 ? kernels::view_as(src, Shape{cols, rows}) : kernels::view_as(src, Shape{B, cols, rows});
+  };
+  const bool ta = a_src.defined() && (batch_a.numel() == 1 || batch_a.numel() == B);
+  const bool tbb = tb && (batch_b.numel() == B);
+  const Tensor ar = operand(a, batch_a, M, K), br = operand(b, batch_b, K, N);
+  return reshape(batched(ar, br, B, ta ? storage(a_src, batch_a, M, K) : ar, ta,
+                         tbb ? storage(b_src, batch_b, K, N) : br, tbb), out);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {

@@ -8,6 +8,8 @@
 //  - permute_copy: a general permutation. Dimensions are merged where the permutation keeps them
 //    adjacent; if the innermost output run is contiguous in the input it is copied with std::copy
 //    per row, otherwise a tiled 2-D transpose moves TxT blocks (both sides stay in cache).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -23,6 +25,7 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
+#include "autograd/pending.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -137,6 +140,24 @@ struct Perm {
   }
 };
 
+/// dst[i * ld_dst + j] = src[j * ld_src + i] for an 8x8 block of 4-byte elements (bits moved as floats).
+inline void transpose8x8_32(const void* src_v, std::int64_t ld_src, void* dst_v, std::int64_t ld_dst) {
+  const float* src = static_cast<const float*>(src_v);
+  float* dst = static_cast<float*>(dst_v);
+  __m256 r[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + j * ld_src);
+  __m256 t[8], u[8];
+  for (int j = 0; j < 8; j += 2) t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]), t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  for (int j = 0; j < 8; j += 4) {
+    u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44), u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xEE);
+    u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44), u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + j * ld_dst, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
+    _mm256_storeu_ps(dst + (j + 4) * ld_dst, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
+  }
+}
+
 template <class T>
 void permute_typed(const T* src, T* dst, const Shape& in_shape, const Perm& perm) {
   const int n = in_shape.size();
@@ -200,7 +221,18 @@ void permute_typed(const T* src, T* dst, const Shape& in_shape, const Perm& perm
       const std::int64_t a0 = ta * kTile, a1 = std::min(A, a0 + kTile);
       for (std::int64_t b0 = 0; b0 < B; b0 += kTile) {
         const std::int64_t b1 = std::min(B, b0 + kTile);
-        for (std::int64_t a = a0; a < a1; ++a)
+        std::int64_t a = a0;
+        if constexpr (sizeof(T) == 4) {
+          // 8x8 blocks through registers: eight row loads and eight row stores instead of 64
+          // strided scalar moves.
+          for (; a + 8 <= a1; a += 8) {
+            std::int64_t b = b0;
+            for (; b + 8 <= b1; b += 8) transpose8x8_32(s + a + b * b_in, b_in, d + a * a_out + b, a_out);
+            for (std::int64_t i = a; i < a + 8; ++i)
+              for (std::int64_t bb = b; bb < b1; ++bb) d[i * a_out + bb] = s[i + bb * b_in];
+          }
+        }
+        for (; a < a1; ++a)
           for (std::int64_t b = b0; b < b1; ++b) d[a * a_out + b] = s[a + b * b_in];
       }
     }
@@ -304,8 +336,36 @@ std::string ints_str(IntList values) {
   return join_elided(items, 8);
 }
 
-Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm) {
-  Tensor y = permute_kernel(x, perm);
+/// A transpose of the last two dims, written on first read: matmul takes it as a GEMM flag on
+/// the source instead (deferred_transpose_source), so q kᵀ never copies k.
+struct DeferredTranspose final : PendingFill {
+  Tensor src;  // detached handle to the input's buffer
+  void* dst = nullptr;
+  Shape out;
+  Perm perm;
+  void fill() override {
+    kernels::dispatch_any(src.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      permute_typed(src.data<T>(), static_cast<T*>(dst), src.shape(), perm);
+    });
+  }
+};
+
+Tensor deferred_transpose(const Tensor& x, const Perm& perm) {
+  Shape out;
+  for (int p : perm) out.push_back(x.shape()[p]);
+  Tensor y = Tensor::empty(out, x.dtype());
+  auto pending = std::allocate_shared<DeferredTranspose>(PoolAllocator<DeferredTranspose>());
+  pending->src = kernels::view_as(x, x.shape());
+  pending->dst = y.impl()->data;
+  pending->out = out;
+  pending->perm = perm;
+  y.impl()->pending = std::move(pending);
+  return y;
+}
+
+Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm, bool defer = false) {
+  Tensor y = defer ? deferred_transpose(x, perm) : permute_kernel(x, perm);
   return record(op, y, {x}, [inv = perm.inverse()](BackwardContext& ctx) {
     ctx.accumulate(0, permute_kernel(ctx.grad_output(), inv));
   }, [inv = perm.inverse()](GradGraphContext& ctx) {
@@ -391,7 +451,9 @@ Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
   const int a = axis_of("transpose", axis0, x.dim(), x.shape()), b = axis_of("transpose", axis1, x.dim(), x.shape());
   Perm perm = Perm::identity(x.dim());
   std::swap(perm.v[a], perm.v[b]);
-  return permute_impl("transpose", x, perm);
+  const int n = x.dim();
+  const bool last_two = a != b && std::min(a, b) == n - 2 && std::max(a, b) == n - 1;
+  return permute_impl("transpose", x, perm, last_two && is_floating(x.dtype()) && x.numel() > 0);
 }
 
 Tensor permute(const Tensor& x, IntList order) {
@@ -409,6 +471,12 @@ Tensor permute(const Tensor& x, IntList order) {
     perm.v[perm.n++] = n;
   }
   return permute_impl("permute", x, perm);
+}
+
+Tensor deferred_transpose_source(const Tensor& x) {
+  const auto* d = x.defined() ? dynamic_cast<const DeferredTranspose*>(x.impl()->pending.get()) : nullptr;
+  if (!d || d->done() || d->dst != x.impl()->data || !(d->out == x.shape())) return Tensor();
+  return d->src;
 }
 
 // ---- joining -------------------------------------------------------------------------------------

@@ -14,6 +14,10 @@ namespace tg {
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor view(const Tensor& x, const Shape& shape);  // alias of reshape
 Tensor flatten(const Tensor& x, std::int64_t start_axis = 0, std::int64_t end_axis = -1);
+/// A new contiguous tensor with two axes swapped. Swapping the last two axes of a floating tensor
+/// defers the copy to the first read of the result: matmul takes such an operand as a GEMM
+/// transpose flag on x and never writes it. The copy is taken from x when it is written, so an
+/// in-place change to x before then is seen (as through PyTorch's transpose view).
 Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
 Tensor permute(const Tensor& x, IntList order);
 Tensor unsqueeze(const Tensor& x, std::int64_t axis);

@@ -13,6 +13,7 @@
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
+#include "autograd/pending.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 
@@ -70,6 +71,14 @@ std::int64_t live_bytes() { return g_live_bytes.load(); }
 std::int64_t live_buffers() { return g_live_buffers.load(); }
 }  // namespace memory
 
+void write_pending(const TensorImpl& impl) { impl.pending->run(); }
+
+namespace {
+inline void write_pending_if(const TensorImpl& impl) {
+  if (impl.pending) write_pending(impl);
+}
+}  // namespace
+
 std::shared_ptr<TensorImpl> TensorImpl::make() { return std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>()); }
 std::shared_ptr<TensorImpl> TensorImpl::make(const TensorImpl& other) {
   return std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), other);
@@ -96,6 +105,7 @@ void Tensor::set_data(const Tensor& src) {
   zero_grad();
   impl_->storage = src.impl_->storage;
   impl_->data = src.impl_->data;
+  impl_->pending = src.impl_->pending;
   impl_->shape = src.impl_->shape;
   impl_->dtype = src.impl_->dtype;
 }
@@ -182,6 +192,7 @@ void Tensor::throw_undefined(const char* what) { throw std::logic_error(std::str
 
 namespace {
 double element_as_double(const TensorImpl& impl, std::int64_t flat) {
+  if (impl.pending) write_pending(impl);
   switch (impl.dtype) {
     case DType::f32: return static_cast<const float*>(impl.data)[flat];
     case DType::f64: return static_cast<const double*>(impl.data)[flat];
@@ -220,7 +231,7 @@ template <class T> std::vector<T> Tensor::to_vector() const {
   std::vector<T> out(static_cast<std::size_t>(numel()));
   for (std::int64_t i = 0; i < numel(); ++i) {
     if constexpr (std::is_same_v<T, std::int64_t>)
-      out[i] = dtype() == DType::i64 ? static_cast<const std::int64_t*>(impl_->data)[i]
+      out[i] = dtype() == DType::i64 ? (write_pending_if(*impl_), static_cast<const std::int64_t*>(impl_->data)[i])
                                      : static_cast<std::int64_t>(element_as_double(*impl_, i));
     else
       out[i] = static_cast<T>(element_as_double(*impl_, i));
@@ -242,6 +253,8 @@ void Tensor::copy_(const Tensor& src) {
     throw std::invalid_argument("copy_: source " + src.shape().str() + " " + std::string(dtype_name(src.dtype())) +
                                 " does not match destination " + shape().str() + " " +
                                 std::string(dtype_name(dtype())));
+  write_pending_if(*src.impl_);
+  write_pending_if(*impl_);
   if (src.impl_->data != impl_->data)
     std::memcpy(impl_->data, src.impl_->data, static_cast<std::size_t>(numel()) * dtype_size(dtype()));
 }

@@ -47,12 +47,21 @@ class HookHandle {
   std::uint64_t id_ = 0;
 };
 
+/// Elements whose writing is deferred to their first read (autograd/pending.h).
+struct PendingFill;
+struct TensorImpl;
+/// Writes a tensor's deferred elements (impl.pending) if that has not happened yet.
+void write_pending(const TensorImpl& impl);
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
-  void* data = nullptr;  // start of this tensor's elements inside storage
+  void* data = nullptr;  // start of this tensor's elements inside storage; read through Tensor::data<T>(), which writes `pending` first
   Shape shape;
   DType dtype = DType::f32;
   std::shared_ptr<AutogradMeta> meta;  // null until the tensor takes part in autograd
+  /// Set when the elements are written on first read (a deferred transpose, which a matmul can
+  /// take as a GEMM transpose flag instead); shared by views of the same buffer.
+  std::shared_ptr<PendingFill> pending;
 
   /// A new impl, empty or a copy of `other` (views, detach). Allocated from the caching allocator:
   /// use these rather than std::make_shared.
@@ -196,6 +205,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 template <class T> T* Tensor::data() {
   check_defined("data");
   if (impl_->dtype != dtype_of_v<T>) throw_dtype_mismatch(impl_->dtype, dtype_of_v<T>);
+  if (impl_->pending) [[unlikely]] write_pending(*impl_);
   return static_cast<T*>(impl_->data);
 }
 template <class T> const T* Tensor::data() const {

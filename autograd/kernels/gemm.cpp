@@ -450,6 +450,7 @@ struct Problem {
   int64_t ldc;
   int64_t kc;  // depth of one pass; depends on K only (determinism)
   const T* bias = nullptr;  // (N), added to every row of C (beta == 0)
+  const T* next_b = nullptr;  // B of the next product of a batch (same layout), prefetched at the end
 };
 
 template <class T>
@@ -561,6 +562,7 @@ void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
             }
             // Prefetch the source of the next group to be packed during this group's products.
             int64_t npc = pc, njc = jc, njg = jg + JB * NR;
+            const T* src_b = p.B;
             bool has_next = true;
             if (njg >= nc) {
               njg = 0;
@@ -569,6 +571,11 @@ void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
               } else if (single_ic && jc + NC < n1) {
                 npc = 0;
                 njc = jc + NC;
+              } else if (single_ic && p.next_b && pc + p.kc >= p.K && jc + NC >= n1) {
+                // The last group of this product: fetch the first one of the batch's next product.
+                npc = 0;
+                njc = n0;
+                src_b = p.next_b;
               } else {
                 has_next = false;
               }
@@ -577,7 +584,7 @@ void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
               const int64_t nkc = std::min(p.kc, p.K - npc);
               const int64_t nng = std::min<int64_t>(JB * NR, std::min(NC, n1 - njc) - njg);
               const int64_t calls = ((ng + NR - 1) / NR) * ((mc + MR - 1) / MR);
-              const T* src = p.B + npc * b_sk + (njc + njg) * b_sj;
+              const T* src = src_b + npc * b_sk + (njc + njg) * b_sj;
               if (b_sj == 1)
                 pf.reset(src, b_sk * int64_t(sizeof(T)), nkc, nng * int64_t(sizeof(T)), calls);
               else
@@ -716,7 +723,7 @@ void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
 template <class T>
 void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel,
-               const T* bias = nullptr) {
+               const T* bias = nullptr, const T* next_b = nullptr) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (bias) {
@@ -732,7 +739,7 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
   }
   constexpr int MR = Blocking<T>::MR;
   constexpr int NR = Blocking<T>::NR;
-  const Problem<T> p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, choose_kc<T>(K), bias};
+  const Problem<T> p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, choose_kc<T>(K), bias, next_b};
 
   const double flops = 2.0 * double(M) * double(N) * double(K);
   const int threads = allow_parallel ? tg::num_threads() : 1;
@@ -812,6 +819,13 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
     gemm_impl(false, trans_b, batch * M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, true);
     return;
   }
+  // Entries writing the same C are summed into it, in batch order (the same for any thread count).
+  if (stride_c == 0) {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, i == 0 ? beta : T(1),
+                C, ldc, true);
+    return;
+  }
   const double flops = 2.0 * double(M) * double(N) * double(K);
   // Tiny skinny entries (attention's context per sentence, (1, S) x (S, H), and its backward):
   // straight to the serial kernel, without the per-call setup of gemm_impl.
@@ -821,21 +835,26 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t 
                     C + i * stride_c, ldc, int64_t{0}, N, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr));
     return;
   }
+  // The next entry's B (when it differs), for its first panels to be prefetched during this one.
+  auto next_b = [&](int64_t i, int64_t end) { return stride_b != 0 && i + 1 < end ? B + (i + 1) * stride_b : nullptr; };
   const int threads = tg::num_threads();
-  // Large entries, a single entry, or entries writing the same C: one (parallel) product at a time.
-  if (batch == 1 || threads <= 1 || stride_c == 0 || flops * double(batch) < kParallelFlops ||
-      flops >= 8.0 * kParallelFlops) {
+  // A single entry, or large entries too few to give every thread two: one (parallel) product at a
+  // time. Otherwise whole entries per task: splitting one product re-packs its operands per part.
+  if (batch == 1 || threads <= 1 || flops * double(batch) < kParallelFlops ||
+      (flops >= 8.0 * kParallelFlops && batch < 2 * int64_t(threads))) {
     for (int64_t i = 0; i < batch; ++i)
       gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
-                C + i * stride_c, ldc, true);
+                C + i * stride_c, ldc, true, static_cast<const T*>(nullptr), next_b(i, batch));
     return;
   }
-  // Many small entries: one serial product per task.
-  const int64_t grain = std::max<int64_t>(1, int64_t(kTaskFlops / std::max(flops, 1.0)));
+  // Many entries: serial products, whole entries per task.
+  // Runs of consecutive entries (about 4 per thread), so each entry's product can prefetch the next
+  // one's B on the same thread.
+  const int64_t grain = std::max<int64_t>({1, int64_t(kTaskFlops / std::max(flops, 1.0)), batch / (4 * int64_t(threads))});
   tbb_for(tbb::blocked_range<int64_t>(0, batch, grain), [&](const tbb::blocked_range<int64_t>& r) {
     for (int64_t i = r.begin(); i < r.end(); ++i)
       gemm_impl(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
-                C + i * stride_c, ldc, false);
+                C + i * stride_c, ldc, false, static_cast<const T*>(nullptr), next_b(i, r.end()));
   });
 }
 

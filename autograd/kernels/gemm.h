@@ -23,7 +23,8 @@ void gemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
                  const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
 /// `batch` independent products; matrix i uses A + i*stride_a, B + i*stride_b, C + i*stride_c.
-/// A stride of 0 reuses one matrix for every batch entry.
+/// A stride of 0 reuses one matrix for every batch entry; stride_c == 0 sums the entries into one C
+/// (C = alpha sum_i op(A_i) op(B_i) + beta C, added in batch order).
 template <class T>
 void gemm_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K, T alpha,
                   const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb, int64_t stride_b,

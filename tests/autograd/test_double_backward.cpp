@@ -139,6 +139,13 @@ TEST(DoubleBackward, MatmulAndLinear) {
                        {rand64({2, 1, 3, 4}, gen), rand64({3, 4, 2}, gen)});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); },  // vectors
                        {rand64({4}, gen), rand64({4, 3}, gen)});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); },  // shared left matrix
+                       {rand64({3, 4}, gen), rand64({2, 4, 2}, gen)});
+  EXPECT_GRADGRADCHECK(  // transposed operands read through GEMM flags
+      [](const std::vector<Tensor>& in) { return matmul(transpose(in[0], -2, -1), transpose(in[1], -2, -1)); },
+      {rand64({2, 4, 3}, gen), rand64({2, 5, 4}, gen)});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], transpose(in[1], -2, -1)); },
+                       {rand64({4, 3}, gen), rand64({2, 5, 3}, gen)});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
                        {rand64({2, 3, 4}, gen), rand64({5, 4}, gen), rand64({5}, gen)});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return tanh(linear(in[0], in[1])); },

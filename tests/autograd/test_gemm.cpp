@@ -307,3 +307,75 @@ TEST(GemmTest, RowBias) {
 }
 
 }  // namespace
+
+namespace {
+
+// gemm_batched with stride_c == 0 sums the entries into one C (the gradient of an operand shared
+// across a batch): against the sum of per-entry references, for every transpose flag, shared
+// operands, odd sizes, batch 1, beta 0 (C garbage) and 1.
+template <class T>
+void check_batched_sum(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, bool share_a, bool share_b,
+                       double beta, uint32_t seed, double tol) {
+  SCOPED_TRACE("sum ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " batch=" + std::to_string(batch) +
+               " M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+               " share_a=" + std::to_string(share_a) + " share_b=" + std::to_string(share_b));
+  std::mt19937 rng(seed);
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  const int64_t sa = share_a ? 0 : M * K, sb = share_b ? 0 : K * N;
+  auto A = random_vector<T>(size_t((share_a ? 1 : batch) * M * K), rng);
+  auto B = random_vector<T>(size_t((share_b ? 1 : batch) * K * N), rng);
+  auto C = random_vector<T>(size_t(M * N), rng);
+  std::vector<T> R(C.size(), T(0)), E(C.size());
+  for (int64_t i = 0; i < batch; ++i) {
+    gemm_reference<T>(ta, tb, M, N, K, T(1.5), A.data() + i * sa, lda, B.data() + i * sb, ldb, T(0), E.data(), N);
+    for (size_t j = 0; j < R.size(); ++j) R[j] += E[j];
+  }
+  for (size_t j = 0; j < R.size(); ++j) R[j] += beta == 0 ? T(0) : T(beta) * C[j];
+  if (beta == 0)
+    for (auto& x : C) x = std::numeric_limits<T>::quiet_NaN();
+  gemm_batched<T>(ta, tb, batch, M, N, K, T(1.5), A.data(), lda, sa, B.data(), ldb, sb, T(beta), C.data(), N, 0);
+  const double scale = 1.5 * double(K * batch) + std::abs(beta);
+  for (size_t i = 0; i < C.size(); ++i) ASSERT_LE(std::abs(double(C[i]) - double(R[i])), tol * scale) << "element " << i;
+}
+
+TEST(GemmTest, BatchedSumIntoOneC) {
+  uint32_t seed = 700;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    for (int share = 0; share < 3; ++share) {
+      check_batched_sum<double>(ta, tb, 5, 13, 21, 9, share == 1, share == 2, 0.0, seed++, 1e-13);
+      check_batched_sum<double>(ta, tb, 1, 7, 33, 17, share == 1, share == 2, 1.0, seed++, 1e-13);
+      check_batched_sum<float>(ta, tb, 6, 40, 70, 350, share == 1, share == 2, 0.0, seed++, 2e-6);
+      check_batched_sum<float>(ta, tb, 8, 3, 16, 24, share == 1, share == 2, 1.0, seed++, 2e-6);  // skinny
+    }
+  }
+}
+
+// Large entries, at least two per thread: whole entries per task. Against the reference, and
+// bitwise the same with 1 and 2 threads, for every flag and shared operand.
+TEST(GemmTest, BatchedLargeEntriesPerTask) {
+  uint32_t seed = 800;
+  const int64_t batch = 4, M = 203, N = 211, K = 345;  // 2MNK > 8 x the parallel threshold; odd edges
+  for (int t = 0; t < 4; ++t)
+    for (int share = 0; share < 3; ++share) {
+      const bool ta = t & 1, tb = t & 2, share_a = share == 1, share_b = share == 2;
+      SCOPED_TRACE("ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " share=" + std::to_string(share));
+      std::mt19937 rng(seed++);
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N, sa = share_a ? 0 : M * K, sb = share_b ? 0 : K * N;
+      auto A = random_vector<float>(size_t((share_a ? 1 : batch) * M * K), rng);
+      auto B = random_vector<float>(size_t((share_b ? 1 : batch) * K * N), rng);
+      std::vector<float> C1(size_t(batch * M * N)), C2(C1.size()), R(C1.size());
+      tg::set_num_threads(1);
+      gemm_batched<float>(ta, tb, batch, M, N, K, 1.f, A.data(), lda, sa, B.data(), ldb, sb, 0.f, C1.data(), N, M * N);
+      tg::set_num_threads(2);
+      gemm_batched<float>(ta, tb, batch, M, N, K, 1.f, A.data(), lda, sa, B.data(), ldb, sb, 0.f, C2.data(), N, M * N);
+      tg::set_num_threads(0);
+      EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(float)));
+      for (int64_t i = 0; i < batch; ++i)
+        gemm_reference<float>(ta, tb, M, N, K, 1.f, A.data() + i * sa, lda, B.data() + i * sb, ldb, 0.f,
+                              R.data() + i * M * N, N);
+      for (size_t i = 0; i < R.size(); ++i) ASSERT_LE(std::abs(C1[i] - R[i]), 2e-6f * float(K)) << "element " << i;
+    }
+}
+
+}  // namespace

@@ -2,6 +2,8 @@
 
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
+#include "autograd/ops_shape.h"
+#include "autograd/pending.h"
 #include "autograd/random.h"
 #include "gradcheck_util.h"
 
@@ -110,4 +112,47 @@ TEST(MatmulOps, VectorsAndBroadcastBatchesAsTorchMatmul) {
   EXPECT_THROW(matmul(u, rand64({4}, gen)), std::invalid_argument);
   EXPECT_THROW(matmul(Tensor::scalar(1.0, DType::f64), u), std::invalid_argument);
   EXPECT_THROW(matmul(Tensor::zeros({2, 2}, DType::i64), Tensor::zeros({2, 2}, DType::i64)), std::invalid_argument);
+}
+
+// x.transpose(-2, -1) as an operand reaches the GEMM as a transpose flag: its copy is never
+// written by the matmul (forward or backward), and is written correctly if read later.
+TEST(MatmulOps, TransposedOperandsAsGemmFlags) {
+  Generator gen(9);
+  struct Case {
+    Shape a, b;
+    bool ta, tb;  // operand given as transpose(x, -2, -1) of x with the last two dims swapped
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 5, 4}, {2, 3, 6, 4}, false, true},  // q kᵀ, batched
+      {{2, 3, 4, 5}, {2, 3, 4, 6}, true, false},  // transposed left operand
+      {{2, 3, 4, 5}, {2, 3, 6, 4}, true, true},   // both
+      {{5, 4}, {3, 6, 4}, false, true},           // shared left, transposed right
+      {{4, 5}, {3, 4, 6}, true, false},           // shared transposed left
+      {{3, 5, 4}, {6, 4}, false, true},           // folded, right operand transposed
+      {{5, 4}, {6, 4}, false, true},              // 2-D
+      {{3, 5, 4}, {1, 6, 4}, false, true},        // right operand with one matrix (folds)
+  };
+  auto op = [](const Tensor& x, bool t) { return t ? transpose(x, -2, -1) : x; };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.a.str() + " x " + c.b.str());
+    const Tensor a = rand64(c.a, gen), b = rand64(c.b, gen);
+    const Tensor at = op(a, c.ta), bt = op(b, c.tb);
+    const Tensor y = matmul(at, bt);
+    EXPECT_EQ(deferred_transpose_source(at).defined(), c.ta);
+    EXPECT_EQ(deferred_transpose_source(bt).defined(), c.tb);
+    const std::vector<double> got = y.to_vector<double>(), want = ref_matmul(op(a, c.ta), op(b, c.tb), y.shape());
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12);
+    // Read after the matmul, the deferred copies hold the transposes.
+    if (c.tb) {
+      const std::vector<double> kt = bt.to_vector<double>(), kb = b.to_vector<double>();
+      const std::int64_t R = b.size(-2), C = b.size(-1);
+      for (std::int64_t m = 0; m < b.numel() / (R * C); ++m)
+        for (std::int64_t i = 0; i < R; ++i)
+          for (std::int64_t j = 0; j < C; ++j) ASSERT_EQ(kt[m * R * C + j * R + i], kb[m * R * C + i * C + j]);
+      EXPECT_FALSE(deferred_transpose_source(bt).defined());  // written now: later matmuls read it
+    }
+    const bool ta = c.ta, tb = c.tb;
+    EXPECT_GRADCHECK([ta, tb, op](const std::vector<Tensor>& in) { return matmul(op(in[0], ta), op(in[1], tb)); }, {a, b});
+  }
 }

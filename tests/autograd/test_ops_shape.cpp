@@ -144,7 +144,9 @@ TEST(ShapeOps, PermuteValuesAllPaths) {
   const std::vector<std::pair<Shape, std::vector<int>>> cases = {
       {{67, 45}, {1, 0}},          {{5, 37, 3}, {1, 0, 2}},      {{3, 40, 33}, {0, 2, 1}},
       {{4, 5, 6, 7}, {3, 1, 2, 0}}, {{2, 3, 1, 35}, {3, 2, 0, 1}}, {{6, 1, 70}, {2, 1, 0}},
-      {{3, 4, 5, 6}, {2, 3, 0, 1}}, {{0, 4}, {1, 0}}};
+      {{3, 4, 5, 6}, {2, 3, 0, 1}}, {{0, 4}, {1, 0}},
+      // k.transpose(-2, -1) of attention: 8x8 register blocks (4-byte dtypes) with edges both ways.
+      {{2, 3, 43, 19}, {0, 1, 3, 2}}};
   for (const auto& [shape, perm] : cases) {
     Tensor xf = Tensor::uniform(shape, -1, 1, gen, DType::f64);
     const std::vector<std::int64_t> order(perm.begin(), perm.end());

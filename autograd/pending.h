@@ -1,0 +1,35 @@
+#pragma once
+// Deferred elements (TensorImpl::pending): a tensor whose buffer is written on its first read, so
+// that an op that can use the inputs directly (matmul of a transposed operand) never pays for it.
+#include <atomic>
+#include <mutex>
+
+#include "autograd/tensor.h"
+
+namespace tg {
+
+struct PendingFill {
+  virtual ~PendingFill() = default;
+  /// Writes the elements once, whichever thread reads first; later calls return at once.
+  void run() {
+    if (done_.load(std::memory_order_acquire)) return;
+    std::call_once(once_, [this] {
+      fill();
+      done_.store(true, std::memory_order_release);
+    });
+  }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+ protected:
+  virtual void fill() = 0;
+
+ private:
+  std::once_flag once_;
+  std::atomic<bool> done_{false};
+};
+
+/// If x is a transpose of the last two dims of `source` whose copy has not been written yet,
+/// returns `source` (detached); otherwise an undefined tensor.
+Tensor deferred_transpose_source(const Tensor& x);
+
+}  // namespace tg
