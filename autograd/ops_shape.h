@@ -17,7 +17,8 @@ Tensor flatten(const Tensor& x, std::int64_t start_axis = 0, std::int64_t end_ax
 /// A new contiguous tensor with two axes swapped. Swapping the last two axes of a floating tensor
 /// defers the copy to the first read of the result: matmul takes such an operand as a GEMM
 /// transpose flag on x and never writes it. The copy is taken from x when it is written, so an
-/// in-place change to x before then is seen (as through PyTorch's transpose view).
+/// in-place change to x before then is seen (as through PyTorch's transpose view), and one after
+/// it is not (the result then holds its own elements, unlike a view).
 Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
 Tensor permute(const Tensor& x, IntList order);
 Tensor unsqueeze(const Tensor& x, std::int64_t axis);
