@@ -29,7 +29,7 @@ namespace {
 template <class T> using Batch = xsimd::batch<T>;
 // Block sides: 128 x 128 (a float score block of 64 KiB stays in L2) measured a few % faster than
 // 64 x 64 at T = 128 and 512; causal attention takes 64 x 64, which wastes less on the diagonal
-// blocks, half of whose scores are masked (docs/performance.md).
+// blocks, half of whose scores are masked (docs/performance_history.md).
 constexpr std::int64_t kMaxBlock = 128;
 std::int64_t block_side(bool causal) { return causal ? 64 : kMaxBlock; }
 // Aim for at least this many flops per parallel task (a TBB task costs a few microseconds).

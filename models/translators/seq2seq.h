@@ -115,7 +115,7 @@ class Seq2Seq : public nn::Module {
   /// The training loss of teacher forcing: sequence_loss(forward(src, src_valid_len, dec_input),
   /// tgt, tgt_valid_len, label_smoothing). The built-in models compute the readout only at the valid target
   /// positions (the vocabulary GEMM is most of a step's work, and pads are a large share of the
-  /// positions: docs/performance.md), with the same value and gradients (tested).
+  /// positions: docs/performance_history.md), with the same value and gradients (tested).
   virtual Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
                       const Tensor& tgt_valid_len, double label_smoothing = 0.0);
   /// Whether step() produces attention weights.
@@ -138,7 +138,7 @@ std::shared_ptr<Seq2Seq> make_model(const ModelConfig& config, Generator& gen);
 /// module "decoder.dense" in every built-in model) in compact form (autograd/compact_grad.h): the
 /// rows a batch used, and the projection's input and output gradients instead of its out x in
 /// product. Clipping and the optimizers read them without ever building the dense gradients, so
-/// training follows the same trajectory with less memory (figures in docs/performance.md); it
+/// training follows the same trajectory with less memory (figures in docs/performance_history.md); it
 /// costs two Gram products for the norm. Worth it for large vocabularies; off by default.
 void allow_compact_grads(Seq2Seq& model, bool on = true);
 
