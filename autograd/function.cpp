@@ -75,7 +75,9 @@ tensor_list function_grad_outputs(const FunctionRecord& rec, const AutogradConte
   return grads;
 }
 
-void function_accumulate(const FunctionRecord& rec, BackwardContext& bctx, tensor_list grads) {
+namespace {
+template <class Context>
+void accumulate_grads(const FunctionRecord& rec, Context& bctx, tensor_list grads) {
   const std::size_t n_args = rec.input_slot.size();
   // As LibTorch: extra entries are allowed when undefined.
   for (std::size_t a = n_args; a < grads.size(); ++a)
@@ -102,6 +104,15 @@ void function_accumulate(const FunctionRecord& rec, BackwardContext& bctx, tenso
                                   std::string(dtype_name(rec.input_dtypes[slot])));
     bctx.accumulate(slot, g);
   }
+}
+}  // namespace
+
+void function_accumulate(const FunctionRecord& rec, BackwardContext& bctx, tensor_list grads) {
+  accumulate_grads(rec, bctx, std::move(grads));
+}
+
+void function_accumulate(const FunctionRecord& rec, GradGraphContext& bctx, tensor_list grads) {
+  accumulate_grads(rec, bctx, std::move(grads));
 }
 
 }  // namespace detail

@@ -32,6 +32,9 @@
 //   receives a gradient. A single-output Function runs it once.
 // - Tensor arguments are passed as `Tensor` or `const Tensor&`; a tensor_list argument is passed
 //   through as a non-tensor value (its elements are not inputs).
+// - Higher-order gradients: in a backward with create_graph, backward runs with recording on,
+//   on the tensors it saved (the forward's inputs as given, graph tensors) and on grad_outputs
+//   that require grad, so a backward written with tg ops is differentiable, as in LibTorch.
 // The tape node is named after the C++ type ("Cube"), which is what anomaly mode reports.
 #include <any>
 #include <array>
@@ -129,6 +132,8 @@ struct FunctionRecord {
 tensor_list function_grad_outputs(const FunctionRecord& record, const AutogradContext& ctx, int j);
 /// Checks backward's result against the forward arguments and adds it to the inputs' gradients.
 void function_accumulate(const FunctionRecord& record, BackwardContext& bctx, tensor_list grads);
+/// The same in a backward with create_graph (the additions recorded).
+void function_accumulate(const FunctionRecord& record, GradGraphContext& bctx, tensor_list grads);
 
 template <class A> inline constexpr bool is_tensor_arg_v = std::is_same_v<std::decay_t<A>, Tensor>;
 
@@ -177,9 +182,9 @@ struct Function {
       if (!any_needs || !out.defined() || !is_floating(out.dtype()) || ctx->is_non_differentiable(out)) return out;
       rec->output_shapes = {out.shape()};
       rec->output_dtypes = {out.dtype()};
-      return record(rec->name, std::move(out), inputs, [ctx, rec](BackwardContext& bctx) {
-        run_backward(*ctx, *rec, bctx, 0);
-      });
+      return record(
+          rec->name, std::move(out), inputs, [ctx, rec](BackwardContext& bctx) { run_backward(*ctx, *rec, bctx, 0); },
+          [ctx, rec](GradGraphContext& gctx) { run_backward(*ctx, *rec, gctx, 0); });
     } else {
       if (!any_needs) return out;
       for (const Tensor& o : out) {
@@ -189,9 +194,10 @@ struct Function {
       for (std::size_t j = 0; j < out.size(); ++j) {
         if (!out[j].defined() || !is_floating(out[j].dtype()) || ctx->is_non_differentiable(out[j])) continue;
         const int jj = static_cast<int>(j);
-        out[j] = record(rec->name, std::move(out[j]), inputs, [ctx, rec, jj](BackwardContext& bctx) {
-          run_backward(*ctx, *rec, bctx, jj);
-        });
+        out[j] = record(
+            rec->name, std::move(out[j]), inputs,
+            [ctx, rec, jj](BackwardContext& bctx) { run_backward(*ctx, *rec, bctx, jj); },
+            [ctx, rec, jj](GradGraphContext& gctx) { run_backward(*ctx, *rec, gctx, jj); });
       }
       return out;
     }
@@ -206,7 +212,10 @@ struct Function {
       return T::forward(&ctx, std::forward<Args>(args)...);
   }
 
-  static void run_backward(AutogradContext& ctx, const detail::FunctionRecord& rec, BackwardContext& bctx, int j) {
+  // Context: BackwardContext, or GradGraphContext under create_graph, where backward's ops (on
+  // the graph tensors it saved and on grad_output) are recorded, so its result is differentiable.
+  template <class Context>
+  static void run_backward(AutogradContext& ctx, const detail::FunctionRecord& rec, Context& bctx, int j) {
     tensor_list grad_outputs = detail::function_grad_outputs(rec, ctx, j);
     grad_outputs[j] = bctx.grad_output();
     tensor_list grads;

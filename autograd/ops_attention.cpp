@@ -305,6 +305,30 @@ Shape with_last2(Shape s, std::int64_t a, std::int64_t b) {
   return s;
 }
 
+// The composed form's probabilities: softmax(q kᵀ scale + mask), causal positions -inf.
+Tensor composed_probabilities(const Tensor& query, const Tensor& key, const Tensor& attn_mask, bool is_causal,
+                              double scale) {
+  const std::int64_t L = query.size(-2), S = key.size(-2);
+  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  Tensor scores = matmul(query, transpose(key, -2, -1)) * s;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (is_causal) scores = masked_fill(scores, triu(Tensor::ones({L, S}, DType::i64), 1), neg_inf);
+  if (attn_mask.defined()) {
+    const MaskArg mask = mask_arg(attn_mask, scores.dtype());
+    if (mask.kind == kernels::AttentionMaskKind::allow) scores = masked_fill(scores, blocked_positions(mask), neg_inf);
+    else scores = scores + attn_mask;  // the caller's tensor: a mask that requires grad gets one
+  }
+  return softmax(scores, -1);
+}
+
+// The composed form with given dropout factors (undefined: no dropout).
+Tensor sdpa_composed(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
+                     bool is_causal, double scale, const Tensor& dropout_factors) {
+  Tensor attn = composed_probabilities(query, key, attn_mask, is_causal, scale);
+  if (dropout_factors.defined()) attn = attn * dropout_factors;
+  return matmul(attn, value);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -354,12 +378,19 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(std::move(dq), q.shape()));
     if (dk.defined()) ctx.accumulate(1, kernels::sum_to(std::move(dk), k.shape()));
     if (dv.defined()) ctx.accumulate(2, kernels::sum_to(std::move(dv), v.shape()));
-  }, [query, key, value, attn_mask, dropout_p, is_causal, scale](GradGraphContext& ctx) {
-    // The dropout mask came from the generator's draw in the forward; the composed form cannot
-    // draw it again.
-    if (dropout_p > 0.0)
-      throw std::runtime_error(std::string(kSdpa) + ": double backward (create_graph) is not supported with dropout_p > 0");
-    ctx.backward_through(scaled_dot_product_attention_composed(query, key, value, attn_mask, 0.0, is_causal, scale));
+  }, [query, key, value, attn_mask, dropout_p, is_causal, scale, seed](GradGraphContext& ctx) {
+    // With dropout, the forward's mask is rebuilt from its seed (the same factors the kernels
+    // applied) and multiplied into the composed form's probabilities.
+    Tensor factors;
+    if (dropout_p > 0.0) {
+      const SdpaLayout lay = sdpa_layout(query, key, value, mask_arg(attn_mask, query.dtype()).data);
+      factors = Tensor::empty(with_last2(lay.batch, lay.L, lay.S), query.dtype());
+      kernels::dispatch_floating(kSdpa, query.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        kernels::attention_dropout_factors<T>(dropout_p, seed, factors.numel(), factors.data<T>());
+      });
+    }
+    ctx.backward_through(sdpa_composed(query, key, value, attn_mask, is_causal, scale, factors));
   });
 }
 
@@ -367,17 +398,7 @@ Tensor scaled_dot_product_attention_composed(const Tensor& query, const Tensor& 
                                              const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
                                              Generator* gen, Tensor* weights) {
   check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, gen);
-  const std::int64_t L = query.size(-2), S = key.size(-2);
-  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
-  Tensor scores = matmul(query, transpose(key, -2, -1)) * s;
-  const double neg_inf = -std::numeric_limits<double>::infinity();
-  if (is_causal) scores = masked_fill(scores, triu(Tensor::ones({L, S}, DType::i64), 1), neg_inf);
-  if (attn_mask.defined()) {
-    const MaskArg mask = mask_arg(attn_mask, scores.dtype());
-    if (mask.kind == kernels::AttentionMaskKind::allow) scores = masked_fill(scores, blocked_positions(mask), neg_inf);
-    else scores = scores + attn_mask;  // the caller's tensor: a mask that requires grad gets one
-  }
-  Tensor attn = softmax(scores, -1);
+  Tensor attn = composed_probabilities(query, key, attn_mask, is_causal, scale);
   if (weights) *weights = attn;
   if (dropout_p > 0.0) attn = dropout(attn, dropout_p, *gen, true);
   return matmul(attn, value);

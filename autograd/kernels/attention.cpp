@@ -291,6 +291,16 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
     });
 }
 
+template <class T>
+void attention_dropout_factors(double dropout_p, std::uint64_t seed, std::int64_t n, T* factors) {
+  AttentionProblem<T> p;
+  p.dropout_p = dropout_p;
+  p.seed = seed;
+  dropout_factors(p, 0, n, factors);
+}
+
+template void attention_dropout_factors<float>(double, std::uint64_t, std::int64_t, float*);
+template void attention_dropout_factors<double>(double, std::uint64_t, std::int64_t, double*);
 template void attention_forward<float>(const AttentionProblem<float>&, float*, float*, float*);
 template void attention_forward<double>(const AttentionProblem<double>&, double*, double*, double*);
 template void attention_backward<float>(const AttentionProblem<float>&, const float*, const float*, const float*,

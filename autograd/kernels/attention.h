@@ -48,4 +48,10 @@ template <class T>
 void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv,
                         const T* probs = nullptr);
 
+/// The dropout factors (0 or 1/(1 - dropout_p)) the two functions above apply to elements
+/// [0, n) of the (BH, L, S) probabilities for `seed`: what a differentiable (create_graph) backward
+/// multiplies its recomputed probabilities by.
+template <class T>
+void attention_dropout_factors(double dropout_p, std::uint64_t seed, std::int64_t n, T* factors);
+
 }  // namespace tg::kernels

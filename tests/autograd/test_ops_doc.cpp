@@ -327,16 +327,3 @@ TEST(OpsDoc, SecondOrderColumnMatchesWhatTheOpsDo) {
   }
 }
 
-// The restriction in scaled_dot_product_attention's notes: with dropout, no double backward.
-TEST(OpsDoc, AttentionWithDropoutHasNoSecondOrder) {
-  Generator gen(1);
-  const Tensor x = Tensor::from_values({0.5, -1.5, 2.0, 1.25, -0.75, 3.0}, {2, 3}, DType::f64).requires_grad_();
-  const Tensor y = scaled_dot_product_attention(x, x, x, Tensor(), 0.5, false, 0.0, &gen);
-  try {
-    tg::grad({sum(y)}, {x}, {}, {.create_graph = true});
-    ADD_FAILURE() << "scaled_dot_product_attention with dropout_p > 0: double backward ran";
-  } catch (const std::exception& e) {
-    EXPECT_TRUE(is_not_supported(e)) << e.what();
-  }
-  tape::reset();
-}
