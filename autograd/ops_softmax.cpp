@@ -502,6 +502,13 @@ double log_sum_exp_row(const T* x, std::int64_t n, std::int64_t* argmax) {
 double log_sum_exp(const float* x, std::int64_t n, std::int64_t* argmax) { return log_sum_exp_row(x, n, argmax); }
 double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax) { return log_sum_exp_row(x, n, argmax); }
 
+float exp_shift_sum(const float* x, float* y, std::int64_t n, float m) {
+  return y ? tg::exp_shift_sum<true>(x, y, n, m) : tg::exp_shift_sum<false>(x, y, n, m);
+}
+double exp_shift_sum(const double* x, double* y, std::int64_t n, double m) {
+  return y ? tg::exp_shift_sum<true>(x, y, n, m) : tg::exp_shift_sum<false>(x, y, n, m);
+}
+
 }  // namespace kernels
 
 double log_sum_exp_row(const float* x, std::int64_t n, std::int64_t* argmax) {

@@ -37,37 +37,6 @@ constexpr double kTaskFlops = 1e6;
 
 template <class T> constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-// y[i] = exp(x[i] - m) (y may be x); returns the sum. The tail goes through the same vector exp.
-template <class T>
-T exp_row(const T* x, T* y, std::int64_t n, T m) {
-  constexpr std::int64_t W = Batch<T>::size;
-  const Batch<T> M(m);
-  Batch<T> acc(T(0));
-  std::int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - M);
-    e.store_unaligned(y + i);
-    acc += e;
-  }
-  T s = xsimd::hadd(acc);
-  if (i < n) {
-    alignas(64) T buf[W];
-    std::fill(buf, buf + W, kNegInf<T>);
-    std::copy(x + i, x + n, buf);
-    xsimd::exp(Batch<T>::load_aligned(buf) - M).store_aligned(buf);
-    for (std::int64_t k = 0; k < n - i; ++k) {
-      y[i + k] = buf[k];
-      s += buf[k];
-    }
-  }
-  return s;
-}
-
-template <class T>
-T exp_row(T* x, std::int64_t n, T m) {
-  return exp_row(x, x, n, m);
-}
-
 // Dropout factors (0 or 1/(1-p)) of elements first, ..., first + n - 1 of the (BH, L, S)
 // probabilities: the mask tg::dropout draws for a tensor of that shape from the same seed.
 template <class T>
@@ -159,7 +128,7 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
           T* s = Sb.data() + r * bk;
           const T m_new = std::max(m[r], max_contiguous(sc, nk));
           const T m_use = m_new == kNegInf<T> ? T(0) : m_new;  // nothing allowed yet: all terms 0
-          const T sum = exp_row(sc, s, nk, m_use);
+          const T sum = exp_shift_sum(sc, s, nk, m_use);
           const T corr = std::exp(m[r] - m_use);
           l[r] = l[r] * corr + sum;
           m[r] = m_new;
@@ -179,7 +148,7 @@ void attention_forward(const AttentionProblem<T>& p, T* out, T* lse, T* probs) {
         lse[bh * L + i0 + r] = (m[r] == kNegInf<T> ? T(0) : m[r]) + std::log(l[r]);
         if (probs) {  // exp(s - lse): the very values the backward would recompute
           T* pr = probs + (bh * L + i0 + r) * S;
-          exp_row(pr, s_end, lse[bh * L + i0 + r]);
+          exp_shift_sum(pr, pr, s_end, lse[bh * L + i0 + r]);
           std::fill(pr + s_end, pr + S, T(0));
         }
       }
@@ -242,7 +211,10 @@ void attention_backward(const AttentionProblem<T>& p, const T* out, const T* lse
             ldp = S;
           } else {
             score_block(mm, p, bh, i0, nq, j0, nk, P.data(), bk);
-            for (std::int64_t r = 0; r < nq; ++r) exp_row(P.data() + r * bk, nk, lse[bh * L + i0 + r]);
+            for (std::int64_t r = 0; r < nq; ++r) {
+              T* row = P.data() + r * bk;
+              exp_shift_sum(row, row, nk, lse[bh * L + i0 + r]);
+            }
           }
           const T* Zp = Pb;
           std::int64_t ldz = ldp;

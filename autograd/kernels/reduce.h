@@ -54,6 +54,12 @@ Tensor max(const Tensor& x, int axis, bool keepdim, Tensor* argmax);
 double log_sum_exp(const float* x, std::int64_t n, std::int64_t* argmax = nullptr);
 double log_sum_exp(const double* x, std::int64_t n, std::int64_t* argmax = nullptr);
 
+/// Sum of exp(x[i] - m) over x[0, n), with the terms written to y unless y is null (y may be x);
+/// the tail goes through the same vector exp. The exponentials of softmax, log_softmax and the
+/// fused attention. Defined in ops_softmax.cpp, beside the softmax row primitives.
+float exp_shift_sum(const float* x, float* y, std::int64_t n, float m);
+double exp_shift_sum(const double* x, double* y, std::int64_t n, double m);
+
 /// Sum of x[0, n) in a fixed order (four SIMD accumulators, then lanes, then the tail): the row sum
 /// of sum() and of the fused norms, so both add a row the same way.
 float sum_contiguous(const float* x, std::int64_t n);
