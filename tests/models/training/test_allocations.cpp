@@ -150,6 +150,24 @@ using bench::kBos;
 using bench::make_batch;
 using bench::SplitMix64;
 
+/// Runs step(i) for i < warmup + measured and returns the operator new calls plus the caching
+/// allocator's system allocations of each step from `warmup` on; then prints the allocation sites
+/// if tracing and restores the default thread count.
+template <class Step>
+std::vector<std::int64_t> count_per_step(int warmup, int measured, Step&& step) {
+  std::vector<std::int64_t> counts;
+  for (int i = 0; i < warmup + measured; ++i) {
+    const std::int64_t before = g_news.load() + memory::cache_stats().system_allocs;
+    g_counting = i >= warmup;
+    step(i);
+    g_counting = false;
+    if (i >= warmup) counts.push_back(g_news.load() + memory::cache_stats().system_allocs - before);
+  }
+  if (g_trace) print_sites();
+  set_num_threads(0);
+  return counts;
+}
+
 /// Operator-new calls of each of `measured` training steps, as in bench_seq2seq and train():
 /// teacher forcing, Seq2Seq::loss, backward, clip_grad_norm(1.0), Adam. The measured steps train on
 /// the batches of the `warmup` steps again, in the same order (warmup >= measured).
@@ -165,26 +183,16 @@ std::vector<std::int64_t> allocations_per_step(const models::ModelConfig& config
   std::vector<Batch> batches;
   for (int i = 0; i < warmup; ++i) batches.push_back(make_batch(rng, batch, config));
   model->train();
-  std::vector<std::int64_t> counts;
-  for (int i = 0; i < warmup + measured; ++i) {
+  return count_per_step(warmup, measured, [&](int i) {
     const Batch& b = batches[static_cast<std::size_t>(i % warmup)];
-    const std::int64_t before = g_news.load() + memory::cache_stats().system_allocs;
-    g_counting = i >= warmup;
-    {
-      const Tensor dec_input = models::teacher_forcing_input(b.tgt, kBos);
-      const Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
-      optimizer.zero_grad();
-      loss.backward();
-      nn::clip_grad_norm(params, 1.0);
-      optimizer.step();
-      EXPECT_TRUE(std::isfinite(loss.item()));
-    }
-    g_counting = false;
-    if (i >= warmup) counts.push_back(g_news.load() + memory::cache_stats().system_allocs - before);
-  }
-  if (g_trace) print_sites();
-  set_num_threads(0);
-  return counts;
+    const Tensor dec_input = models::teacher_forcing_input(b.tgt, kBos);
+    const Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
+    optimizer.zero_grad();
+    loss.backward();
+    nn::clip_grad_norm(params, 1.0);
+    optimizer.step();
+    EXPECT_TRUE(std::isfinite(loss.item()));
+  });
 }
 
 std::string str(const std::vector<std::int64_t>& v) {
@@ -272,21 +280,11 @@ std::vector<std::int64_t> encoder_allocations_per_step(int threads, int warmup, 
     batches.emplace_back(Tensor::from_vector(xs, {sizes.batch, sizes.seq, sizes.d_model}),
                          Tensor::from_vector(ts, {sizes.batch, sizes.seq, sizes.d_model}));
   }
-  std::vector<std::int64_t> counts;
-  for (int i = 0; i < warmup + measured; ++i) {
+  return count_per_step(warmup, measured, [&](int i) {
     const auto& [x, target] = batches[static_cast<std::size_t>(i)];
-    const std::int64_t before = g_news.load() + memory::cache_stats().system_allocs;
-    g_counting = i >= warmup;
-    {
-      const Tensor loss = enc::train_step(layer, optimizer, x, target);
-      EXPECT_TRUE(std::isfinite(loss.item()));
-    }
-    g_counting = false;
-    if (i >= warmup) counts.push_back(g_news.load() + memory::cache_stats().system_allocs - before);
-  }
-  if (g_trace) print_sites();
-  set_num_threads(0);
-  return counts;
+    const Tensor loss = enc::train_step(layer, optimizer, x, target);
+    EXPECT_TRUE(std::isfinite(loss.item()));
+  });
 }
 
 TEST(Allocations, EncoderWorkloadGTrainingStepAllocatesNothing) {
