@@ -13,7 +13,8 @@
 #   TRAIN_PAIRS=2000 TEST_PAIRS=200 MINUTES=1 scripts/real_translation.sh   # a smoke run
 # Settings (environment): DATA (fra.txt), MODEL, MINUTES, SUBWORD (pieces), EMBED, HIDDEN,
 # NUM_STEPS, BATCH_TOKENS, LR, LR_DECAY, LR_PATIENCE, PATIENCE, VALIDATE_EVERY, DEV_BLEU_PAIRS,
-# TRAIN_PAIRS (0 = all), TEST_PAIRS (0 = all), THREADS (0 = all cores), SEED, RESULTS, SPLIT_DIR.
+# TRAIN_PAIRS (0 = all), TEST_PAIRS (0 = all), THREADS (0 = all cores), SEED, RESULTS, SPLIT_DIR,
+# EXTRA (further `bahdanau train` options of a new run, e.g. the transformer's sizes).
 # Running it again with the same RESULTS continues the training from ckpt/ up to the same limit
 # (the time limit counts every run), then translates and scores again.
 set -euo pipefail
@@ -41,6 +42,7 @@ THREADS=${THREADS:-0}
 SEED=${SEED:-1}
 SPLIT_DIR=${SPLIT_DIR:-out/real_translation/data}
 RESULTS=${RESULTS:-out/real_translation/$MODEL}
+read -r -a extra <<< "${EXTRA:-}"
 
 mkdir -p "$RESULTS"
 log="$RESULTS/command.txt"
@@ -76,7 +78,7 @@ else
   if ((TRAIN_PAIRS > 0)); then train+=(--num-examples "$TRAIN_PAIRS"); fi
   run "$bin" train "${train[@]}" --subword "$SUBWORD" --model "$MODEL" --embed-size "$EMBED" --num-hiddens "$HIDDEN" \
     --num-steps "$NUM_STEPS" --batch-tokens "$BATCH_TOKENS" --lr "$LR" --lr-decay "$LR_DECAY" \
-    --lr-patience "$LR_PATIENCE" --patience "$PATIENCE" --seed "$SEED" 2> >(tee "$RESULTS/train.log" >&2)
+    --lr-patience "$LR_PATIENCE" --patience "$PATIENCE" --seed "$SEED" ${extra[@]+"${extra[@]}"} 2> >(tee "$RESULTS/train.log" >&2)
 fi
 
 # 3. Test translations with beam 5 (GNMT length penalty 0.6, at most 1.5 x source + 5 pieces) from
