@@ -409,6 +409,15 @@ TEST_F(Cli, BleuByLengthScoresEachBucketForEverySystem) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.rfind("chrF2|nrefs:1|", 0), 0u) << r.out;
   EXPECT_NE(r.out.find(a.string()), std::string::npos) << r.out;
+  // Several systems without --by-length: one score line each, after its label and a tab.
+  r = run("bleu --metric sacrebleu --ref " + ref.string() + " --hyp " + a.string() + " --label copy --hyp " + b.string() +
+          " --label B");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto both = lines(r.out);
+  ASSERT_EQ(both.size(), 2u) << r.out;
+  EXPECT_EQ(both[0].rfind("copy\tBLEU|nrefs:1|", 0), 0u) << both[0];
+  EXPECT_NE(both[0].find(" = 100.00 "), std::string::npos) << both[0];
+  EXPECT_EQ(both[1].rfind("B\tBLEU|nrefs:1|", 0), 0u) << both[1];
 }
 
 TEST_F(Cli, BleuByLengthErrorsNameFilesAndCounts) {
