@@ -374,6 +374,83 @@ TEST_F(Cli, BleuSacrebleuAndChrfModes) {
   EXPECT_NE(r.err.find("reference line 2 is empty"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, BleuByLengthScoresEachBucketForEverySystem) {
+  // Sources of 1, 2, 3 and 5 words; buckets 1-2 and 3+. System A copies the references, B is the
+  // hand-checked pair of tests/models/decoding/test_length_buckets.cpp on line 1 (53.73 alone).
+  const fs::path src = dir() / "bl_src.txt", ref = dir() / "bl_ref.txt", a = dir() / "bl_a.txt", b = dir() / "bl_b.txt";
+  std::ofstream(src) << "go\nhello there\nhow are you\none two three four five\n";
+  std::ofstream(ref) << "the cat sat on a mat\nbonjour à vous tous\ncomment allez vous ?\nun deux trois quatre cinq\n";
+  std::ofstream(a) << "the cat sat on a mat\nbonjour à vous tous\ncomment allez vous ?\nun deux trois quatre cinq\n";
+  std::ofstream(b) << "the cat sat on the mat\nbonjour à vous tous\nrien\nun deux trois quatre cinq\n";
+  const fs::path csv = dir() / "bl.csv", svg = dir() / "bl.svg";
+  const std::string common = "bleu --metric sacrebleu --by-length --buckets 1,3 --src " + src.string() + " --ref " + ref.string();
+  CliRun r = run(common + " --hyp " + a.string() + " --label copy --hyp " + b.string() + " --label B --csv " +
+                 csv.string() + " --svg " + svg.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto out = lines(r.out);
+  ASSERT_EQ(out.size(), 5u) << r.out;
+  EXPECT_EQ(out[0], "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.x-tapegrad by source length in words (" +
+                        src.string() + ")");
+  EXPECT_EQ(out[1], "words    sentences      copy         B");
+  EXPECT_EQ(out[2].substr(0, 18), "1-2              2");
+  EXPECT_NE(out[2].find("  100.00"), std::string::npos) << out[2];
+  EXPECT_EQ(out[3].substr(0, 18), "3+               2");
+  EXPECT_EQ(out[4].substr(0, 18), "all              4");
+  const auto rows = lines(read_file(csv));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], "bucket,min_words,max_words,sentences,mean_words,copy,B");
+  EXPECT_EQ(rows[1].rfind("1-2,1,2,2,1.50,100.0000,", 0), 0u) << rows[1];
+  EXPECT_EQ(rows[2].rfind("3+,3,,2,4.00,100.0000,", 0), 0u) << rows[2];
+  const std::string plot = read_file(svg);
+  EXPECT_NE(plot.find("data-label=\"copy\""), std::string::npos);
+  EXPECT_NE(plot.find("data-label=\"B\""), std::string::npos);
+  // chrF on the same buckets; no labels: the file names.
+  r = run("bleu --metric chrf --by-length --buckets 1,3 --src " + src.string() + " --ref " + ref.string() + " --hyp " + a.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("chrF2|nrefs:1|", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(a.string()), std::string::npos) << r.out;
+  // Several systems without --by-length: one score line each, after its label and a tab.
+  r = run("bleu --metric sacrebleu --ref " + ref.string() + " --hyp " + a.string() + " --label copy --hyp " + b.string() +
+          " --label B");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto both = lines(r.out);
+  ASSERT_EQ(both.size(), 2u) << r.out;
+  EXPECT_EQ(both[0].rfind("copy\tBLEU|nrefs:1|", 0), 0u) << both[0];
+  EXPECT_NE(both[0].find(" = 100.00 "), std::string::npos) << both[0];
+  EXPECT_EQ(both[1].rfind("B\tBLEU|nrefs:1|", 0), 0u) << both[1];
+}
+
+TEST_F(Cli, BleuByLengthErrorsNameFilesAndCounts) {
+  const fs::path src = dir() / "ble_src.txt", ref = dir() / "ble_ref.txt", hyp = dir() / "ble_hyp.txt";
+  std::ofstream(src) << "a\nb\nc\n";
+  std::ofstream(ref) << "x\ny\n";
+  std::ofstream(hyp) << "x\ny\n";
+  const std::string files = " --src " + src.string() + " --ref " + ref.string() + " --hyp " + hyp.string();
+  auto error_of = [&](const std::string& args) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    return r.err;
+  };
+  EXPECT_EQ(error_of("bleu --metric sacrebleu --by-length" + files),
+            "bahdanau: error: " + src.string() + " has 3 lines but " + ref.string() + " has 2\n");
+  std::ofstream(src) << "a\nb\n";
+  std::ofstream(hyp) << "x\n";
+  EXPECT_EQ(error_of("bleu --metric sacrebleu --by-length" + files),
+            "bahdanau: error: " + hyp.string() + " has 1 lines but " + ref.string() + " has 2\n");
+  std::ofstream(hyp) << "x\ny\n";
+  EXPECT_NE(error_of("bleu --by-length" + files).find("--by-length needs --metric sacrebleu or chrf"), std::string::npos);
+  EXPECT_NE(error_of("bleu --metric sacrebleu --by-length --ref " + ref.string() + " --hyp " + hyp.string())
+                .find("--by-length needs --src"), std::string::npos);
+  EXPECT_NE(error_of("bleu --metric sacrebleu" + files).find("--src applies to --by-length only"), std::string::npos);
+  EXPECT_NE(error_of("bleu --metric sacrebleu --by-length --buckets 1,x" + files).find("--buckets: 'x' is not a whole number"),
+            std::string::npos);
+  EXPECT_NE(error_of("bleu --metric sacrebleu --by-length --buckets 2,4" + files).find("line 1 has 1 words, fewer than"),
+            std::string::npos);
+  EXPECT_NE(error_of("bleu --metric sacrebleu --by-length --label A --label B" + files).find("2 --label for 1 --hyp"),
+            std::string::npos);
+}
+
 TEST_F(Cli, SplitWritesTheSameFilesEveryTimeAndReverseSwapsColumns) {
   const std::string data = TG_TEST_DATA_DIR "/fra_head80.tsv";
   const fs::path a = dir() / "split_a", b = dir() / "split_b", r = dir() / "split_r";
