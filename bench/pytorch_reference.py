@@ -12,8 +12,8 @@ sets both from --threads if they are missing, and bench/compare sets them explic
 Workloads:
   A: d2l's Bahdanau chapter model (d2l 0.17's classes, bench/d2l_torch.py),
      embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201.
-  B: RNNsearch (mirrors models/translators/rnnsearch_model.cpp), embed 256, hidden 256, batch 64, num_steps 20,
-     vocab 8000 / 8000, linear readout, no dropout.
+  B: RNNsearch (bench/rnnsearch_torch.py, which mirrors models/translators/rnnsearch_model.cpp),
+     embed 256, hidden 256, batch 64, num_steps 20, vocab 8000 / 8000, linear readout, no dropout.
   C: RNNsearch, embed 620, hidden 1000, batch 80, num_steps 30, vocab 30000, linear or maxout.
   T: Transformer written as PyTorch's tutorial "Language Translation with nn.Transformer"
      (Seq2SeqTransformer: TokenEmbedding * sqrt(d), sinusoidal PositionalEncoding with dropout,
