@@ -12,8 +12,8 @@ sets both from --threads if they are missing, and bench/compare sets them explic
 Workloads:
   A: d2l's Bahdanau chapter model (d2l 0.17's classes, bench/d2l_torch.py),
      embed 32, hidden 32, 2 layers, dropout 0.1, batch 64, num_steps 10, vocab 184 / 201.
-  B: RNNsearch (mirrors models/translators/rnnsearch_model.cpp), embed 256, hidden 256, batch 64, num_steps 20,
-     vocab 8000 / 8000, linear readout, no dropout.
+  B: RNNsearch (bench/rnnsearch_torch.py, which mirrors models/translators/rnnsearch_model.cpp),
+     embed 256, hidden 256, batch 64, num_steps 20, vocab 8000 / 8000, linear readout, no dropout.
   C: RNNsearch, embed 620, hidden 1000, batch 80, num_steps 30, vocab 30000, linear or maxout.
   T: Transformer written as PyTorch's tutorial "Language Translation with nn.Transformer"
      (Seq2SeqTransformer: TokenEmbedding * sqrt(d), sinusoidal PositionalEncoding with dropout,
@@ -78,10 +78,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", str(THREADS))
 import math  # noqa: E402
 import torch  # noqa: E402  (after the environment is set)
 from torch import nn  # noqa: E402
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from d2l_torch import Seq2SeqAttentionDecoder, Seq2SeqEncoder  # noqa: E402
+from rnnsearch_torch import RnnSearch  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- data
@@ -136,81 +136,6 @@ class D2lEncoderDecoder(nn.Module):
     def step(self, y_prev, state):
         Y, state = self.decoder(y_prev.unsqueeze(1), state)
         return Y.squeeze(1), state
-
-
-# ----------------------------------------------------------------------------- RNNsearch (B, C)
-class RnnSearch(nn.Module):
-    """models/translators/rnnsearch_model.cpp: bidirectional GRU encoder over the valid positions, s_0 =
-    tanh(W_s <-h_1), additive attention with U_a h_j computed once per sentence, GRUCell on
-    [E y_{i-1}; c_i], readout from [s_i; E y_{i-1}; c_i] (linear, or maxout then linear)."""
-
-    def __init__(self, w):
-        super().__init__()
-        E, H, D = w["embed"], w["hidden"], 2 * w["hidden"]
-        self.src_embedding = nn.Embedding(w["src_vocab"], E)
-        self.encoder_rnn = nn.GRU(E, H, bidirectional=True)
-        self.init = nn.Linear(H, H, bias=False)
-        self.W_k = nn.Linear(D, H, bias=False)   # U_a
-        self.W_q = nn.Linear(H, H, bias=False)   # W_a
-        self.w_v = nn.Linear(H, 1, bias=False)   # v_a
-        self.tgt_embedding = nn.Embedding(w["tgt_vocab"], E)
-        self.rnn = nn.GRUCell(E + D, H)
-        out_in = H + E + D
-        if w["readout"] == "maxout":
-            units = max(1, H // 2)
-            self.maxout = nn.Linear(out_in, 2 * units)
-            self.dense = nn.Linear(units, w["tgt_vocab"])
-        else:
-            self.maxout = None
-            self.dense = nn.Linear(out_in, w["tgt_vocab"])
-
-    def begin(self, src, src_len):
-        S = src.size(1)
-        x = self.src_embedding(src).permute(1, 0, 2)                        # (S, B, E)
-        packed = pack_padded_sequence(x, src_len, enforce_sorted=False)
-        out, h_n = self.encoder_rnn(packed)
-        out, _ = pad_packed_sequence(out, total_length=S)                   # (S, B, 2H), zeros at padding
-        memory = out.permute(1, 0, 2)                                       # (B, S, 2H)
-        keys = self.W_k(memory)                                             # once per sentence
-        s = torch.tanh(self.init(h_n[1]))                                   # <-h_1
-        mask = torch.arange(S)[None, :] < src_len[:, None]                  # (B, S)
-        return [memory, keys, mask, s]
-
-    def context(self, s, state):
-        memory, keys, mask, _ = state
-        q = self.W_q(s).unsqueeze(1)                                         # (B, 1, H)
-        scores = self.w_v(torch.tanh(q + keys)).squeeze(-1)                  # (B, S)
-        alpha = torch.softmax(scores.masked_fill(~mask, -1e6), dim=-1)
-        return torch.bmm(alpha.unsqueeze(1), memory).squeeze(1)              # (B, 2H)
-
-    def readout(self, feats):
-        if self.maxout is None:
-            return self.dense(feats)
-        t = self.maxout(feats)
-        t = t.reshape(*t.shape[:-1], t.size(-1) // 2, 2).max(dim=-1).values
-        return self.dense(t)
-
-    def forward(self, src, src_len, dec_input):
-        state = self.begin(src, src_len)
-        s = state[3]
-        emb = self.tgt_embedding(dec_input)                                  # (B, T, E)
-        states, contexts = [], []
-        for t in range(dec_input.size(1)):
-            e = emb[:, t]
-            c = self.context(s, state)
-            s = self.rnn(torch.cat((e, c), dim=-1), s)
-            states.append(s)
-            contexts.append(c)
-        feats = torch.cat((torch.stack(states, 1), emb, torch.stack(contexts, 1)), dim=-1)
-        return self.readout(feats)                                           # (B, T, V), one product
-
-    def step(self, y_prev, state):
-        e = self.tgt_embedding(y_prev)
-        s = state[3]
-        c = self.context(s, state)
-        s = self.rnn(torch.cat((e, c), dim=-1), s)
-        state[3] = s
-        return self.readout(torch.cat((s, e, c), dim=-1)), state
 
 
 # ----------------------------------------------------------------------------- Transformer (T)

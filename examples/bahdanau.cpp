@@ -23,6 +23,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -308,6 +309,7 @@ struct TrainArgs {
   std::string dev, best, select_by = "bleu";
   std::int64_t dev_bleu_pairs = 0, dev_beam = 1, validate_every = 0, patience = 0, lr_patience = 1, batch_tokens = 0;
   double lr_decay = 1.0, max_minutes = 0.0;
+  std::string write_batches;  // --write-batches DIR: export what the run would train on, then stop
   std::map<std::string, CLI::Option*> opts;
 };
 
@@ -325,6 +327,134 @@ DevSet make_dev_set(const TrainArgs& a, const SubwordModel* subword) {
     dev.pairs = tokenize_pairs(raw);
   }
   return dev;
+}
+
+/// A JSON string literal of `text` (UTF-8 passes through; quotes, backslashes and control
+/// characters are escaped).
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+/// train --write-batches DIR: what this run would train on, for another framework to train on the
+/// same batches (scripts/pytorch_rnnsearch.py). The plan comes from epoch_batch_rows, the function
+/// train() builds its batches from.
+void write_batches(const TrainArgs& a, const ModelConfig& config, const Seq2Seq& model, const TranslationData& data,
+                   const TrainOptions& opts, const SubwordModel* subword) {
+  namespace fs = std::filesystem;
+  const fs::path dir(a.write_batches);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError(a.write_batches + ": cannot create the directory (" + ec.message() + ")");
+
+  // Every step's rows, concatenated; step k's are rows[offsets[k] : offsets[k + 1]].
+  std::vector<std::int64_t> rows, offsets{0}, epochs;
+  auto full = [&] { return a.steps > 0 && static_cast<std::int64_t>(epochs.size()) >= a.steps; };
+  for (std::int64_t e = 1; !full() && (a.steps > 0 || e <= a.epochs); ++e) {
+    for (const auto& batch : epoch_batch_rows(data.train, opts, e)) {
+      if (full()) break;
+      rows.insert(rows.end(), batch.begin(), batch.end());
+      offsets.push_back(static_cast<std::int64_t>(rows.size()));
+      epochs.push_back(e);
+    }
+  }
+  const auto n_steps = static_cast<std::int64_t>(epochs.size());
+  auto i64 = [](const std::vector<std::int64_t>& v) {
+    return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())});
+  };
+  std::vector<std::pair<std::string, Tensor>> entries{
+      {"train_src", data.train.src()},         {"train_src_valid_len", data.train.src_valid_len()},
+      {"train_tgt", data.train.tgt()},         {"train_tgt_valid_len", data.train.tgt_valid_len()},
+      {"plan_rows", i64(rows)},                {"plan_offsets", i64(offsets)},
+      {"plan_epoch", i64(epochs)}};
+  const DevSet* dev = opts.dev();
+  if (dev) {
+    const Seq2SeqDataset d(dev->pairs, data.src_vocab, data.tgt_vocab, config.num_steps);
+    entries.insert(entries.end(), {{"dev_src", d.src()}, {"dev_src_valid_len", d.src_valid_len()},
+                                   {"dev_tgt", d.tgt()}, {"dev_tgt_valid_len", d.tgt_valid_len()}});
+    // As train() compares: the sentences as written, or the target tokens joined by spaces.
+    std::string refs;
+    for (std::size_t i = 0; i < dev->pairs.size(); ++i) {
+      if (!dev->references.empty()) {
+        refs += dev->references[i];
+      } else {
+        for (std::size_t j = 0; j < dev->pairs.tgt[i].size(); ++j) refs += (j ? " " : "") + dev->pairs.tgt[i][j];
+      }
+      refs += "\n";
+    }
+    write_file((dir / "dev.ref.txt").string(), refs);
+  }
+  nn::save_npz((dir / "batches.npz").string(), entries);
+  // The initialised model (weights, vocabularies, tokenizer.model) as a checkpoint.
+  save_checkpoint((dir / "init").string(), model, data.src_vocab, data.tgt_vocab, nullptr, nullptr, subword);
+
+  std::ostringstream m;
+  m.precision(17);
+  auto num = [&](const char* key, auto value) { m << "  " << json_string(key) << ": " << value << ",\n"; };
+  auto str = [&](const char* key, const std::string& value) { m << "  " << json_string(key) << ": " << json_string(value) << ",\n"; };
+  m << "{\n";
+  str("format", "tapegrad train --write-batches 1");
+  str("model", std::string(config.model.name()));
+  num("embed_size", config.embed_size);
+  num("num_hiddens", config.num_hiddens);
+  num("num_layers", config.num_layers);
+  num("dropout", config.dropout);
+  str("readout", std::string(to_string(config.readout)));
+  num("maxout_units", config.maxout_units > 0 ? config.maxout_units : std::max<std::int64_t>(1, config.num_hiddens / 2));
+  str("attention", std::string(to_string(config.attention)));
+  str("ablation", std::string(to_string(config.ablation)));
+  num("num_steps", config.num_steps);
+  num("src_vocab", data.src_vocab.size());
+  num("tgt_vocab", data.tgt_vocab.size());
+  num("num_parameters", model.num_parameters());
+  num("padding_is_inert", model.padding_is_inert() ? "true" : "false");
+  num("unk", Vocab::kUnk);
+  num("pad", Vocab::kPad);
+  num("bos", Vocab::kBos);
+  num("eos", Vocab::kEos);
+  num("seed", a.seed);
+  num("shuffle", opts.shuffle() ? "true" : "false");
+  num("batch_size", opts.batch_size());
+  num("batch_tokens", opts.batch_tokens());
+  num("lr", opts.lr());
+  num("clip", opts.clip());
+  num("warmup_steps", opts.warmup_steps());
+  num("label_smoothing", opts.label_smoothing());
+  num("max_minutes", a.max_minutes);
+  num("validate_every", dev ? opts.validate_every() : 0);
+  num("dev_bleu_pairs", dev ? opts.dev_bleu_pairs() : 0);
+  num("dev_beam", dev ? opts.dev_decode().beam_size() : 1);
+  num("dev_max_steps", config.num_steps);  // greedy dev decoding stops after num_steps tokens
+  str("select_by", opts.select_by() == SelectBy::kLoss ? "loss" : "bleu");
+  num("patience", dev ? opts.patience() : 0);
+  num("lr_decay", dev ? opts.lr_decay() : 1.0);
+  num("lr_patience", opts.lr_patience());
+  str("data", a.data.data.empty() ? "task:" + a.data.task : a.data.data);
+  str("dev", a.dev);
+  num("subword", subword ? subword->size() : 0);
+  num("train_rows", data.train.size());
+  num("dev_rows", dev ? static_cast<std::int64_t>(dev->pairs.size()) : 0);
+  num("plan_epochs", epochs.empty() ? 0 : epochs.back());
+  m << "  \"plan_steps\": " << n_steps << "\n}\n";
+  write_file((dir / "meta.json").string(), m.str());
+  std::fprintf(stderr, "bahdanau: wrote %lld steps (%lld epochs) of batches over %lld training rows%s to %s "
+                       "(batches.npz, meta.json%s, init/); nothing trained\n",
+               static_cast<long long>(n_steps), static_cast<long long>(epochs.empty() ? 0 : epochs.back()),
+               static_cast<long long>(data.train.size()), dev ? " and the dev rows" : "", a.write_batches.c_str(),
+               dev ? ", dev.ref.txt" : "");
 }
 
 int run_train(TrainArgs& a) {
@@ -438,7 +568,7 @@ int run_train(TrainArgs& a) {
   }
   if (a.compact_grads) allow_compact_grads(*model);
   const bool lead = dist::rank() == 0;  // under mpirun only rank 0 reports
-  if (a.out.empty() && lead) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
+  if (a.out.empty() && a.write_batches.empty() && lead) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
 
   auto notes = a.data.notes();
   std::optional<DevSet> dev;
@@ -478,6 +608,11 @@ int run_train(TrainArgs& a) {
   else opts.epochs(a.epochs);
   if (ck && ck->training) opts.resume_from(a.init_from);
   opts.shards(a.shards);
+  if (!a.write_batches.empty()) {
+    if (ck) throw UsageError("--write-batches exports a training from its start, not one continued with --init-from");
+    write_batches(a, config, *model, data, opts, subword ? &*subword : nullptr);
+    return 0;
+  }
 
   if (lead) std::fprintf(stderr, "bahdanau: %s, %lld parameters, %lld training pairs (%lld held out), vocab %lld/%lld, %d threads\n",
                std::string(config.model.name()).c_str(), static_cast<long long>(model->num_parameters()),
@@ -888,8 +1023,8 @@ int run_split(const SplitArgs& a) {
 
 struct PlotArgs {
   std::vector<std::string> csv, labels;
-  std::string out, column = "loss", title;
-  bool log = false;
+  std::string out, column = "loss", x = "step", title;
+  bool log = false, x_minutes = false;
   int smooth = 1;
 };
 
@@ -899,7 +1034,9 @@ int run_plot(const PlotArgs& a) {
                      " --csv files");
   std::vector<Series> series;
   for (std::size_t i = 0; i < a.csv.size(); ++i) {
-    Series s = read_csv_series(a.csv[i], "step", a.column);
+    Series s = read_csv_series(a.csv[i], a.x, a.column);
+    if (a.x_minutes)
+      for (double& x : s.x) x /= 60.0;
     if (!a.labels.empty()) s.label = a.labels[i];
     if (const std::size_t bad = count_unplottable({s}, a.log))
       std::cerr << "bahdanau plot: " << a.csv[i] << ": skipped " << bad << " of " << s.y.size()
@@ -925,6 +1062,7 @@ int run_plot(const PlotArgs& a) {
   PlotOptions o;
   o.title = a.title;
   o.y_label = a.column;
+  o.x_label = a.x_minutes ? a.x + " / 60 (minutes)" : a.x;
   o.log_y = a.log;
   write_file(a.out, line_plot_svg(series, o));
   return 0;
@@ -1152,6 +1290,13 @@ int main(int argc, char** argv) {
   ta.opts["lr-patience"] = train_cmd->add_option("--lr-patience", ta.lr_patience,
                                                  "Validations without a new best before each lr decay")
                                ->check(int_range(1, limits::kMaxCount));
+  train_cmd->add_option("--write-batches", ta.write_batches,
+                        "Write what this run would train on to DIR and stop without training: batches.npz (the "
+                        "encoded training and dev rows, and the rows of every step's batch in training order for "
+                        "--epochs epochs or --steps steps: give a few epochs, not a time limit's 1000), meta.json "
+                        "(model and training settings, special ids), dev.ref.txt (dev BLEU references) and init/ "
+                        "(the initialised model as a checkpoint, with vocabularies and tokenizer.model); read by "
+                        "scripts/pytorch_rnnsearch.py");
   train_cmd->add_flag("--quiet", ta.quiet, "No progress bar");
   train_cmd->add_flag("--compact-grads", ta.compact_grads,
                       "Keep the embeddings' and the vocabulary projection's gradients compact (less memory for "
@@ -1248,7 +1393,9 @@ int main(int argc, char** argv) {
   plot_cmd->add_option("--csv", pa.csv, "A per-step log written by train --log-csv (repeatable)")->required();
   plot_cmd->add_option("--label", pa.labels, "Legend label of each --csv, in order (default: the file name)");
   plot_cmd->add_option("--out", pa.out, "Output SVG file")->required();
-  plot_cmd->add_option("--column", pa.column, "Column to plot against step")->capture_default_str();
+  plot_cmd->add_option("--column", pa.column, "Column to plot (rows where it is empty are skipped)")->capture_default_str();
+  plot_cmd->add_option("--x", pa.x, "Column of the x axis, e.g. elapsed_s for wall time")->capture_default_str();
+  plot_cmd->add_flag("--x-minutes", pa.x_minutes, "The --x column holds seconds: plot it in minutes");
   plot_cmd->add_option("--smooth", pa.smooth, "Moving average over N steps")->check(kPositive)->capture_default_str();
   plot_cmd->add_option("--title", pa.title, "Plot title");
   plot_cmd->add_flag("--log", pa.log, "Logarithmic y axis");

@@ -38,6 +38,7 @@ TEST_PACKAGES=(
 BENCH_PACKAGES=(
   libopenblas-dev                                 # the GEMM yardstick
   python3-torch libopenblas0-pthread              # the PyTorch reference, on OpenBLAS
+  python3-sentencepiece                           # scripts/pytorch_rnnsearch.py decodes its dev translations
   libtorch-dev                                    # the LibTorch C++ references (bench/libtorch), on the same OpenBLAS
 )
 

@@ -195,7 +195,8 @@ Seq2SeqBatch trim_padding(Seq2SeqBatch b) {
   return b;
 }
 
-std::vector<Seq2SeqBatch> Seq2SeqDataset::batches(std::int64_t batch_size, bool shuffle, Generator& gen) const {
+std::vector<std::vector<std::int64_t>> Seq2SeqDataset::sentence_batch_rows(std::int64_t batch_size, bool shuffle,
+                                                                           Generator& gen) const {
   if (batch_size < 1) throw std::invalid_argument("Seq2SeqDataset::batches: batch_size must be >= 1, got " + std::to_string(batch_size));
   std::vector<std::int64_t> order;
   if (shuffle) {
@@ -204,11 +205,17 @@ std::vector<Seq2SeqBatch> Seq2SeqDataset::batches(std::int64_t batch_size, bool 
     order.resize(static_cast<std::size_t>(size()));
     std::iota(order.begin(), order.end(), std::int64_t{0});
   }
-  std::vector<Seq2SeqBatch> out;
+  std::vector<std::vector<std::int64_t>> out;
   for (std::int64_t start = 0; start < size(); start += batch_size) {
     const std::int64_t end = std::min(size(), start + batch_size);
-    out.push_back(batch({order.begin() + start, order.begin() + end}));
+    out.emplace_back(order.begin() + start, order.begin() + end);
   }
+  return out;
+}
+
+std::vector<Seq2SeqBatch> Seq2SeqDataset::batches(std::int64_t batch_size, bool shuffle, Generator& gen) const {
+  std::vector<Seq2SeqBatch> out;
+  for (const auto& rows : sentence_batch_rows(batch_size, shuffle, gen)) out.push_back(batch(rows));
   return out;
 }
 

@@ -128,6 +128,8 @@ class Seq2SeqDataset {
   /// successive epochs differ and the same seed repeats them); without, rows stay in file order
   /// and `gen` is not used.
   std::vector<Seq2SeqBatch> batches(std::int64_t batch_size, bool shuffle, Generator& gen) const;
+  /// The rows of each batch of batches(batch_size, shuffle, gen), drawing the same numbers from `gen`.
+  std::vector<std::vector<std::int64_t>> sentence_batch_rows(std::int64_t batch_size, bool shuffle, Generator& gen) const;
   /// All rows in file order, in batches of batch_size (for evaluation).
   std::vector<Seq2SeqBatch> batches(std::int64_t batch_size) const;
   /// Token-based batching over length buckets (as fairseq's --max-tokens). A row's length is

@@ -274,6 +274,14 @@ std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
   return out;
 }
 
+std::vector<std::vector<std::int64_t>> epoch_batch_rows(const Seq2SeqDataset& data, const TrainOptions& options,
+                                                        std::int64_t epoch) {
+  if (epoch < 1) throw std::invalid_argument("epoch_batch_rows: epoch must be >= 1, got " + std::to_string(epoch));
+  Generator gen(mix(options.seed(), kShuffleStream, static_cast<std::uint64_t>(epoch)));
+  return options.batch_tokens() > 0 ? data.token_batch_rows(options.batch_tokens(), options.shuffle(), gen)
+                                    : data.sentence_batch_rows(options.batch_size(), options.shuffle(), gen);
+}
+
 TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_vocab, const Vocab& tgt_vocab,
                   const TrainOptions& options) {
   options.validate();
@@ -348,9 +356,10 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   st.shards = shards;
 
   // Token batches: every epoch has the same number (the boundaries depend only on the lengths).
-  auto epoch_batches = [&](bool shuffle, Generator& gen) {
-    return options.batch_tokens() > 0 ? data.token_batches(options.batch_tokens(), shuffle, gen)
-                                      : data.batches(options.batch_size(), shuffle, gen);
+  auto epoch_batches = [&](std::int64_t epoch) {
+    std::vector<Seq2SeqBatch> out;
+    for (const auto& rows : epoch_batch_rows(data, options, epoch)) out.push_back(data.batch(rows));
+    return out;
   };
   std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
   if (options.batch_tokens() > 0) {
@@ -509,8 +518,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   bool saved_at_end = false;
   while (!finished()) {
     const std::int64_t epoch = st.epoch + 1;
-    Generator shuffle_gen(mix(options.seed(), kShuffleStream, static_cast<std::uint64_t>(epoch)));
-    auto batches = epoch_batches(options.shuffle(), shuffle_gen);
+    auto batches = epoch_batches(epoch);
     bool epoch_done = false;
     for (auto i = static_cast<std::size_t>(st.batch_in_epoch); i < batches.size() && !finished(); ++i) {
       // Each batch is used once: moved, not copied (a step allocates nothing for its rows).

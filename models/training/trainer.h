@@ -240,6 +240,16 @@ struct StepRecord {
   double elapsed_s = 0.0;    ///< training time since the first run started
 };
 
+/// The rows of each batch of the 1-based `epoch`, in the order train() takes them: drawn from
+/// Generator(mix(seed, "shuffle", epoch)) by Seq2SeqDataset::token_batch_rows (batch_tokens() > 0)
+/// or Seq2SeqDataset::sentence_batch_rows (batch_size()), with options.shuffle(). No other random
+/// draw (model initialisation, dropout) touches that generator, and train() builds its batches
+/// from exactly these rows, so another program given them trains on the same batches in the same
+/// order (`bahdanau train --write-batches`). A batch of a model whose padding is inert is then
+/// cut to its longest rows (trim_padding).
+std::vector<std::vector<std::int64_t>> epoch_batch_rows(const Seq2SeqDataset& data, const TrainOptions& options,
+                                                        std::int64_t epoch);
+
 /// What train() did.
 struct TrainResult {
   /// The last TrainOptions::history() steps of this run, oldest first (a resumed run: only new ones).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "child_process.h"
 #include "models/translators/registry.h"
 #include "models/translators/seq2seq.h"
+#include "nn/serialize.h"
 
 namespace fs = std::filesystem;
 
@@ -577,6 +579,66 @@ TEST_F(Cli, TrainWithDevSetKeepsTheBestAndContinues) {
     EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
     EXPECT_TRUE(r.err.find("--dev") != std::string::npos || r.err.find("best_dir") != std::string::npos) << r.err;
   }
+}
+
+// train --write-batches writes the batches the same training runs on (each step's target tokens and
+// epoch equal those of the log), the dev rows and references and the initialised model, and trains
+// nothing; dev BLEU then plots against wall time.
+TEST_F(Cli, WriteBatchesExportsTheBatchesTrainingRunsOn) {
+  const std::vector<std::string> all = lines(read_file(TG_TEST_DATA_DIR "/fra_head80.tsv"));
+  const fs::path train_tsv = dir() / "wb_train.tsv", dev_tsv = dir() / "wb_dev.tsv";
+  {
+    std::ofstream t(train_tsv), d(dev_tsv);
+    for (std::size_t i = 0; i < all.size(); ++i) (i < 64 ? t : d) << all[i] << "\n";
+  }
+  const std::string common = "train --data " + train_tsv.string() + " --dev " + dev_tsv.string() +
+                             " --model rnnsearch --embed-size 8 --num-hiddens 8 --num-steps 8 --epochs 3 "
+                             "--batch-tokens 64 --dev-bleu-pairs 10 --seed 3 --quiet";
+  const fs::path out = dir() / "wb", log = dir() / "wb.csv";
+  CliRun r = run(common + " --write-batches " + out.string() + " --log-csv " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("nothing trained"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(log));
+  for (const char* f : {"batches.npz", "meta.json", "dev.ref.txt", "init/weights.npz", "init/tgt_vocab.txt"})
+    EXPECT_TRUE(fs::exists(out / f)) << f;
+  EXPECT_EQ(lines(read_file(out / "dev.ref.txt")).size(), 16u);
+  r = run(common + " --log-csv " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+
+  std::map<std::string, tg::Tensor> npz;
+  for (auto& [name, t] : tg::nn::load_npz((out / "batches.npz").string())) npz[name] = t;
+  const auto offsets = npz.at("plan_offsets").to_vector<std::int64_t>();
+  const auto rows = npz.at("plan_rows").to_vector<std::int64_t>();
+  const auto epochs = npz.at("plan_epoch").to_vector<std::int64_t>();
+  const auto tgt_len = npz.at("train_tgt_valid_len").to_vector<std::int64_t>();
+  EXPECT_EQ(npz.at("dev_src").shape()[0], 16);
+  const std::vector<std::string> logged = lines(read_file(log));
+  ASSERT_EQ(logged.size(), epochs.size() + 1);
+  for (std::size_t k = 0; k < epochs.size(); ++k) {
+    std::int64_t tokens = 0;
+    for (auto i = offsets[k]; i < offsets[k + 1]; ++i) tokens += tgt_len[static_cast<std::size_t>(rows[static_cast<std::size_t>(i)])];
+    std::vector<std::string> cols;
+    std::stringstream row(logged[k + 1]);
+    for (std::string c; std::getline(row, c, ',');) cols.push_back(c);
+    ASSERT_GE(cols.size(), 4u);
+    EXPECT_EQ(cols[1], std::to_string(epochs[k])) << "step " << k + 1;
+    EXPECT_EQ(cols[3], std::to_string(tokens)) << "step " << k + 1;
+  }
+  const std::string meta = read_file(out / "meta.json");
+  EXPECT_NE(meta.find("\"plan_steps\": " + std::to_string(epochs.size())), std::string::npos) << meta;
+  EXPECT_NE(meta.find("\"plan_epochs\": 3,"), std::string::npos) << meta;
+
+  // Dev BLEU against wall time in minutes.
+  const fs::path svg = dir() / "wb.svg";
+  r = run("plot --csv " + log.string() + " --x elapsed_s --x-minutes --column dev_bleu --out " + svg.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(svg).find(">elapsed_s / 60 (minutes)<"), std::string::npos);
+  // An export starts at step 0: not from a checkpoint.
+  r = run("train --task reverse --steps 2 --quiet --out " + (dir() / "wb_ck").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("train --init-from " + (dir() / "wb_ck").string() + " --steps 3 --write-batches " + (dir() / "wb2").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--write-batches"), std::string::npos) << r.err;
 }
 
 // `bahdanau gradcheck` for every registered model: a tiny float64 instance, every entry of every

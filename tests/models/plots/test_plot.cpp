@@ -66,6 +66,20 @@ TEST(Plot, CsvColumnsFilledOnSomeRowsOnly) {
   EXPECT_THROW(read_csv_series(short_row.string(), "step", "loss"), std::runtime_error);  // 2 fields, not 3
 }
 
+// Dev BLEU against wall time (`bahdanau plot --x elapsed_s --column dev_bleu`): any column can be the x
+// axis, and the rows without a validation are skipped.
+TEST(Plot, AnyColumnAsXWithDevRowsOnly) {
+  const auto csv = temp_file("wall.csv", "step,loss,elapsed_s,dev_loss,dev_bleu\n1,2.5,0.5,,\n2,2.0,1.25,1.75,3.5\n"
+                                         "3,1.5,2,,\n4,1.0,90.5,1.5,7.25\n");
+  const Series bleu = read_csv_series(csv.string(), "elapsed_s", "dev_bleu");
+  EXPECT_EQ(bleu.x, (std::vector<double>{1.25, 90.5}));
+  EXPECT_EQ(bleu.y, (std::vector<double>{3.5, 7.25}));
+  PlotOptions o;
+  o.x_label = "elapsed_s / 60 (minutes)";
+  const std::string svg = line_plot_svg({bleu}, o);
+  EXPECT_NE(svg.find(">elapsed_s / 60 (minutes)<"), std::string::npos);
+}
+
 namespace {
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -675,6 +676,75 @@ TEST(Trainer, TokenBatchesAndMidEpochValidationResumeExactly) {
                                            (root / "ck").string())),
                std::invalid_argument);
   fs::remove_all(root);
+}
+
+namespace {
+
+// A real model that records every batch train() computes a loss on.
+class RecordingModel : public Seq2Seq {
+ public:
+  explicit RecordingModel(std::shared_ptr<Seq2Seq> inner)
+      : Seq2Seq(inner->config()), inner_(register_module("inner", std::move(inner))) {}
+  std::string name() const override { return "Recording"; }
+  DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override { return inner_->begin(src, src_valid_len); }
+  Tensor step(const Tensor& y_prev, DecoderState& state) override { return inner_->step(y_prev, state); }
+  Tensor forward(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) override {
+    return inner_->forward(src, src_valid_len, dec_input, attention);
+  }
+  Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
+              const Tensor& tgt_valid_len, double label_smoothing) override {
+    seen.push_back({.src = src.clone(), .src_valid_len = src_valid_len.clone(), .tgt = tgt.clone(),
+                    .tgt_valid_len = tgt_valid_len.clone(), .rows = {}});
+    return inner_->loss(src, src_valid_len, dec_input, tgt, tgt_valid_len, label_smoothing);
+  }
+  bool padding_is_inert() const override { return inner_->padding_is_inert(); }
+  std::vector<Seq2SeqBatch> seen;
+
+ private:
+  std::shared_ptr<Seq2Seq> inner_;
+};
+
+bool same_batch(const Seq2SeqBatch& a, const Seq2SeqBatch& b) {
+  return a.src.shape() == b.src.shape() && a.tgt.shape() == b.tgt.shape() &&
+         a.src.to_vector<std::int64_t>() == b.src.to_vector<std::int64_t>() &&
+         a.tgt.to_vector<std::int64_t>() == b.tgt.to_vector<std::int64_t>() &&
+         a.src_valid_len.to_vector<std::int64_t>() == b.src_valid_len.to_vector<std::int64_t>() &&
+         a.tgt_valid_len.to_vector<std::int64_t>() == b.tgt_valid_len.to_vector<std::int64_t>();
+}
+
+}  // namespace
+
+// epoch_batch_rows is the plan `bahdanau train --write-batches` exports: the batches train()
+// computes its losses on are those rows, epoch after epoch, for token and sentence batches, and
+// whatever the model's initialisation drew from its own generator.
+TEST(Trainer, EpochBatchRowsAreTheBatchesTrainingStepsOn) {
+  const TranslationData data = reverse_data(40);
+  for (const auto& options : {TrainOptions().batch_tokens(40).seed(7), TrainOptions().batch_size(6).seed(7)}) {
+    for (std::uint64_t init_seed : {1, 2}) {
+      Generator gen(init_seed);
+      RecordingModel model(make_model(tiny_config(data, "rnnsearch"), gen));
+      const std::int64_t epochs = 3;
+      train(model, data, TrainOptions(options).epochs(epochs).lr(0.01).progress(false));
+      std::vector<Seq2SeqBatch> plan;
+      std::vector<std::vector<std::int64_t>> epoch_rows;
+      for (std::int64_t e = 1; e <= epochs; ++e) {
+        std::vector<std::int64_t> all;
+        for (const auto& rows : epoch_batch_rows(data.train, options, e)) {
+          plan.push_back(trim_padding(data.train.batch(rows)));
+          all.insert(all.end(), rows.begin(), rows.end());
+        }
+        std::sort(all.begin(), all.end());
+        std::vector<std::int64_t> every(static_cast<std::size_t>(data.train.size()));
+        std::iota(every.begin(), every.end(), std::int64_t{0});
+        EXPECT_EQ(all, every) << "epoch " << e << ": every row once";
+        epoch_rows.push_back(epoch_batch_rows(data.train, options, e).front());
+      }
+      EXPECT_NE(epoch_rows[0], epoch_rows[1]) << "each epoch draws its own order";
+      ASSERT_EQ(model.seen.size(), plan.size());
+      for (std::size_t i = 0; i < plan.size(); ++i) EXPECT_TRUE(same_batch(model.seen[i], plan[i])) << "step " << i + 1;
+    }
+  }
+  EXPECT_THROW(epoch_batch_rows(data.train, TrainOptions(), 0), std::invalid_argument);
 }
 
 TEST(Trainer, TimeLimitStopsAfterTheStepUnderWayAndSaves) {
