@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_map>
 
 #ifdef TG_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
@@ -104,7 +105,7 @@ const std::string& trained_charsmap() {
     VectorIterator it(sentences);
     std::string bytes;
     const auto status = sentencepiece::SentencePieceTrainer::Train(
-        "--vocab_size=16 --hard_vocab_limit=false --num_threads=1 --minloglevel=2", &it, &bytes);
+        {{"vocab_size", "16"}, {"hard_vocab_limit", "false"}, {"num_threads", "1"}, {"minloglevel", "2"}}, &it, &bytes);
     if (!status.ok()) throw std::runtime_error("subword: SentencePiece training failed: " + status.ToString());
     return charsmap(bytes, 3).value_or(std::string());
   }();
@@ -119,15 +120,18 @@ SubwordModel SubwordModel::train(const std::vector<std::string>& sentences, cons
   if (options.vocab_size() < 8)
     throw std::invalid_argument("subword: vocab_size must be >= 8, got " + std::to_string(options.vocab_size()));
   if (sentences.empty()) throw std::invalid_argument("subword: no training sentences");
-  std::ostringstream args;
   // input_sentence_size=0: every sentence (no random sample); hard_vocab_limit=false: a small
   // corpus gets fewer pieces rather than an error; num_threads=1: same model on every machine.
-  args << "--model_type=" << to_string(options.type()) << " --vocab_size=" << options.vocab_size()
-       << " --input_sentence_size=0 --hard_vocab_limit=false --num_threads=1 --minloglevel=2"
-       << " --max_sentence_length=65536";
+  // Options as a map: the string form logs its whole command line on stderr before it reads
+  // minloglevel.
+  const std::unordered_map<std::string, std::string> args{
+      {"model_type", to_string(options.type())}, {"vocab_size", std::to_string(options.vocab_size())},
+      {"input_sentence_size", "0"},              {"hard_vocab_limit", "false"},
+      {"num_threads", "1"},                      {"minloglevel", "2"},
+      {"max_sentence_length", "65536"}};
   VectorIterator it(sentences);
   std::string bytes;
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args.str(), &it, &bytes);
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &bytes);
   if (!status.ok()) throw std::runtime_error(std::string("subword: SentencePiece training failed: ") + status.ToString());
   return from_bytes(std::move(bytes), "subword training");
 }

@@ -120,6 +120,15 @@ TEST(Subword, TrainingIsDeterministicAndBpeWorks) {
   EXPECT_THROW(parse_subword_type("wordpiece"), std::invalid_argument);
 }
 
+TEST(Subword, TrainingWritesNothingOnStderr) {
+  TG_NEEDS_SENTENCEPIECE();
+  testing::internal::CaptureStderr();
+  const auto m = SubwordModel::train(corpus(), SubwordOptions().vocab_size(60));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_GE(m.size(), 8);
+  EXPECT_EQ(err, "");
+}
+
 TEST(Subword, BadBytesNameTheirSource) {
   TG_NEEDS_SENTENCEPIECE();
   try {
