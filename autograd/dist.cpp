@@ -302,8 +302,7 @@ void broadcast(Tensor& t, int root) {
     throw std::invalid_argument("dist::broadcast: this rank's tensor has " + std::to_string(t.numel() * static_cast<std::int64_t>(eb)) +
                                 " bytes, rank " + std::to_string(root) + "'s has " +
                                 std::to_string(static_cast<std::int64_t>(theirs)));
-  if (t.impl()->pending) write_pending(*t.impl());
-  ibroadcast(t.impl()->data, static_cast<std::size_t>(t.numel()) * eb, root, "tensor").wait();
+  ibroadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()) * eb, root, "tensor").wait();
 }
 
 void allreduce_sum(Tensor& t) {
@@ -321,8 +320,7 @@ void allreduce_sum(Tensor& t) {
                                   std::to_string(static_cast<std::int64_t>(sizes[static_cast<std::size_t>(r)])) +
                                   " elements, this rank " + std::to_string(n));
   std::vector<unsigned char> all(n * eb * static_cast<std::size_t>(g_size));
-  if (t.impl()->pending) write_pending(*t.impl());
-  iallgather(t.impl()->data, n * eb, all.data(), "allreduce_sum").wait();
+  iallgather(t.data_ptr(), n * eb, all.data(), "allreduce_sum").wait();
   auto sum = [&](auto* out) {
     using T = std::remove_pointer_t<decltype(out)>;
     std::vector<const T*> parts(static_cast<std::size_t>(g_size));

@@ -116,6 +116,11 @@ class Tensor {
   /// Typed pointer to the elements; throws if T does not match dtype().
   template <class T> T* data();
   template <class T> const T* data() const;
+  /// Untyped pointer to the numel() * dtype_size(dtype()) bytes of the elements (torch's
+  /// data_ptr()), for byte-level transfers and comparisons; like data<T>(), writes deferred
+  /// elements first.
+  void* data_ptr();
+  const void* data_ptr() const { return const_cast<Tensor*>(this)->data_ptr(); }
   /// Copy of the elements converted to T (float, double, std::int64_t or bool).
   template <class T> std::vector<T> to_vector() const;
 
@@ -210,6 +215,11 @@ template <class T> T* Tensor::data() {
 }
 template <class T> const T* Tensor::data() const {
   return const_cast<Tensor*>(this)->data<T>();
+}
+inline void* Tensor::data_ptr() {
+  check_defined("data_ptr");
+  if (impl_->pending) [[unlikely]] write_pending(*impl_);
+  return impl_->data;
 }
 
 }  // namespace tg

@@ -216,8 +216,7 @@ void DistributedDataParallel::write_rows(std::size_t i) {
     } else if (s.dense.defined()) {
       const std::size_t row_bytes = static_cast<std::size_t>(cols) * elem_bytes(b.dtype);
       const std::vector<unsigned char> zero(row_bytes, 0);
-      if (s.dense.impl()->pending) write_pending(*s.dense.impl());
-      const auto* data = static_cast<const unsigned char*>(s.dense.impl()->data);
+      const auto* data = static_cast<const unsigned char*>(s.dense.data_ptr());
       for (std::int64_t r = 0; r < rows; ++r)
         if (std::memcmp(data + static_cast<std::size_t>(r) * row_bytes, zero.data(), row_bytes) != 0)
           present[static_cast<std::size_t>(r)] = 1;

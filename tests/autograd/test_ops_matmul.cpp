@@ -152,6 +152,16 @@ TEST(MatmulOps, TransposedOperandsAsGemmFlags) {
           for (std::int64_t j = 0; j < C; ++j) ASSERT_EQ(kt[m * R * C + j * R + i], kb[m * R * C + i * C + j]);
       EXPECT_FALSE(deferred_transpose_source(bt).defined());  // written now: later matmuls read it
     }
+    // A byte-level reader (data_ptr, as communication uses) also sees the transposed copy.
+    if (c.ta) {
+      const auto* ta_bytes = static_cast<const double*>(at.data_ptr());  // its first read
+      const std::vector<double> ka = a.to_vector<double>();
+      const std::int64_t R = a.size(-2), C = a.size(-1);
+      for (std::int64_t m = 0; m < a.numel() / (R * C); ++m)
+        for (std::int64_t i = 0; i < R; ++i)
+          for (std::int64_t j = 0; j < C; ++j) ASSERT_EQ(ta_bytes[m * R * C + j * R + i], ka[m * R * C + i * C + j]);
+      EXPECT_FALSE(deferred_transpose_source(at).defined());
+    }
     const bool ta = c.ta, tb = c.tb;
     EXPECT_GRADCHECK([ta, tb, op](const std::vector<Tensor>& in) { return matmul(op(in[0], ta), op(in[1], tb)); }, {a, b});
   }

@@ -20,7 +20,7 @@ namespace {
 
 /// The elements' bytes, hashed (FNV-1a): compares tensors across ranks bit for bit.
 double bits_hash(const Tensor& t) {
-  const auto* p = static_cast<const unsigned char*>(t.impl()->data);
+  const auto* p = static_cast<const unsigned char*>(t.data_ptr());
   const std::size_t n = static_cast<std::size_t>(t.numel()) * (t.dtype() == DType::f64 ? 8 : 4);
   std::uint64_t h = 1469598103934665603ULL;
   for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
@@ -63,7 +63,7 @@ TEST(Dist, AllreduceSumIsTheRankOrderTreeOnEveryRank) {
       for (auto& e : each) parts.push_back(e.data<double>());
       dist::tree_sum(parts.data(), parts.size(), 1000, want.data<double>());
     }
-    EXPECT_EQ(std::memcmp(t.impl()->data, want.impl()->data, 1000 * (dt == DType::f32 ? 4 : 8)), 0);
+    EXPECT_EQ(std::memcmp(t.data_ptr(), want.data_ptr(), 1000 * (dt == DType::f32 ? 4 : 8)), 0);
     expect_same_on_every_rank(t, "allreduce result");
   }
 }
@@ -318,7 +318,7 @@ TEST(DDP, RowSparseGradientsTravelAsRowsWithTheDenseBits) {
           const Tensor ga = std::string(name) == "table" ? rows.table.grad() : rows.w.grad();
           const Tensor gb = std::string(name) == "table" ? dense.table.grad() : dense.w.grad();
           ASSERT_TRUE(ga.defined() && gb.defined());
-          EXPECT_EQ(std::memcmp(ga.impl()->data, gb.impl()->data, static_cast<std::size_t>(ga.numel()) * dtype_size(dt)), 0)
+          EXPECT_EQ(std::memcmp(ga.data_ptr(), gb.data_ptr(), static_cast<std::size_t>(ga.numel()) * dtype_size(dt)), 0)
               << name << " step " << step << " " << dtype_name(dt) << " average " << average;
           expect_same_on_every_rank(ga, std::string("grad ") + name);
         }

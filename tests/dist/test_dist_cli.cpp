@@ -56,7 +56,7 @@ void expect_same_npz(const fs::path& a, const fs::path& b) {
     ASSERT_EQ(x[i].second.shape(), y[i].second.shape()) << x[i].first;
     ASSERT_EQ(x[i].second.dtype(), y[i].second.dtype()) << x[i].first;
     const std::size_t bytes = static_cast<std::size_t>(x[i].second.numel()) * (x[i].second.dtype() == DType::f32 ? 4 : 8);
-    EXPECT_EQ(std::memcmp(x[i].second.impl()->data, y[i].second.impl()->data, bytes), 0)
+    EXPECT_EQ(std::memcmp(x[i].second.data_ptr(), y[i].second.data_ptr(), bytes), 0)
         << x[i].first << " differs between " << a << " and " << b;
   }
 }
