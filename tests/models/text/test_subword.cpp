@@ -122,9 +122,9 @@ TEST(Subword, TrainingIsDeterministicAndBpeWorks) {
 
 TEST(Subword, TrainingWritesNothingOnStderr) {
   TG_NEEDS_SENTENCEPIECE();
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   const auto m = SubwordModel::train(corpus(), SubwordOptions().vocab_size(60));
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_GE(m.size(), 8);
   EXPECT_EQ(err, "");
 }
