@@ -123,7 +123,7 @@ TEST(Subword, TrainingIsDeterministicAndBpeWorks) {
 TEST(Subword, TrainingWritesNothingOnStderr) {
   TG_NEEDS_SENTENCEPIECE();
   ::testing::internal::CaptureStderr();
-  const auto m = SubwordModel::train(corpus(), SubwordOptions().vocab_size(60));
+  const auto m = SubwordModel::train(corpus(), SubwordOptions().vocab_size(120));
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_GE(m.size(), 8);
   EXPECT_EQ(err, "");
