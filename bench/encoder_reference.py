@@ -41,6 +41,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from blas_in_use import blas_in_use  # noqa: E402  (bench/, the script's own directory)
+
 
 def batches(seed, count):
     """splitmix64 from seed * 0x632BE59BD9B4E019 + 12345: the k-th output finalises state0 + k * golden."""
@@ -129,18 +131,6 @@ def main():
     if a.profile:
         rec["profile_s"] = prof
     print(json.dumps(rec), flush=True)
-
-
-def blas_in_use():
-    """The BLAS this process runs on: "OpenBLAS" when libopenblas is mapped, else the libblas path."""
-    other = "unknown"
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "libopenblas" in line:
-                return "OpenBLAS"
-            if "libblas" in line:
-                other = line.split()[-1]
-    return other
 
 
 if __name__ == "__main__":

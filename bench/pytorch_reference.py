@@ -80,6 +80,7 @@ import torch  # noqa: E402  (after the environment is set)
 from torch import nn  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_in_use import blas_in_use  # noqa: E402
 from d2l_torch import Seq2SeqAttentionDecoder, Seq2SeqEncoder  # noqa: E402
 from rnnsearch_torch import RnnSearch  # noqa: E402
 
@@ -278,20 +279,6 @@ def greedy_decode(model, src, src_len, max_steps):
             break
     model.train(was_training)
     return torch.stack(out, 1), log_prob
-
-
-def blas_in_use():
-    """The BLAS this process runs on: "OpenBLAS" when libopenblas is mapped (Debian's libblas.so.3
-    alternative with libopenblas0-pthread), else the path of the libblas mapped (reference BLAS:
-    many times slower, not a fair reference)."""
-    other = "unknown"
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "libopenblas" in line:
-                return "OpenBLAS"
-            if "libblas" in line:
-                other = line.split()[-1]
-    return other
 
 
 def cpu_seconds():

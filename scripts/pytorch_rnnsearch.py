@@ -69,24 +69,12 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from blas_in_use import blas_in_use  # noqa: E402
 from rnnsearch_torch import RnnSearch  # noqa: E402
 
 
 def fail(msg):
     sys.exit("pytorch_rnnsearch.py: error: " + msg)
-
-
-def blas_in_use():
-    """"OpenBLAS" when libopenblas is mapped into this process, else the libblas path (see
-    bench/pytorch_reference.py)."""
-    other = "unknown"
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "libopenblas" in line:
-                return "OpenBLAS"
-            if "libblas" in line:
-                other = line.split()[-1]
-    return other
 
 
 def tapegrad_to_torch(name):
