@@ -54,6 +54,7 @@
 #include "models/decoding/sacrebleu.h"
 #include "models/plots/plot.h"
 #include "models/translators/limits.h"
+#include "models/translators/readout.h"
 #include "models/translators/registry.h"
 #include "models/translators/seq2seq.h"
 #include "models/text/tasks.h"
@@ -385,16 +386,9 @@ void write_batches(const TrainArgs& a, const ModelConfig& config, const Seq2Seq&
     const Seq2SeqDataset d(dev->pairs, data.src_vocab, data.tgt_vocab, config.num_steps);
     entries.insert(entries.end(), {{"dev_src", d.src()}, {"dev_src_valid_len", d.src_valid_len()},
                                    {"dev_tgt", d.tgt()}, {"dev_tgt_valid_len", d.tgt_valid_len()}});
-    // As train() compares: the sentences as written, or the target tokens joined by spaces.
+    // The references dev BLEU compares with, as in train().
     std::string refs;
-    for (std::size_t i = 0; i < dev->pairs.size(); ++i) {
-      if (!dev->references.empty()) {
-        refs += dev->references[i];
-      } else {
-        for (std::size_t j = 0; j < dev->pairs.tgt[i].size(); ++j) refs += (j ? " " : "") + dev->pairs.tgt[i][j];
-      }
-      refs += "\n";
-    }
+    for (const std::string& r : dev_references(*dev, dev->pairs.size())) refs += r + "\n";
     write_file((dir / "dev.ref.txt").string(), refs);
   }
   nn::save_npz((dir / "batches.npz").string(), entries);
@@ -413,7 +407,7 @@ void write_batches(const TrainArgs& a, const ModelConfig& config, const Seq2Seq&
   num("num_layers", config.num_layers);
   num("dropout", config.dropout);
   str("readout", std::string(to_string(config.readout)));
-  num("maxout_units", config.maxout_units > 0 ? config.maxout_units : std::max<std::int64_t>(1, config.num_hiddens / 2));
+  num("maxout_units", maxout_units_of(config));
   str("attention", std::string(to_string(config.attention)));
   str("ablation", std::string(to_string(config.ablation)));
   num("num_steps", config.num_steps);

@@ -274,6 +274,14 @@ std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
   return out;
 }
 
+std::vector<std::string> dev_references(const DevSet& dev, std::size_t n) {
+  n = std::min(n, dev.pairs.size());
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(dev.references.empty() ? join(dev.pairs.tgt[i]) : dev.references[i]);
+  return out;
+}
+
 std::vector<std::vector<std::int64_t>> epoch_batch_rows(const Seq2SeqDataset& data, const TrainOptions& options,
                                                         std::int64_t epoch) {
   if (epoch < 1) throw std::invalid_argument("epoch_batch_rows: epoch must be >= 1, got " + std::to_string(epoch));
@@ -420,8 +428,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
                               ? std::min(dev->pairs.size(), static_cast<std::size_t>(options.dev_bleu_pairs()))
                               : dev->pairs.size();
     dev_sources.assign(dev->pairs.src.begin(), dev->pairs.src.begin() + static_cast<std::ptrdiff_t>(n));
-    for (std::size_t i = 0; i < n; ++i)
-      dev_refs.push_back(dev->references.empty() ? join(dev->pairs.tgt[i]) : dev->references[i]);
+    dev_refs = dev_references(*dev, n);
   }
   auto validate = [&](std::int64_t epoch_of_step) {
     const auto v0 = Clock::now();

@@ -54,6 +54,10 @@ struct DevSet {
   std::vector<std::string> references;
 };
 
+/// The first n (at most size) dev references as dev BLEU compares with them: `references`, or each
+/// pair's target tokens joined by single spaces when it is empty.
+std::vector<std::string> dev_references(const DevSet& dev, std::size_t n);
+
 /// What "the best validation" means: highest dev BLEU (ties broken by the lower dev loss) or
 /// lowest dev loss.
 enum class SelectBy { kBleu, kLoss };
