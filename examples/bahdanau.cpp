@@ -43,6 +43,7 @@
 #include "autograd/random.h"
 #include "models/plots/attention_bars.h"
 #include "models/training/checkpoint.h"
+#include "models/training/export_batches.h"
 #include "models/text/data.h"
 #include "models/text/split.h"
 #include "models/text/subword.h"
@@ -330,127 +331,6 @@ DevSet make_dev_set(const TrainArgs& a, const SubwordModel* subword) {
   return dev;
 }
 
-/// A JSON string literal of `text` (UTF-8 passes through; quotes, backslashes and control
-/// characters are escaped).
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
-/// train --write-batches DIR: what this run would train on, for another framework to train on the
-/// same batches (scripts/pytorch_rnnsearch.py). The plan comes from epoch_batch_rows, the function
-/// train() builds its batches from.
-void write_batches(const TrainArgs& a, const ModelConfig& config, const Seq2Seq& model, const TranslationData& data,
-                   const TrainOptions& opts, const SubwordModel* subword) {
-  namespace fs = std::filesystem;
-  const fs::path dir(a.write_batches);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw UsageError(a.write_batches + ": cannot create the directory (" + ec.message() + ")");
-
-  // Every step's rows, concatenated; step k's are rows[offsets[k] : offsets[k + 1]].
-  std::vector<std::int64_t> rows, offsets{0}, epochs;
-  auto full = [&] { return a.steps > 0 && static_cast<std::int64_t>(epochs.size()) >= a.steps; };
-  for (std::int64_t e = 1; !full() && (a.steps > 0 || e <= a.epochs); ++e) {
-    for (const auto& batch : epoch_batch_rows(data.train, opts, e)) {
-      if (full()) break;
-      rows.insert(rows.end(), batch.begin(), batch.end());
-      offsets.push_back(static_cast<std::int64_t>(rows.size()));
-      epochs.push_back(e);
-    }
-  }
-  const auto n_steps = static_cast<std::int64_t>(epochs.size());
-  auto i64 = [](const std::vector<std::int64_t>& v) {
-    return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())});
-  };
-  std::vector<std::pair<std::string, Tensor>> entries{
-      {"train_src", data.train.src()},         {"train_src_valid_len", data.train.src_valid_len()},
-      {"train_tgt", data.train.tgt()},         {"train_tgt_valid_len", data.train.tgt_valid_len()},
-      {"plan_rows", i64(rows)},                {"plan_offsets", i64(offsets)},
-      {"plan_epoch", i64(epochs)}};
-  const DevSet* dev = opts.dev();
-  if (dev) {
-    const Seq2SeqDataset d(dev->pairs, data.src_vocab, data.tgt_vocab, config.num_steps);
-    entries.insert(entries.end(), {{"dev_src", d.src()}, {"dev_src_valid_len", d.src_valid_len()},
-                                   {"dev_tgt", d.tgt()}, {"dev_tgt_valid_len", d.tgt_valid_len()}});
-    // The references dev BLEU compares with, as in train().
-    std::string refs;
-    for (const std::string& r : dev_references(*dev, dev->pairs.size())) refs += r + "\n";
-    write_file((dir / "dev.ref.txt").string(), refs);
-  }
-  nn::save_npz((dir / "batches.npz").string(), entries);
-  // The initialised model (weights, vocabularies, tokenizer.model) as a checkpoint.
-  save_checkpoint((dir / "init").string(), model, data.src_vocab, data.tgt_vocab, nullptr, nullptr, subword);
-
-  std::ostringstream m;
-  m.precision(17);
-  auto num = [&](const char* key, auto value) { m << "  " << json_string(key) << ": " << value << ",\n"; };
-  auto str = [&](const char* key, const std::string& value) { m << "  " << json_string(key) << ": " << json_string(value) << ",\n"; };
-  m << "{\n";
-  str("format", "tapegrad train --write-batches 1");
-  str("model", std::string(config.model.name()));
-  num("embed_size", config.embed_size);
-  num("num_hiddens", config.num_hiddens);
-  num("num_layers", config.num_layers);
-  num("dropout", config.dropout);
-  str("readout", std::string(to_string(config.readout)));
-  num("maxout_units", maxout_units_of(config));
-  str("attention", std::string(to_string(config.attention)));
-  str("ablation", std::string(to_string(config.ablation)));
-  num("num_steps", config.num_steps);
-  num("src_vocab", data.src_vocab.size());
-  num("tgt_vocab", data.tgt_vocab.size());
-  num("num_parameters", model.num_parameters());
-  num("padding_is_inert", model.padding_is_inert() ? "true" : "false");
-  num("unk", Vocab::kUnk);
-  num("pad", Vocab::kPad);
-  num("bos", Vocab::kBos);
-  num("eos", Vocab::kEos);
-  num("seed", a.seed);
-  num("shuffle", opts.shuffle() ? "true" : "false");
-  num("batch_size", opts.batch_size());
-  num("batch_tokens", opts.batch_tokens());
-  num("lr", opts.lr());
-  num("clip", opts.clip());
-  num("warmup_steps", opts.warmup_steps());
-  num("label_smoothing", opts.label_smoothing());
-  num("max_minutes", a.max_minutes);
-  num("validate_every", dev ? opts.validate_every() : 0);
-  num("dev_bleu_pairs", dev ? opts.dev_bleu_pairs() : 0);
-  num("dev_beam", dev ? opts.dev_decode().beam_size() : 1);
-  num("dev_max_steps", config.num_steps);  // greedy dev decoding stops after num_steps tokens
-  str("select_by", opts.select_by() == SelectBy::kLoss ? "loss" : "bleu");
-  num("patience", dev ? opts.patience() : 0);
-  num("lr_decay", dev ? opts.lr_decay() : 1.0);
-  num("lr_patience", opts.lr_patience());
-  str("data", a.data.data.empty() ? "task:" + a.data.task : a.data.data);
-  str("dev", a.dev);
-  num("subword", subword ? subword->size() : 0);
-  num("train_rows", data.train.size());
-  num("dev_rows", dev ? static_cast<std::int64_t>(dev->pairs.size()) : 0);
-  num("plan_epochs", epochs.empty() ? 0 : epochs.back());
-  m << "  \"plan_steps\": " << n_steps << "\n}\n";
-  write_file((dir / "meta.json").string(), m.str());
-  std::fprintf(stderr, "bahdanau: wrote %lld steps (%lld epochs) of batches over %lld training rows%s to %s "
-                       "(batches.npz, meta.json%s, init/); nothing trained\n",
-               static_cast<long long>(n_steps), static_cast<long long>(epochs.empty() ? 0 : epochs.back()),
-               static_cast<long long>(data.train.size()), dev ? " and the dev rows" : "", a.write_batches.c_str(),
-               dev ? ", dev.ref.txt" : "");
-}
-
 int run_train(TrainArgs& a) {
   set_threads(a.threads);
   auto given = [&](const std::string& name) { return a.opts.at(name)->count() > 0; };
@@ -604,7 +484,14 @@ int run_train(TrainArgs& a) {
   opts.shards(a.shards);
   if (!a.write_batches.empty()) {
     if (ck) throw UsageError("--write-batches exports a training from its start, not one continued with --init-from");
-    write_batches(a, config, *model, data, opts, subword ? &*subword : nullptr);
+    const BatchExportSources sources{
+        .data = a.data.data.empty() ? "task:" + a.data.task : a.data.data, .dev = a.dev, .max_minutes = a.max_minutes};
+    const BatchExport plan = write_training_batches(a.write_batches, *model, data, opts, sources);
+    std::fprintf(stderr, "bahdanau: wrote %lld steps (%lld epochs) of batches over %lld training rows%s to %s "
+                         "(batches.npz, meta.json%s, init/); nothing trained\n",
+                 static_cast<long long>(plan.steps), static_cast<long long>(plan.epochs),
+                 static_cast<long long>(data.train.size()), opts.dev() ? " and the dev rows" : "", a.write_batches.c_str(),
+                 opts.dev() ? ", dev.ref.txt" : "");
     return 0;
   }
 

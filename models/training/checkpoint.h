@@ -63,14 +63,30 @@ class Optimizer;
 
 namespace tg::models {
 
-/// Training progress and the settings needed to continue it exactly (training.json).
-struct TrainingState {
+/// Where a training is: its position and its validation state, which a resumed run takes over
+/// whole from the checkpoint (TrainOptions::resume_from).
+struct TrainingProgress {
   std::int64_t step = 0;            ///< optimizer steps done
   std::int64_t epoch = 0;           ///< epochs completed
   std::int64_t batch_in_epoch = 0;  ///< batches of the next epoch (epoch + 1) already done
   double elapsed_s = 0.0;           ///< training time so far, over every run
   /// Loss of the last step done (NaN before the first step, or if training.json predates it).
   double last_loss = std::numeric_limits<double>::quiet_NaN();
+  // Validation on a dev set (TrainOptions::dev), its best result and what it drives. Absent in a
+  // training.json written before validation existed: no validation done yet, lr not decayed.
+  std::int64_t validations = 0;           ///< validations done
+  std::int64_t last_validation_step = 0;  ///< step of the last one (0 = none)
+  std::int64_t best_step = 0;             ///< step of the best one (0 = none)
+  /// Dev figures of the best validation (NaN before the first; BLEU in [0, 100]).
+  double best_dev_bleu = std::numeric_limits<double>::quiet_NaN();
+  double best_dev_loss = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t bad_validations = 0;     ///< validations since the best one (early stopping counts these)
+  std::int64_t lr_bad_validations = 0;  ///< validations since the best one or the last lr decay
+  double lr_scale = 1.0;                ///< the lr in use is lr × lr_scale (decay on plateau); in (0, 1]
+};
+
+/// Training progress and the settings needed to continue it exactly (training.json).
+struct TrainingState : TrainingProgress {
   // The options the run used (TrainOptions); resuming with the same ones repeats a straight run.
   std::uint64_t seed = 0;
   std::int64_t batch_size = 0;
@@ -83,17 +99,6 @@ struct TrainingState {
   std::int64_t shards = 1;
   /// Token budget of a batch (TrainOptions::batch_tokens; 0 = batches of batch_size sentences).
   std::int64_t batch_tokens = 0;
-  // Validation on a dev set (TrainOptions::dev), its best result and what it drives. Absent in a
-  // training.json written before validation existed: no validation done yet, lr not decayed.
-  std::int64_t validations = 0;           ///< validations done
-  std::int64_t last_validation_step = 0;  ///< step of the last one (0 = none)
-  std::int64_t best_step = 0;             ///< step of the best one (0 = none)
-  /// Dev figures of the best validation (NaN before the first; BLEU in [0, 100]).
-  double best_dev_bleu = std::numeric_limits<double>::quiet_NaN();
-  double best_dev_loss = std::numeric_limits<double>::quiet_NaN();
-  std::int64_t bad_validations = 0;     ///< validations since the best one (early stopping counts these)
-  std::int64_t lr_bad_validations = 0;  ///< validations since the best one or the last lr decay
-  double lr_scale = 1.0;                ///< the lr in use is lr × lr_scale (decay on plateau); in (0, 1]
   // The settings of validation, for a continued run that does not give them again.
   std::string select_by = "bleu";       ///< "bleu" or "loss": what "best" means
   std::int64_t patience = 0;            ///< early stopping after this many bad validations (0 = never)

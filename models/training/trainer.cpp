@@ -307,20 +307,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     if (saved) {
       if (!has_optimizer)
         throw std::runtime_error(options.resume_from() + "/optimizer.npz: missing, cannot resume training exactly");
-      st.step = saved->step;
-      st.epoch = saved->epoch;
-      st.batch_in_epoch = saved->batch_in_epoch;
-      st.elapsed_s = saved->elapsed_s;
-      st.last_loss = saved->last_loss;
-      // The validation state continues: best so far, counters, decayed lr.
-      st.validations = saved->validations;
-      st.last_validation_step = saved->last_validation_step;
-      st.best_step = saved->best_step;
-      st.best_dev_bleu = saved->best_dev_bleu;
-      st.best_dev_loss = saved->best_dev_loss;
-      st.bad_validations = saved->bad_validations;
-      st.lr_bad_validations = saved->lr_bad_validations;
-      st.lr_scale = saved->lr_scale;
+      // The position and the validation state (best so far, counters, decayed lr) continue; the
+      // settings are this run's options, set below.
+      static_cast<TrainingProgress&>(st) = *saved;
       if (st.batch_in_epoch > 0 && (saved->batch_size != options.batch_size() ||
                                     saved->shuffle != options.shuffle() || saved->seed != options.seed() ||
                                     saved->batch_tokens != options.batch_tokens()))

@@ -15,6 +15,7 @@
 #include "autograd/ops_reduce.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
+#include "error_of.h"
 #include "gradcheck_util.h"
 
 using namespace tg;
@@ -172,14 +173,9 @@ TEST(Function, MarkNonDifferentiable) {
 TEST(Function, BadBackwardResultsThrowNamingTheFunction) {
   Tensor x = Tensor::from_values({1, 2}, {2}, DType::f64).requires_grad_();
   auto message = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const std::invalid_argument& e) {
-      tape::reset();
-      return std::string(e.what());
-    }
+    const std::string m = tg::testing::error_of<std::invalid_argument>(fn);
     tape::reset();
-    return std::string("(no exception)");
+    return m;
   };
   std::string m = message([&] { sum(WrongCount::apply(x)).backward(); });
   EXPECT_NE(m.find("WrongCount"), std::string::npos) << m;

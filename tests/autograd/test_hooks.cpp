@@ -13,6 +13,7 @@
 #include "autograd/ops_reduce.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "error_of.h"
 
 using namespace tg;
 
@@ -20,13 +21,9 @@ namespace {
 Tensor vec(std::vector<double> v) { return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}); }
 
 std::string anomaly_message(const Tensor& loss) {
-  try {
-    loss.backward();
-  } catch (const std::runtime_error& e) {
-    tape::reset();
-    return e.what();
-  }
-  return "(no exception)";
+  const std::string m = tg::testing::error_of<std::runtime_error>([&] { loss.backward(); });
+  tape::reset();
+  return m;
 }
 }  // namespace
 

@@ -23,6 +23,7 @@
 #include "autograd/shape.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "error_of.h"
 #include "gradcheck_util.h"
 
 namespace {
@@ -201,13 +202,8 @@ TEST(GruCellFused, OneAndTwoThreadsGiveBitwiseEqualResults) {
 }
 
 TEST(GruCellFused, ErrorsNameTheOpAndTheShapes) {
-  auto message = [](const Tensor& gi, const Tensor& gh, const Tensor& h) -> std::string {
-    try {
-      tg::gru_cell_fused(gi, gh, h);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "no exception";
+  auto message = [](const Tensor& gi, const Tensor& gh, const Tensor& h) {
+    return tg::testing::error_of<std::invalid_argument>([&] { tg::gru_cell_fused(gi, gh, h); });
   };
   const Tensor h = Tensor::zeros({4, 3});
   std::string m = message(Tensor::zeros({4, 9}), Tensor::zeros({4, 6}), h);

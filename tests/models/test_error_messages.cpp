@@ -5,10 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "../autograd/error_of.h"
 #include "autograd/error_text.h"
 #include "autograd/ops_shape.h"
 #include "autograd/tensor.h"
@@ -26,19 +26,11 @@
 
 using namespace tg;
 using namespace tg::models;
+using tg::testing::error_of;
 
 namespace {
 
 constexpr std::size_t kMaxFirstLine = 200;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../autograd/error_of.h"
 #include "../autograd/gradcheck_util.h"  // max_abs_diff
 #include "autograd/compact_grad.h"
 #include "autograd/ops_elementwise.h"
@@ -34,17 +35,9 @@ using tg::Tensor;
 using tg::nn::AdamOptions;
 using tg::nn::SGDOptions;
 using tg::nn::testing::Mlp;
+using tg::testing::error_of;
 
 using Vec = std::vector<double>;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 /// Two float64 parameters and three steps of gradients; parameter q gets no gradient at step 2
 /// (index 1), so it must be skipped and its step count must lag behind p's.

@@ -12,12 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "../autograd/error_of.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/random.h"
@@ -34,6 +34,7 @@ using tg::Tensor;
 using tg::nn::load_npz;
 using tg::nn::save_npz;
 using tg::nn::testing::Mlp;
+using tg::testing::error_of;
 
 /// A fresh directory per test, removed afterwards.
 class Serialize : public ::testing::Test {
@@ -71,14 +72,6 @@ class Serialize : public ::testing::Test {
   }
   static void write_bytes(const std::string& p, const std::string& bytes) {
     std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
-  }
-  static std::string error_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "(no exception)";
   }
   fs::path dir_;
 };

@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/error_of.h"
 #include "models/decoding/length_buckets.h"
 #include "models/decoding/sacrebleu.h"
 
 using namespace tg::models;
+using tg::testing::error_of;
 
 namespace {
 
@@ -29,15 +31,6 @@ std::string words(int n) {
   std::string s;
   for (int i = 0; i < n; ++i) s += (i ? " w" : "w") + std::to_string(i);
   return s;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 }  // namespace
@@ -76,14 +69,15 @@ TEST(LengthBuckets, WordsAreWhitespaceFieldsAsPythonSplits) {
 
 TEST(LengthBuckets, BadStartsAndShortLinesThrow) {
   const std::vector<std::string> src = {"a b", "", "c"};
-  EXPECT_EQ(message_of([&] { length_buckets(src, {1, 3}); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { length_buckets(src, {1, 3}); }),
             "length_buckets: line 2 has 0 words, fewer than the first bucket's 1");
   EXPECT_EQ(length_buckets(src, {0, 1})[0].lines, (std::vector<std::size_t>{1}));  // starts at 0: empty lines count
   EXPECT_THROW(length_buckets(src, {}), std::invalid_argument);
-  EXPECT_EQ(message_of([&] { length_buckets(src, {0, 3, 3}); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { length_buckets(src, {0, 3, 3}); }),
             "length_buckets: bucket starts must be non-negative and increasing, got 3 after 3");
   EXPECT_THROW(length_buckets(src, {-1, 2}), std::invalid_argument);
-  EXPECT_EQ(message_of([&] { length_buckets({"ok", "bad \xff"}, {1}); }), "length_buckets: line 2 is not valid UTF-8");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { length_buckets({"ok", "bad \xff"}, {1}); }),
+            "length_buckets: line 2 is not valid UTF-8");
 }
 
 TEST(LengthBuckets, HandCheckedBucketBleu) {
@@ -165,12 +159,13 @@ TEST(LengthBuckets, EmptyBucketsAreNaNAndTheMetricIsNotAskedAboutThem) {
 
 TEST(LengthBuckets, CountMismatchesNameTheSystemAndCounts) {
   const std::vector<std::string> src = {"a", "b", "c"}, ref = {"x", "y", "z"};
-  EXPECT_EQ(message_of([&] { score_by_length(src, {"x", "y"}, {{"A", ref}}, {1}, kBleu); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { score_by_length(src, {"x", "y"}, {{"A", ref}}, {1}, kBleu); }),
             "score_by_length: 2 references for 3 sources");
-  EXPECT_EQ(message_of([&] { score_by_length(src, ref, {{"A", ref}, {"B", {"x"}}}, {1}, kBleu); }),
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { score_by_length(src, ref, {{"A", ref}, {"B", {"x"}}}, {1}, kBleu); }),
             "score_by_length: system 'B' has 1 hypotheses for 3 sources");
   // The metric's errors name lines of the whole corpus: the overall score is computed first.
-  const std::string empty_ref = message_of([&] { score_by_length(src, {"x", "y", ""}, {{"A", ref}}, {1, 2}, kBleu); });
+  const std::string empty_ref =
+      error_of<std::invalid_argument>([&] { score_by_length(src, {"x", "y", ""}, {{"A", ref}}, {1, 2}, kBleu); });
   EXPECT_EQ(empty_ref.rfind("score_by_length: system 'A': ", 0), 0u) << empty_ref;
   EXPECT_NE(empty_ref.find("reference line 3 is empty"), std::string::npos) << empty_ref;
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/error_of.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
 #include "models/experiments/experiments.h"
@@ -268,13 +269,8 @@ TEST(Experiments, EnoughTrainingSolvesAShortTask) {
 }
 
 TEST(Experiments, BadOptionsGiveClearErrors) {
-  auto message = [](const std::string& name, const ExperimentOptions& o) -> std::string {
-    try {
-      run_experiment(name, o);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "(no error)";
+  auto message = [](const std::string& name, const ExperimentOptions& o) {
+    return tg::testing::error_of<std::invalid_argument>([&] { run_experiment(name, o); });
   };
   ExperimentOptions o;
   o.quick = true;

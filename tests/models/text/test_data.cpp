@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/error_of.h"
 #include "../test_dirs.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/random.h"
@@ -34,14 +35,9 @@ std::string write_file(const fs::path& path, const std::string& bytes) {
   return path.string();
 }
 
-// The message of the std::runtime_error read_sentence_pairs(path) throws ("" if none).
+// The message of the std::runtime_error read_sentence_pairs(path) throws.
 std::string read_error(const std::string& path) {
-  try {
-    read_sentence_pairs(path);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
+  return tg::testing::error_of<std::runtime_error>([&] { read_sentence_pairs(path); });
 }
 
 std::string shared_data(const std::string& rel) { return std::string(TG_SOURCE_DIR) + "/../shared/data/" + rel; }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/error_of.h"
 #include "../test_dirs.h"
 #include "autograd/random.h"
 #include "models/text/data.h"
@@ -64,12 +65,7 @@ struct SubwordCheckpoint {
 };
 
 std::string load_error(const fs::path& dir) {
-  try {
-    load_checkpoint(dir.string());
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return tg::testing::error_of<std::runtime_error>([&] { load_checkpoint(dir.string()); });
 }
 
 }  // namespace

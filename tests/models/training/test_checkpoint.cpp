@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/error_of.h"
 #include "../test_dirs.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
@@ -80,12 +81,7 @@ std::vector<std::string> leftovers(const fs::path& parent) {
 }
 
 std::string load_error(const fs::path& dir) {
-  try {
-    load_checkpoint(dir.string());
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
+  return tg::testing::error_of<std::runtime_error>([&] { load_checkpoint(dir.string()); });
 }
 
 }  // namespace
@@ -173,12 +169,7 @@ TEST(Checkpoint, ConfigJsonDefaultsAndErrors) {
   EXPECT_EQ(config_to_json(e), config_to_json(d));
 
   auto message = [](const std::string& text) {
-    try {
-      config_from_json(text, "ck/config.json");
-    } catch (const std::runtime_error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return tg::testing::error_of<std::runtime_error>([&] { config_from_json(text, "ck/config.json"); });
   };
   EXPECT_EQ(message(R"({"model": "lstm"})"),
             "ck/config.json: 'model': unknown model \"lstm\" (registered: d2l, rnnsearch, rnnencdec, transformer)");
@@ -219,7 +210,7 @@ TEST(Checkpoint, CorruptFilesAreRefusedNamingTheFile) {
   write_file(ck / "weights.npz", weights.substr(0, weights.size() - 100));
   EXPECT_NE(load_error(ck).find((ck / "weights.npz").string()), std::string::npos) << load_error(ck);
   write_file(ck / "weights.npz", weights);
-  EXPECT_EQ(load_error(ck), "");
+  EXPECT_EQ(load_error(ck), "(no exception)");
 
   // Truncated JSON; an invalid value.
   write_file(ck / "config.json", config.substr(0, config.size() / 2));
@@ -353,7 +344,7 @@ TEST(Checkpoint, ManifestRefusesAChangedFileNamingIt) {
   auto fresh = [&] {
     fs::remove_all(ck);
     save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab, &opt, &st);
-    ASSERT_EQ(load_error(ck), "");
+    ASSERT_EQ(load_error(ck), "(no exception)");
   };
   auto expect_named = [&](const std::string& file) {
     EXPECT_EQ(first_line_of_load_error(ck),

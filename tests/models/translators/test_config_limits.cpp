@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "../../autograd/error_of.h"
 #include "autograd/random.h"
 #include "models/decoding/decode.h"
 #include "models/training/checkpoint.h"
@@ -18,26 +19,19 @@
 
 using namespace tg;
 using namespace tg::models;
+using tg::testing::error_of;
 
 namespace {
 
 std::string config_error(const std::string& text) {
-  try {
-    config_from_json(text, "ck/config.json");
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
+  return error_of([&] { config_from_json(text, "ck/config.json"); });
 }
 
 std::string make_error(const ModelConfig& c) {
-  try {
+  return error_of<std::invalid_argument>([&] {
     Generator gen(0);
     make_model(c, gen);
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no error";
+  });
 }
 
 std::string range(std::int64_t lo, std::int64_t hi) {
@@ -193,12 +187,7 @@ TEST(ConfigLimits, ParameterCountMatchesTheBuiltModel) {
 
 namespace {
 std::string training_error(const std::string& text) {
-  try {
-    training_from_json(text, "ck/training.json");
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
+  return error_of([&] { training_from_json(text, "ck/training.json"); });
 }
 }  // namespace
 
@@ -214,7 +203,8 @@ TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
   EXPECT_EQ(training_error(R"({"lr": -0.5})"), "ck/training.json: lr = -0.500000 must be finite and >= 0");
   EXPECT_EQ(training_error(R"({"clip": 1e999})").rfind("ck/training.json: ", 0), 0u);
   EXPECT_EQ(training_error(R"({"elapsed_s": -3})"), "ck/training.json: elapsed_s = -3.000000 must be finite and >= 0");
-  EXPECT_EQ(training_error(R"({"step": 5, "batch_size": 64, "lr": 0.001, "clip": 1, "elapsed_s": 2.5})"), "no error");
+  EXPECT_EQ(training_error(R"({"step": 5, "batch_size": 64, "lr": 0.001, "clip": 1, "elapsed_s": 2.5})"),
+            "(no exception)");
   // The validation state (train --dev): counts within what was done, rates in their ranges.
   EXPECT_EQ(training_error(R"({"lr_scale": 0})"), "ck/training.json: lr_scale = 0.000000 is out of range (0, 1]");
   EXPECT_EQ(training_error(R"({"lr_scale": 1.5})"), "ck/training.json: lr_scale = 1.500000 is out of range (0, 1]");
@@ -230,7 +220,7 @@ TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
                                "best_dev_loss": 2.25, "bad_validations": 1, "lr_bad_validations": 0, "lr_scale": 0.5,
                                "select_by": "loss", "patience": 3, "lr_decay": 0.5, "lr_patience": 1,
                                "validate_every": 0, "batch_tokens": 4000})"),
-            "no error");
+            "(no exception)");
   // A round trip keeps every field.
   TrainingState st;
   st.step = 8;
