@@ -81,35 +81,12 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
   const std::int64_t N = q.size(0), L = q.size(1), S = k.size(1);
   if (k.size(0) != N || v.size(0) != N || v.size(1) != S) fail("batch or source lengths differ");
 
-  auto bias_part = [&](int i) { return in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * E, E) : Tensor(); };
-  auto weight_part = [&](int i) {
-    if (in_proj_weight.defined()) return narrow(in_proj_weight, 0, i * E, E);
-    return i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight;
-  };
   // (N, T, E) -> (N, H, T, D)
   auto heads = [&](const Tensor& t, std::int64_t T) { return permute(reshape(t, Shape{N, T, H, D}), {0, 2, 1, 3}); };
-  const Tensor qh = heads(linear(q, weight_part(0), bias_part(0)), L);
-  const Tensor kh = heads(linear(k, weight_part(1), bias_part(1)), S);
-  const Tensor vh = heads(linear(v, weight_part(2), bias_part(2)), S);
-
-  // One additive mask (N or 1, H or 1, L or 1, S) from attn_mask and key_padding_mask.
-  Tensor mask;
-  if (attn_mask.defined()) {
-    if (attn_mask.dim() == 2) {
-      if (!(attn_mask.shape() == Shape{L, S})) fail("attn_mask must be (L, S) = (" + std::to_string(L) + ", " + std::to_string(S) + ")");
-      mask = additive_mask(attn_mask, q.dtype());
-    } else if (attn_mask.dim() == 3 && attn_mask.shape() == Shape{N * H, L, S}) {
-      mask = reshape(additive_mask(attn_mask, q.dtype()), Shape{N, H, L, S});
-    } else {
-      fail("attn_mask must be (L, S) or (N * num_heads, L, S), got " + attn_mask.shape().str());
-    }
-  }
-  if (key_padding_mask.defined()) {
-    const Shape want = batched ? Shape{N, S} : Shape{S};
-    if (!(key_padding_mask.shape() == want)) fail("key_padding_mask must be " + want.str() + ", got " + key_padding_mask.shape().str());
-    const Tensor pad = reshape(additive_mask(key_padding_mask, q.dtype()), Shape{N, 1, 1, S});
-    mask = mask.defined() ? mask + pad : pad;
-  }
+  const Tensor qh = heads(linear(q, in_weight(0), in_bias(0)), L);
+  const Tensor kh = heads(linear(k, in_weight(1), in_bias(1)), S);
+  const Tensor vh = heads(linear(v, in_weight(2), in_bias(2)), S);
+  const Tensor mask = combined_mask(attn_mask, key_padding_mask, N, L, S, batched, query, key, value);
   Tensor weights;
   const double p = is_training() ? options_.dropout : 0.0;
   const Tensor attended = scaled_dot_product_attention(qh, kh, vh, mask, p, false, 0.0, gen_.get(),
@@ -120,6 +97,70 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
   if (average_attn_weights) weights = mean(weights, {1});
   if (!batched) weights = squeeze(weights, 0);
   return {out, weights};
+}
+
+Tensor MultiheadAttention::in_weight(int i) const {
+  if (in_proj_weight.defined()) return narrow(in_proj_weight, 0, i * options_.embed_dim, options_.embed_dim);
+  return i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight;
+}
+
+Tensor MultiheadAttention::in_bias(int i) const {
+  return in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * options_.embed_dim, options_.embed_dim) : Tensor();
+}
+
+Tensor MultiheadAttention::combined_mask(const Tensor& attn_mask, const Tensor& key_padding_mask, std::int64_t N,
+                                         std::int64_t L, std::int64_t S, bool batched, const Tensor& query,
+                                         const Tensor& key, const Tensor& value) const {
+  const std::int64_t H = options_.num_heads;
+  const DType dtype = query.dtype();
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("MultiheadAttention: " + why + ": query " + query.shape().str() + ", key " +
+                                key.shape().str() + ", value " + value.shape().str());
+  };
+  Tensor mask;
+  if (attn_mask.defined()) {
+    if (attn_mask.dim() == 2) {
+      if (!(attn_mask.shape() == Shape{L, S})) fail("attn_mask must be (L, S) = (" + std::to_string(L) + ", " + std::to_string(S) + ")");
+      mask = additive_mask(attn_mask, dtype);
+    } else if (attn_mask.dim() == 3 && attn_mask.shape() == Shape{N * H, L, S}) {
+      mask = reshape(additive_mask(attn_mask, dtype), Shape{N, H, L, S});
+    } else {
+      fail("attn_mask must be (L, S) or (N * num_heads, L, S), got " + attn_mask.shape().str());
+    }
+  }
+  if (key_padding_mask.defined()) {
+    const Shape want = batched ? Shape{N, S} : Shape{S};
+    if (!(key_padding_mask.shape() == want)) fail("key_padding_mask must be " + want.str() + ", got " + key_padding_mask.shape().str());
+    const Tensor pad = reshape(additive_mask(key_padding_mask, dtype), Shape{N, 1, 1, S});
+    mask = mask.defined() ? mask + pad : pad;
+  }
+  return mask;
+}
+
+Tensor MultiheadAttention::forward_packed(const Tensor& query, const PackedTokens& query_tokens, const Tensor& key,
+                                          const Tensor& value, const PackedTokens& key_tokens,
+                                          const Tensor& key_padding_mask, const Tensor& attn_mask) {
+  const std::int64_t E = options_.embed_dim, H = options_.num_heads, D = E / H;
+  const std::int64_t N = query_tokens.batch(), L = query_tokens.length(), S = key_tokens.length();
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("MultiheadAttention::forward_packed: " + why + ": query " + query.shape().str() + " (" +
+                                std::to_string(query_tokens.tokens()) + " tokens), key " + key.shape().str() + ", value " +
+                                value.shape().str() + " (" + std::to_string(key_tokens.tokens()) + " tokens)");
+  };
+  if (query.dim() != 2 || key.dim() != 2 || value.dim() != 2) fail("query, key and value must be (tokens, features)");
+  if (query.size(0) != query_tokens.tokens() || key.size(0) != key_tokens.tokens() || value.size(0) != key_tokens.tokens())
+    fail("rows differ from the token counts");
+  if (query.size(1) != E || key.size(1) != kdim_ || value.size(1) != vdim_) fail("feature sizes differ from embed_dim, kdim, vdim");
+  if (key_tokens.batch() != N) fail("batch sizes differ");
+  // Projected on the tokens, then padded to (N, T, E) for the attention, which needs the rows.
+  auto heads = [&](const Tensor& x, const PackedTokens& tokens, int i) {
+    return permute(reshape(tokens.unpack(linear(x, in_weight(i), in_bias(i))), Shape{N, tokens.length(), H, D}), {0, 2, 1, 3});
+  };
+  const Tensor qh = heads(query, query_tokens, 0), kh = heads(key, key_tokens, 1), vh = heads(value, key_tokens, 2);
+  const Tensor mask = combined_mask(attn_mask, key_padding_mask, N, L, S, true, query, key, value);
+  const double p = is_training() ? options_.dropout : 0.0;
+  const Tensor attended = scaled_dot_product_attention(qh, kh, vh, mask, p, false, 0.0, gen_.get(), nullptr);  // (N, H, L, D)
+  return out_proj->forward(query_tokens.pack(reshape(permute(attended, {0, 2, 1, 3}), Shape{N, L, E})));
 }
 
 }  // namespace tg::nn

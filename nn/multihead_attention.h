@@ -14,6 +14,7 @@
 #include "autograd/tensor.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/packed_tokens.h"
 
 namespace tg {
 class Generator;
@@ -50,6 +51,13 @@ class MultiheadAttention : public Module {
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
                                      const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);
+  /// forward() on packed tokens (nn/packed_tokens.h; batch_first layout whatever the option):
+  /// query (query_tokens.tokens(), E), key and value (key_tokens.tokens(), kdim / vdim) -> (query
+  /// tokens, E): the rows forward() gives at those positions, with the projections computed for
+  /// the tokens only. Masks as forward()'s, over the padded lengths (N, S) and (L, S).
+  Tensor forward_packed(const Tensor& query, const PackedTokens& query_tokens, const Tensor& key, const Tensor& value,
+                        const PackedTokens& key_tokens, const Tensor& key_padding_mask = Tensor(),
+                        const Tensor& attn_mask = Tensor());
   std::string extra_repr() const override;
   const MultiheadAttentionOptions& options() const { return options_; }
 
@@ -57,6 +65,12 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Linear> out_proj;
 
  private:
+  Tensor in_weight(int i) const;  // W_q, W_k, W_v
+  Tensor in_bias(int i) const;    // their biases (undefined without bias)
+  /// attn_mask and key_padding_mask as one additive mask (N or 1, H or 1, L or 1, S) of query's
+  /// dtype, or undefined; an error names the shapes of query, key and value.
+  Tensor combined_mask(const Tensor& attn_mask, const Tensor& key_padding_mask, std::int64_t N, std::int64_t L,
+                       std::int64_t S, bool batched, const Tensor& query, const Tensor& key, const Tensor& value) const;
   MultiheadAttentionOptions options_;
   std::int64_t kdim_, vdim_;
   std::shared_ptr<Generator> gen_;

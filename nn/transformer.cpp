@@ -119,6 +119,19 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   return norm2->forward(x + feed_forward(x));
 }
 
+Tensor TransformerEncoderLayer::forward_packed(const Tensor& src, const PackedTokens& tokens, const Tensor& src_mask,
+                                               const Tensor& src_key_padding_mask) {
+  auto self_attention = [&](const Tensor& x) {
+    return dropout1->forward(self_attn->forward_packed(x, tokens, x, x, tokens, src_key_padding_mask, src_mask));
+  };
+  if (options_.norm_first) {
+    Tensor x = src + self_attention(norm1->forward(src));
+    return x + feed_forward(norm2->forward(x));
+  }
+  const Tensor x = norm1->forward(src + self_attention(src));
+  return norm2->forward(x + feed_forward(x));
+}
+
 // ---- TransformerDecoderLayer -------------------------------------------------------------------
 
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerDecoderLayerOptions& options, Generator& gen)
@@ -173,6 +186,20 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                                   memory_mask, /*average_attn_weights=*/false);
     if (memory_weights) *memory_weights = weights;
     return dropout2->forward(out);
+  };
+  return residual_blocks(tgt, self_block, cross_block);
+}
+
+Tensor TransformerDecoderLayer::forward_packed(const Tensor& tgt, const PackedTokens& tgt_tokens, const Tensor& memory,
+                                               const PackedTokens& memory_tokens, const Tensor& tgt_mask,
+                                               const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                               const Tensor& memory_key_padding_mask) {
+  auto self_block = [&](const Tensor& x) {
+    return dropout1->forward(self_attn->forward_packed(x, tgt_tokens, x, x, tgt_tokens, tgt_key_padding_mask, tgt_mask));
+  };
+  auto cross_block = [&](const Tensor& x) {
+    return dropout2->forward(
+        multihead_attn->forward_packed(x, tgt_tokens, memory, memory, memory_tokens, memory_key_padding_mask, memory_mask));
   };
   return residual_blocks(tgt, self_block, cross_block);
 }

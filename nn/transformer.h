@@ -27,6 +27,7 @@
 #include "nn/module.h"
 #include "nn/multihead_attention.h"
 #include "nn/normalization.h"
+#include "nn/packed_tokens.h"
 
 namespace tg {
 class Generator;
@@ -62,6 +63,14 @@ class TransformerEncoderLayer : public Module {
   /// src (S, N, E) ((N, S, E) with batch_first); src_mask (S, S) and src_key_padding_mask (N, S)
   /// as MultiheadAttention's (i64 nonzero = may not attend, or floating, added).
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor());
+  /// forward() on packed tokens (nn/packed_tokens.h): src (tokens.tokens(), E) -> (tokens, E), with
+  /// the feed-forward block, the norms, the dropouts and the projections run on the tokens only;
+  /// masks as forward()'s, over the padded length. The rows equal forward()'s on tokens.unpack(src)
+  /// (batch_first) at the tokens' positions when no token attends to a padded position (masked by
+  /// src_key_padding_mask, or after it under a causal mask): the padding's keys and values are
+  /// zeros here, not projections of the padded input.
+  Tensor forward_packed(const Tensor& src, const PackedTokens& tokens, const Tensor& src_mask = Tensor(),
+                        const Tensor& src_key_padding_mask = Tensor());
   /// A new layer with the same options, a copy of every parameter (same dtype and requires_grad)
   /// and the same training mode: copy.deepcopy. The clone shares options().generator.
   std::shared_ptr<TransformerEncoderLayer> clone() const;
@@ -106,6 +115,13 @@ class TransformerDecoderLayer : public Module {
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), Tensor* memory_weights = nullptr);
+  /// forward() on packed tokens, as TransformerEncoderLayer::forward_packed (the same condition for
+  /// equal rows, in both attentions): tgt (tgt_tokens.tokens(), E) and memory
+  /// (memory_tokens.tokens(), E) -> (tgt tokens, E). Masks as forward()'s.
+  Tensor forward_packed(const Tensor& tgt, const PackedTokens& tgt_tokens, const Tensor& memory,
+                        const PackedTokens& memory_tokens, const Tensor& tgt_mask = Tensor(),
+                        const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                        const Tensor& memory_key_padding_mask = Tensor());
   /// forward() between the forward hooks, which see the six tensors (undefined when omitted).
   Tensor operator()(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                     const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
