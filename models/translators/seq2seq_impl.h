@@ -12,6 +12,18 @@
 
 namespace tg::models {
 
+/// The mean (label-smoothed) cross-entropy of readout(picked) against target's entries at `rows`:
+/// picked (N, F) holds the features of the flat target positions rows (N) (e.g. valid_positions).
+template <class Readout>
+Tensor loss_at_rows(const Tensor& picked, const Tensor& target, const Tensor& rows, const Readout& readout,
+                    double label_smoothing = 0.0) {
+  Tensor labels = Tensor::empty({rows.numel()}, DType::i64);
+  const std::int64_t *pos = rows.data<std::int64_t>(), *y = target.data<std::int64_t>();
+  std::int64_t* label = labels.data<std::int64_t>();
+  for (std::int64_t i = 0; i < rows.numel(); ++i) label[i] = y[pos[i]];
+  return smoothed_cross_entropy(readout(picked), labels, label_smoothing);
+}
+
 /// sequence_loss of readout(features) for features (B, T, F), with the readout applied only at
 /// the valid target positions: pads' logits get no loss and no gradient, so skipping them gives
 /// the same value and gradients for less work. `readout` maps (N, F) to logits (N, V).
@@ -23,12 +35,8 @@ Tensor loss_at_valid_positions(const Tensor& features, const Tensor& target, con
     throw std::invalid_argument("loss: target " + target.shape().str() + " and target_valid_len " +
                                 target_valid_len.shape().str() + " do not match features " + features.shape().str());
   const Tensor rows = valid_positions(target_valid_len, T);
-  const Tensor picked = index_select(reshape(features, {B * T, features.size(2)}), 0, rows);
-  Tensor labels = Tensor::empty({rows.numel()}, DType::i64);
-  const std::int64_t *pos = rows.data<std::int64_t>(), *y = target.data<std::int64_t>();
-  std::int64_t* label = labels.data<std::int64_t>();
-  for (std::int64_t i = 0; i < rows.numel(); ++i) label[i] = y[pos[i]];
-  return smoothed_cross_entropy(readout(picked), labels, label_smoothing);
+  return loss_at_rows(index_select(reshape(features, {B * T, features.size(2)}), 0, rows), target, rows, readout,
+                      label_smoothing);
 }
 
 /// Exact parameter counts of the layers the models are built from, for ModelSpec::num_parameters.

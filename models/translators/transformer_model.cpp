@@ -14,6 +14,7 @@
 // through the stack; the layers' key/value caches live in DecoderState::cache (batch on axis 0), so
 // beam search reorders them with the rest of the state. state.attention is the cross-attention of
 // decoder layer config.attention_layer, averaged over heads or of head config.attention_head.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -166,9 +167,26 @@ class TransformerTranslator : public Seq2Seq {
 
   Tensor loss(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, const Tensor& tgt,
               const Tensor& tgt_valid_len, double label_smoothing) override {
+    const std::int64_t B = src.size(0), S = src.size(1), T = dec_input.size(1);
+    if (!(tgt.shape() == Shape{B, T}) || !(tgt_valid_len.shape() == Shape{B}) || !(src_valid_len.shape() == Shape{B}))
+      throw std::invalid_argument("transformer loss: tgt " + tgt.shape().str() + ", tgt_valid_len " +
+                                  tgt_valid_len.shape().str() + " and src_valid_len " + src_valid_len.shape().str() +
+                                  " do not match src " + src.shape().str() + " and dec_input " + dec_input.shape().str());
+    // Only the tokens go through the stacks' position-wise layers; the attention masks keep every
+    // token from seeing padding, so the loss is decode_all's at the valid positions.
+    const nn::PackedTokens src_tokens(clamped_lengths(src_valid_len, S), S), tgt_tokens(clamped_lengths(tgt_valid_len, T), T);
+    const Tensor pad = padding_mask(src_valid_len, S, decoder->embedding->weight.dtype());
+    Tensor memory = src_tokens.pack(encoder->positions->forward(encoder->embedding->forward(src) * scale()));
+    for (std::int64_t i = 0; i < config_.num_layers; ++i)
+      memory = encoder->stack->layer(i)->forward_packed(memory, src_tokens, Tensor(), pad);
+    if (encoder->stack->norm) memory = encoder->stack->norm->forward(memory);
+    Tensor x = tgt_tokens.pack(embed_target(dec_input, 0));
+    const Tensor causal = causal_mask(T, x.dtype());
+    for (std::int64_t i = 0; i < config_.num_layers; ++i)
+      x = decoder->stack->layer(i)->forward_packed(x, tgt_tokens, memory, src_tokens, causal, Tensor(), Tensor(), pad);
+    if (decoder->norm) x = decoder->norm->forward(x);
     const auto readout = [this](const Tensor& h) { return decoder->readout(h); };
-    return loss_at_valid_positions(decode_all(src, src_valid_len, dec_input, nullptr), tgt, tgt_valid_len, readout,
-                                   label_smoothing);
+    return loss_at_rows(x, tgt, tgt_tokens.index(), readout, label_smoothing);
   }
 
   std::shared_ptr<TfmEncoder> encoder;
@@ -193,6 +211,14 @@ class TransformerTranslator : public Seq2Seq {
         else m.data<float>()[b * S + s] = -1e9f;
       }
     return m;
+  }
+
+  // Valid lengths limited to [0, T], as padding_mask and valid_positions read them.
+  static Tensor clamped_lengths(const Tensor& valid_len, std::int64_t T) {
+    Tensor out = Tensor::empty({valid_len.numel()}, DType::i64);
+    const std::int64_t* len = valid_len.data<std::int64_t>();
+    for (std::int64_t b = 0; b < valid_len.numel(); ++b) out.data<std::int64_t>()[b] = std::clamp<std::int64_t>(len[b], 0, T);
+    return out;
   }
 
   // (T, T) additive mask: position i may attend to j <= i only (filled here, not through
