@@ -635,6 +635,9 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 // K multiply-adds per element of C.
 constexpr int64_t kSkinnyRows = 4;
 constexpr int64_t kThinDepth = 4;
+/// A skinny product runs in parallel from this many bytes of B, in tasks of at least kSkinnyTaskBytes.
+constexpr double kSkinnyParallelBytes = 256 * 1024;
+constexpr double kSkinnyTaskBytes = 64 * 1024;
 
 /// C[m, n] for n in [n0, n1) when B is stored (N, K): dot products of A's rows with B's rows.
 template <class T>
@@ -710,12 +713,16 @@ void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
   auto run = [&](int64_t n0, int64_t n1) {
     skinny_serial(trans_a, trans_b, M, K, alpha, A, lda, B, ldb, beta, C, ldc, n0, n1, copied, bias);
   };
+  // Few rows: bound by reading B more than by flops, so a share of B worth streaming from memory on
+  // a core of its own is a task too.
   const double flops = 2.0 * double(M) * double(N) * double(K);
-  if (!allow_parallel || tg::num_threads() <= 1 || flops < kParallelFlops) {
+  const double b_bytes = double(N) * double(K) * double(sizeof(T));
+  if (!allow_parallel || tg::num_threads() <= 1 || (flops < kParallelFlops && b_bytes < kSkinnyParallelBytes)) {
     run(0, N);
     return;
   }
-  const int64_t grain = std::max<int64_t>(64, int64_t(kTaskFlops / (2.0 * double(M) * double(K))));
+  const double columns = std::min(kTaskFlops / (2.0 * double(M) * double(K)), kSkinnyTaskBytes / (double(K) * double(sizeof(T))));
+  const int64_t grain = std::max<int64_t>(16, int64_t(columns));
   tbb_for(tbb::blocked_range<int64_t>(0, N, grain),
           [&](const tbb::blocked_range<int64_t>& r) { run(r.begin(), r.end()); });
 }
