@@ -251,6 +251,8 @@ ThreadCache* thread_cache() {
 // been freed) resident in its arenas, as RSS beyond every block this allocator knows of. Smaller blocks come from ::operator new, which a replaced global
 // operator new (tests/models/training/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
 constexpr std::size_t kMapMin = std::size_t{1} << 20;
+// allocate_at_least may hand out a cached block this many classes up (6.25% each from 1 MiB).
+constexpr int kFitClasses = 2;
 
 void* system_allocate(std::size_t bytes) {
   if (bytes < kMapMin) return ::operator new(bytes, std::align_val_t{kAlignment});
@@ -313,8 +315,11 @@ ThreadCacheOwner::~ThreadCacheOwner() {
 
 std::size_t size_class_bytes(std::size_t bytes) { return size_class(bytes).bytes; }
 
-void* allocate(std::size_t bytes) {
+void* allocate(std::size_t bytes) { return allocate_at_least(bytes, nullptr); }
+
+void* allocate_at_least(std::size_t bytes, std::size_t* block_bytes) {
   const SizeClass c = size_class(bytes);
+  if (block_bytes) *block_bytes = c.bytes;
   if (c.index < kThreadClasses) {
     if (ThreadCache* tc = thread_cache()) {
       std::lock_guard lock(tc->mutex);
@@ -344,6 +349,22 @@ void* allocate(std::size_t bytes) {
       ++p.stats.hits;
       TG_UNPOISON(b, c.bytes);
       return b;
+    }
+    if (block_bytes && c.bytes >= kMapMin) {
+      for (int j = c.index + 1; j <= c.index + kFitClasses && j < kClasses; ++j) {
+        FreeBlock* b = p.lists[j];
+        if (!b) continue;
+        const auto larger = static_cast<std::int64_t>(class_bytes(j));
+        p.lists[j] = b->next;
+        p.stats.cached_bytes -= larger;
+        --p.stats.cached_blocks;
+        ++p.stats.hits;
+        p.stats.in_use_bytes += larger - size;
+        p.stats.peak_in_use_bytes = std::max(p.stats.peak_in_use_bytes, p.stats.in_use_bytes);
+        *block_bytes = class_bytes(j);
+        TG_UNPOISON(b, class_bytes(j));
+        return b;
+      }
     }
     ++p.stats.system_allocs;
     // Room for the new block under the limit: cached blocks of other classes go back first.

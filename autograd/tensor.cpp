@@ -50,15 +50,16 @@ std::atomic<std::int64_t> g_live_buffers{0};
 }  // namespace
 
 struct Storage {
+  std::size_t block_bytes = 0;  // the block's own size, set by allocate_at_least (so declared first)
   void* data;
   std::size_t bytes;
 
-  explicit Storage(std::size_t n_bytes) : data(memory::allocate(n_bytes)), bytes(n_bytes) {
+  explicit Storage(std::size_t n_bytes) : data(memory::allocate_at_least(n_bytes, &block_bytes)), bytes(n_bytes) {
     g_live_bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
     g_live_buffers.fetch_add(1, std::memory_order_relaxed);
   }
   ~Storage() {
-    memory::deallocate(data, bytes);
+    memory::deallocate(data, block_bytes);
     g_live_bytes.fetch_sub(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
     g_live_buffers.fetch_sub(1, std::memory_order_relaxed);
   }

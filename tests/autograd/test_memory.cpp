@@ -151,6 +151,53 @@ TEST(CachingAllocator, LargeBlocksGoBackAndTheirAddressesComeBackUsable) {
   }
 }
 
+// From 1 MiB, allocate_at_least takes a cached block up to two classes larger when its own class
+// has none, reports its size, and the block goes back to the cache under that size.
+TEST(CachingAllocator, AllocateAtLeastReusesASlightlyLargerCachedBlock) {
+  memory::empty_cache();
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const std::size_t big = memory::size_class_bytes(2 * kMiB + 1);  // 2 MiB + 1/16: one class up from 2 MiB
+  ASSERT_GT(big, 2 * kMiB);
+  void* a = memory::allocate(big);
+  memory::deallocate(a, big);
+  const auto before = memory::cache_stats();
+  std::size_t got = 0;
+  void* b = memory::allocate_at_least(2 * kMiB, &got);
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(got, big);
+  std::memset(b, 7, got);  // all of it is usable
+  const auto during = memory::cache_stats();
+  EXPECT_EQ(during.system_allocs, before.system_allocs);
+  EXPECT_EQ(during.in_use_bytes, before.in_use_bytes + static_cast<std::int64_t>(big));
+  EXPECT_EQ(during.cached_bytes, before.cached_bytes - static_cast<std::int64_t>(big));
+  memory::deallocate(b, got);
+  EXPECT_EQ(memory::cache_stats().cached_bytes, before.cached_bytes);
+  // Its own class first; allocate() takes exactly its class; small sizes never move up.
+  void* c = memory::allocate_at_least(2 * kMiB + 1, &got);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(got, big);
+  memory::deallocate(c, got);
+  void* d = memory::allocate(2 * kMiB);
+  EXPECT_NE(d, a);
+  memory::deallocate(d, 2 * kMiB);
+  void* small = memory::allocate(5000);
+  memory::deallocate(small, 5000);
+  void* e = memory::allocate_at_least(4000, &got);
+  EXPECT_EQ(got, memory::size_class_bytes(4000));
+  memory::deallocate(e, got);
+  // Three classes up is too far: a fresh block.
+  memory::empty_cache();
+  const std::size_t far = memory::size_class_bytes(2 * kMiB + 3 * (kMiB / 8) + 1);
+  void* f = memory::allocate(far);
+  memory::deallocate(f, far);
+  const auto before_far = memory::cache_stats();
+  void* g = memory::allocate_at_least(2 * kMiB, &got);
+  EXPECT_EQ(got, 2 * kMiB);
+  EXPECT_EQ(memory::cache_stats().system_allocs, before_far.system_allocs + 1);
+  memory::deallocate(g, got);
+  memory::empty_cache();
+}
+
 TEST(CachingAllocator, LimitSendsExcessBlocksBackToTheSystem) {
   // Blocks above 64 KiB: smaller ones may be parked in the thread's cache, outside the limit
   // (ThreadCachesParkSmallBlocksOutsideTheLimit).
