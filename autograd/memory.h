@@ -29,12 +29,13 @@ inline constexpr std::size_t kAlignment = 64;
 /// Throws std::bad_alloc when the system has no memory left (after releasing the cache).
 void* allocate(std::size_t bytes);
 /// allocate(bytes), except that a block of 1 MiB or more may come from a cached block of one of
-/// the next kFitClasses size classes (at most 12.5% larger) when its own class has none: buffers
+/// the next two size classes (at most 12.5% larger) when its own class has none: buffers
 /// whose sizes change a little from step to step (a batch's token count) then reuse the cache
 /// instead of mapping fresh memory. *block_bytes receives the block's size, which deallocate needs.
 void* allocate_at_least(std::size_t bytes, std::size_t* block_bytes);
 /// Returns a block to the cache (any thread may return any block). `bytes` must be the size it was
-/// allocated with (or the block_bytes allocate_at_least gave). Goes back to the system instead when the cache is at its limit.
+/// allocated with (or the block_bytes allocate_at_least gave). Goes back to the system instead
+/// when the cache is at its limit.
 void deallocate(void* block, std::size_t bytes) noexcept;
 /// The size class of `bytes`: the usable size of the block allocate(bytes) returns. Multiples of
 /// 64 up to 1 KiB, then four classes per power of two (at most 25% rounding, never more than the

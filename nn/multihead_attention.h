@@ -53,8 +53,9 @@ class MultiheadAttention : public Module {
                                      const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);
   /// forward() on packed tokens (nn/packed_tokens.h; batch_first layout whatever the option):
   /// query (query_tokens.tokens(), E), key and value (key_tokens.tokens(), kdim / vdim) -> (query
-  /// tokens, E): the rows forward() gives at those positions, with the projections computed for
-  /// the tokens only. Masks as forward()'s, over the padded lengths (N, S) and (L, S).
+  /// tokens, E), with the projections computed for the tokens only; masks as forward()'s, over the
+  /// padded lengths (N, S) and (L, S). The padding's keys and values are zeros here, so the rows
+  /// equal forward()'s on the unpacked batch when no query attends to a padded key.
   Tensor forward_packed(const Tensor& query, const PackedTokens& query_tokens, const Tensor& key, const Tensor& value,
                         const PackedTokens& key_tokens, const Tensor& key_padding_mask = Tensor(),
                         const Tensor& attn_mask = Tensor());
