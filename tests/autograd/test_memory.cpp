@@ -198,6 +198,42 @@ TEST(CachingAllocator, AllocateAtLeastReusesASlightlyLargerCachedBlock) {
   memory::empty_cache();
 }
 
+// Random sizes around and above 1 MiB, freed in random order: every block is of the request's class
+// or (from 1 MiB) at most two classes up, its last byte is writable, and in-use bytes come back to
+// where they started.
+TEST(CachingAllocator, AllocateAtLeastKeepsTheAccountingUnderRandomUse) {
+  memory::empty_cache();
+  const auto before = memory::cache_stats();
+  std::mt19937 gen(1);
+  std::vector<std::pair<unsigned char*, std::size_t>> live;
+  for (int i = 0; i < 2000; ++i) {
+    if (live.size() < 24 && gen() % 3 != 0) {
+      std::size_t want = (std::size_t{1} << 20) + gen() % (std::size_t{3} << 20);
+      if (gen() % 4 == 0) want = 64 + gen() % 100000;
+      std::size_t got = 0;
+      auto* p = static_cast<unsigned char*>(memory::allocate_at_least(want, &got));
+      const std::size_t own = memory::size_class_bytes(want);
+      if (own < (std::size_t{1} << 20)) {
+        ASSERT_EQ(got, own);
+      } else {  // its own class or one of the next two
+        ASSERT_GE(got, own);
+        ASSERT_LE(got, memory::size_class_bytes(memory::size_class_bytes(own + 1) + 1));
+      }
+      p[0] = 1;
+      p[got - 1] = 2;
+      live.emplace_back(p, got);
+    } else if (!live.empty()) {
+      const std::size_t k = gen() % live.size();
+      EXPECT_EQ(live[k].first[live[k].second - 1], 2);
+      memory::deallocate(live[k].first, live[k].second);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  for (const auto& [p, n] : live) memory::deallocate(p, n);
+  EXPECT_EQ(memory::cache_stats().in_use_bytes, before.in_use_bytes);
+  memory::empty_cache();
+}
+
 TEST(CachingAllocator, LimitSendsExcessBlocksBackToTheSystem) {
   // Blocks above 64 KiB: smaller ones may be parked in the thread's cache, outside the limit
   // (ThreadCachesParkSmallBlocksOutsideTheLimit).
