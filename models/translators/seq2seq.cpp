@@ -18,6 +18,7 @@
 #include "models/translators/seq2seq_impl.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
+#include "nn/packed_tokens.h"
 
 namespace tg::models {
 
@@ -136,14 +137,14 @@ Tensor Seq2Seq::loss(const Tensor& src, const Tensor& src_valid_len, const Tenso
 }
 
 Tensor valid_positions(const Tensor& target_valid_len, std::int64_t T) {
-  const std::int64_t B = target_valid_len.numel();
-  const std::int64_t* len = target_valid_len.data<std::int64_t>();
-  std::int64_t n = 0;
-  for (std::int64_t b = 0; b < B; ++b) n += std::clamp<std::int64_t>(len[b], 0, T);
-  Tensor out = Tensor::empty({n}, DType::i64);
-  std::int64_t* p = out.data<std::int64_t>();
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t t = 0; t < std::clamp<std::int64_t>(len[b], 0, T); ++t) *p++ = b * T + t;
+  return nn::PackedTokens(clamped_lengths(target_valid_len, T), T).index();
+}
+
+Tensor clamped_lengths(const Tensor& valid_len, std::int64_t T) {
+  Tensor out = Tensor::empty({valid_len.numel()}, DType::i64);
+  const std::int64_t* len = valid_len.data<std::int64_t>();
+  std::int64_t* clamped = out.data<std::int64_t>();
+  for (std::int64_t b = 0; b < valid_len.numel(); ++b) clamped[b] = std::clamp<std::int64_t>(len[b], 0, T);
   return out;
 }
 

@@ -157,8 +157,12 @@ Tensor sequence_loss(const Tensor& logits, const Tensor& target, const Tensor& t
 Tensor smoothed_cross_entropy(const Tensor& logits, const Tensor& labels, double label_smoothing);
 
 /// Row-major flat indices b * T + t of the valid target positions (t < target_valid_len[b]) of a
-/// (B, T) target: i64 (N) with N = the number of valid tokens.
+/// (B, T) target: i64 (N) with N = the number of valid tokens (nn::PackedTokens' index of the
+/// clamped lengths).
 Tensor valid_positions(const Tensor& target_valid_len, std::int64_t T);
+
+/// valid_len (B) with each entry limited to [0, T], as the models read valid lengths.
+Tensor clamped_lengths(const Tensor& valid_len, std::int64_t T);
 
 /// d2l's decoder input: <bos> followed by the target shifted right by one (last token dropped).
 Tensor teacher_forcing_input(const Tensor& target, std::int64_t bos_id);

@@ -14,7 +14,6 @@
 // through the stack; the layers' key/value caches live in DecoderState::cache (batch on axis 0), so
 // beam search reorders them with the rest of the state. state.attention is the cross-attention of
 // decoder layer config.attention_layer, averaged over heads or of head config.attention_head.
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -211,14 +210,6 @@ class TransformerTranslator : public Seq2Seq {
         else m.data<float>()[b * S + s] = -1e9f;
       }
     return m;
-  }
-
-  // Valid lengths limited to [0, T], as padding_mask and valid_positions read them.
-  static Tensor clamped_lengths(const Tensor& valid_len, std::int64_t T) {
-    Tensor out = Tensor::empty({valid_len.numel()}, DType::i64);
-    const std::int64_t* len = valid_len.data<std::int64_t>();
-    for (std::int64_t b = 0; b < valid_len.numel(); ++b) out.data<std::int64_t>()[b] = std::clamp<std::int64_t>(len[b], 0, T);
-    return out;
   }
 
   // (T, T) additive mask: position i may attend to j <= i only (filled here, not through
