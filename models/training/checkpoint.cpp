@@ -77,14 +77,6 @@ std::string read_text(const fs::path& path) {
   return ss.str();
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path.string() + ": cannot create (" + errno_text() + ")");
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(path.string() + ": write failed");
-}
-
 void fsync_path(const fs::path& path, bool directory) {
   const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
   if (fd < 0) throw std::runtime_error(path.string() + ": cannot open for fsync (" + errno_text() + ")");
@@ -670,6 +662,14 @@ void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer) {
   if (!fs::exists(path)) throw std::runtime_error(path.string() + ": missing (the checkpoint has no optimizer state)");
   verify_manifest(dir, kOptimizer, false);
   optimizer.load_state_dict(nn::load_npz(path.string()), path.string());
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error(path + ": cannot create (" + errno_text() + ")");
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(path + ": write failed");
 }
 
 }  // namespace tg::models

@@ -156,6 +156,11 @@ std::optional<TrainingState> load_training_state(const std::string& dir);
 /// Loads `dir`/optimizer.npz into `optimizer` (names and shapes checked; nothing changes on error).
 void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer);
 
+/// Writes `text` to `path`, replacing the file (not atomically: callers that need that write into a
+/// temporary directory, as save_checkpoint does). Throws std::runtime_error naming the path and the
+/// system's reason when the file cannot be created or written.
+void write_text(const std::string& path, const std::string& text);
+
 namespace detail {
 /// Test hook: called after each file of a checkpoint is written into the temporary directory
 /// (with the file name, e.g. "weights.npz"); throwing from it simulates a failed write. Pass an

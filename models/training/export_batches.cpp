@@ -3,7 +3,6 @@
 #include "models/training/export_batches.h"
 
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -17,18 +16,6 @@
 #include "nn/serialize.h"
 
 namespace tg::models {
-
-namespace {
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path + ": cannot open for writing");
-  out << bytes;
-  out.close();
-  if (!out) throw std::runtime_error(path + ": write failed");
-}
-
-}  // namespace
 
 BatchExport write_training_batches(const std::string& dir_arg, const Seq2Seq& model, const TranslationData& data,
                                    const TrainOptions& options, const BatchExportSources& sources) {
@@ -75,7 +62,7 @@ BatchExport write_training_batches(const std::string& dir_arg, const Seq2Seq& mo
     // The references dev BLEU compares with, as in train().
     std::string refs;
     for (const std::string& r : dev_references(*dev, dev->pairs.size())) refs += r + "\n";
-    write_file((dir / "dev.ref.txt").string(), refs);
+    write_text((dir / "dev.ref.txt").string(), refs);
   }
   nn::save_npz((dir / "batches.npz").string(), entries);
   const SubwordModel* subword = options.subword() ? &*options.subword() : nullptr;
@@ -127,7 +114,7 @@ BatchExport write_training_batches(const std::string& dir_arg, const Seq2Seq& mo
   m["plan_epochs"] = plan.epochs;
   m["plan_steps"] = plan.steps;
   // A path that is not UTF-8 is written with U+FFFD in place of its bad bytes rather than refused.
-  write_file((dir / "meta.json").string(), m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+  write_text((dir / "meta.json").string(), m.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
   return plan;
 }
 
