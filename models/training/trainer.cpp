@@ -66,13 +66,6 @@ std::int64_t sum_i64(const Tensor& t) {
   return s;
 }
 
-std::int64_t max_i64(const Tensor& t) {
-  std::int64_t m = 0;
-  const std::int64_t* p = t.data<std::int64_t>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) m = std::max(m, p[i]);
-  return m;
-}
-
 /// Tokens joined by single spaces (word- and character-level dev BLEU).
 std::string join(const std::vector<std::string>& tokens) {
   std::string out;
