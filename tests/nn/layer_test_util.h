@@ -51,4 +51,20 @@ inline Tensor flat_concat(const std::vector<Tensor>& ts) {
 
 using ::tg::testing::max_abs_diff;  // max |a - b| over all elements (gradcheck_util.h)
 
+/// m.zero_grad(), then loss.backward(): the loss and every parameter's gradient (named_parameters()
+/// order), copied, to compare two ways of computing the same loss.
+inline std::vector<Tensor> loss_and_parameter_grads(Module& m, const Tensor& loss) {
+  m.zero_grad();
+  loss.backward();
+  std::vector<Tensor> out{loss.detach()};
+  for (const auto& [name, p] : m.named_parameters()) out.push_back(p.grad().clone());
+  return out;
+}
+
+/// As many tensors in a as in b, each within `tol` of its partner (max_abs_diff < tol).
+inline void expect_all_within(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), tol) << "tensor " << i;
+}
+
 }  // namespace tg::nn::testing

@@ -25,7 +25,8 @@ using tg::nn::TransformerActivation;
 using tg::nn::TransformerDecoderLayer;
 using tg::nn::TransformerEncoderLayer;
 using tg::nn::testing::bind_parameters;
-using tg::nn::testing::max_abs_diff;
+using tg::nn::testing::expect_all_within;
+using tg::nn::testing::loss_and_parameter_grads;
 using tg::nn::testing::parameter_inputs;
 using tg::testing::error_of;
 
@@ -59,21 +60,6 @@ tg::nn::TransformerLayerOptions options(bool norm_first) {
           .activation = norm_first ? TransformerActivation::gelu : TransformerActivation::relu,
           .batch_first = true,
           .norm_first = norm_first};
-}
-
-// sum(out * r) backpropagated: the value and every parameter's gradient.
-std::vector<Tensor> value_and_grads(tg::nn::Module& m, const Tensor& out, const Tensor& r) {
-  m.zero_grad();
-  const Tensor loss = tg::sum(out * r);
-  loss.backward();
-  std::vector<Tensor> v{loss.detach()};
-  for (const auto& [name, p] : m.named_parameters()) v.push_back(p.grad().clone());
-  return v;
-}
-
-void expect_all_close(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), 1e-12) << "tensor " << i;
 }
 
 }  // namespace
@@ -135,9 +121,10 @@ TEST(PackedTokens, EncoderLayerEqualsThePaddedForwardAtTheTokens) {
     const Tensor x = Tensor::uniform({3, 4, 8}, -1, 1, gen, DType::f64);
     const Tensor pad = padding_mask(len, 4);
     const Tensor r = Tensor::uniform({tokens.tokens(), 8}, -1, 1, gen, DType::f64);
-    const auto packed = value_and_grads(layer, layer.forward_packed(tokens.pack(x), tokens, Tensor(), pad), r);
-    const auto padded = value_and_grads(layer, tokens.pack(layer.forward(x, Tensor(), pad)), r);
-    expect_all_close(packed, padded);
+    const auto packed =
+        loss_and_parameter_grads(layer, tg::sum(layer.forward_packed(tokens.pack(x), tokens, Tensor(), pad) * r));
+    const auto padded = loss_and_parameter_grads(layer, tg::sum(tokens.pack(layer.forward(x, Tensor(), pad)) * r));
+    expect_all_within(packed, padded, 1e-12);
   }
 }
 
@@ -154,13 +141,13 @@ TEST(PackedTokens, DecoderLayerEqualsThePaddedForwardAtTheTokens) {
     const Tensor memory = Tensor::uniform({3, 4, 8}, -1, 1, gen, DType::f64);
     const Tensor causal = causal_mask(5), pad = padding_mask(mem_len, 4);
     const Tensor r = Tensor::uniform({tgt_tokens.tokens(), 8}, -1, 1, gen, DType::f64);
-    const auto packed = value_and_grads(
-        layer,
-        layer.forward_packed(tgt_tokens.pack(x), tgt_tokens, mem_tokens.pack(memory), mem_tokens, causal, Tensor(),
-                             Tensor(), pad),
-        r);
-    const auto padded = value_and_grads(layer, tgt_tokens.pack(layer.forward(x, memory, causal, Tensor(), Tensor(), pad)), r);
-    expect_all_close(packed, padded);
+    const auto packed = loss_and_parameter_grads(
+        layer, tg::sum(layer.forward_packed(tgt_tokens.pack(x), tgt_tokens, mem_tokens.pack(memory), mem_tokens, causal,
+                                            Tensor(), Tensor(), pad) *
+                       r));
+    const auto padded = loss_and_parameter_grads(
+        layer, tg::sum(tgt_tokens.pack(layer.forward(x, memory, causal, Tensor(), Tensor(), pad)) * r));
+    expect_all_within(packed, padded, 1e-12);
   }
 }
 

@@ -22,6 +22,8 @@
 using namespace tg;
 using namespace tg::models;
 using tg::nn::testing::bind_parameters;
+using tg::nn::testing::expect_all_within;
+using tg::nn::testing::loss_and_parameter_grads;
 using tg::nn::testing::max_abs_diff;
 using tg::nn::testing::parameter_inputs;
 
@@ -319,17 +321,11 @@ TEST(Seq2Seq, TrimmedBatchGivesTheSameLossAndGradients) {
     ASSERT_EQ(cut.src.shape(), (Shape{2, 3}));
     ASSERT_EQ(cut.tgt.shape(), (Shape{2, 3}));
     auto loss_and_grads = [&](const Seq2SeqBatch& b) {
-      model->zero_grad();
-      const Tensor loss = sequence_loss(model->forward(b.src, b.src_valid_len, teacher_forcing_input(b.tgt, 2)),
-                                        b.tgt, b.tgt_valid_len);
-      loss.backward();
-      std::vector<Tensor> grads{loss.detach()};
-      for (const auto& [n, p] : model->named_parameters()) grads.push_back(p.grad().clone());
-      return grads;
+      return loss_and_parameter_grads(
+          *model, sequence_loss(model->forward(b.src, b.src_valid_len, teacher_forcing_input(b.tgt, 2)), b.tgt,
+                                b.tgt_valid_len));
     };
-    const auto a = loss_and_grads(full), b = loss_and_grads(cut);
-    ASSERT_EQ(a.size(), b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], b[i]), 1e-13) << "tensor " << i;
+    expect_all_within(loss_and_grads(full), loss_and_grads(cut), 1e-13);
   }
   Generator gen(8);
   EXPECT_FALSE(make_model(tiny("d2l"), gen)->padding_is_inert());
@@ -346,17 +342,10 @@ TEST(Seq2Seq, LossEqualsSequenceLossOfForward) {
       model->to(DType::f64);
       Batch b;
       const Tensor dec_in = teacher_forcing_input(b.tgt, 2);
-      auto value_and_grads = [&](bool fused) {
-        model->zero_grad();
-        const Tensor loss = fused ? model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len)
-                                  : sequence_loss(model->forward(b.src, b.src_len, dec_in), b.tgt, b.tgt_len);
-        loss.backward();
-        std::vector<Tensor> out{loss.detach()};
-        for (const auto& [n, p] : model->named_parameters()) out.push_back(p.grad().clone());
-        return out;
-      };
-      const auto a = value_and_grads(true), r = value_and_grads(false);
-      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], r[i]), 1e-13) << "tensor " << i;
+      const auto fused = loss_and_parameter_grads(*model, model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len));
+      const auto full = loss_and_parameter_grads(
+          *model, sequence_loss(model->forward(b.src, b.src_len, dec_in), b.tgt, b.tgt_len));
+      expect_all_within(fused, full, 1e-13);
     }
   }
   EXPECT_EQ(valid_positions(ids({2, 0, 3}, {3}), 3).to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 1, 6, 7, 8}));

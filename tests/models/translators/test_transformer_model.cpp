@@ -30,6 +30,8 @@
 using namespace tg;
 using namespace tg::models;
 using tg::nn::testing::bind_parameters;
+using tg::nn::testing::expect_all_within;
+using tg::nn::testing::loss_and_parameter_grads;
 using tg::nn::testing::max_abs_diff;
 using tg::nn::testing::parameter_inputs;
 
@@ -128,18 +130,10 @@ TEST(TransformerModel, LossEqualsSequenceLossOfForward) {
       Batch b;
       const Tensor dec_in = teacher_forcing_input(b.tgt, 2);
       for (double eps : {0.0, 0.2}) {
-        auto value_and_grads = [&](bool packed) {
-          model->zero_grad();
-          const Tensor loss = packed ? model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len, eps)
-                                     : sequence_loss(model->forward(b.src, b.src_len, dec_in), b.tgt, b.tgt_len, eps);
-          loss.backward();
-          std::vector<Tensor> out{loss.detach()};
-          for (const auto& [n, p] : model->named_parameters()) out.push_back(p.grad().clone());
-          return out;
-        };
-        const auto a = value_and_grads(true), r = value_and_grads(false);
-        ASSERT_EQ(a.size(), r.size());
-        for (std::size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i], r[i]), 1e-13) << "tensor " << i;
+        const auto packed = loss_and_parameter_grads(*model, model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len, eps));
+        const auto padded = loss_and_parameter_grads(
+            *model, sequence_loss(model->forward(b.src, b.src_len, dec_in), b.tgt, b.tgt_len, eps));
+        expect_all_within(packed, padded, 1e-13);
       }
     }
 }
