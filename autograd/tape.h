@@ -399,7 +399,7 @@ void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph, boo
 /// Options of tg::grad, as torch.autograd.grad's keywords.
 struct GradOptions {
   /// Keep the graph for another backward; unset: the value of create_graph (as PyTorch).
-  std::optional<bool> retain_graph;
+  std::optional<bool> retain_graph{};
   /// Record the backward itself, so the returned gradients are differentiable (higher-order
   /// gradients). Every op on the way needs a differentiable backward; one without throws.
   bool create_graph = false;

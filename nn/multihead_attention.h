@@ -31,7 +31,7 @@ struct MultiheadAttentionOptions {
   std::int64_t kdim = 0;  ///< 0: embed_dim
   std::int64_t vdim = 0;  ///< 0: embed_dim
   bool batch_first = false;
-  std::shared_ptr<Generator> generator;  ///< dropout masks (null: the layer's own Generator(0))
+  std::shared_ptr<Generator> generator{};  ///< dropout masks (null: the layer's own Generator(0))
 };
 
 /// Parameters (PyTorch's names and order): `in_proj_weight` (3E, E) when kdim == vdim == E, else

@@ -23,7 +23,7 @@ struct PositionalEncodingOptions {
   std::int64_t max_len = 5000;  ///< positions available: start + T <= max_len
   double dropout = 0.1;         ///< applied after the addition (the tutorial's default)
   bool batch_first = false;     ///< x is (T, N, E) by default, (N, T, E) with batch_first; (T, E) unbatched
-  std::shared_ptr<Generator> generator;  ///< dropout masks (null: the module's own Generator(0))
+  std::shared_ptr<Generator> generator{};  ///< dropout masks (null: the module's own Generator(0))
 };
 
 /// The (max_len, d_model) sinusoidal table: P[p, 2i] = sin(p w_i), P[p, 2i + 1] = cos(p w_i) with

@@ -49,7 +49,7 @@ struct TransformerLayerOptions {
   double layer_norm_eps = 1e-5;
   bool batch_first = false;
   bool norm_first = false;
-  std::shared_ptr<Generator> generator;  ///< dropout masks (null: the layer's own Generator(0))
+  std::shared_ptr<Generator> generator{};  ///< dropout masks (null: the layer's own Generator(0))
 };
 using TransformerEncoderLayerOptions = TransformerLayerOptions;
 using TransformerDecoderLayerOptions = TransformerLayerOptions;
@@ -229,14 +229,14 @@ struct TransformerOptions {
   double layer_norm_eps = 1e-5;
   bool batch_first = false;
   bool norm_first = false;
-  std::shared_ptr<Generator> generator;  ///< dropout masks (null: the model's own Generator(0))
+  std::shared_ptr<Generator> generator{};  ///< dropout masks (null: the model's own Generator(0))
 };
 
 /// Transformer::forward's optional masks, in torch's argument order (designated initializers:
 /// model.forward(src, tgt, {.tgt_mask = m, .src_key_padding_mask = p})).
 struct TransformerMasks {
-  Tensor src_mask, tgt_mask, memory_mask;
-  Tensor src_key_padding_mask, tgt_key_padding_mask, memory_key_padding_mask;
+  Tensor src_mask{}, tgt_mask{}, memory_mask{};
+  Tensor src_key_padding_mask{}, tgt_key_padding_mask{}, memory_key_padding_mask{};
 };
 
 /// torch.nn.Transformer: children "encoder" (TransformerEncoder with a final "norm") and "decoder"

@@ -34,7 +34,7 @@ using tg::testing::max_abs_diff;
 
 struct Sdpa {
   Shape q, k, v;
-  Tensor mask;
+  Tensor mask{};
   bool causal = false;
   double dropout = 0;
   double scale = 0;
