@@ -2,8 +2,8 @@
 //
 //   bahdanau train --task dates --steps 2000 --out ckpt --log-csv loss.csv
 //   bahdanau train --data data/fra-eng/train.tsv --subword 8000 --model rnnsearch --out ckpt
-//   bahdanau train --data data/fra-eng/train.tsv --dev data/fra-eng/dev.tsv --subword 8000 --batch-tokens 4000 \
-//       --patience 5 --lr-decay 0.5 --max-minutes 180 --out ckpt --log-csv log.csv   (best in ckpt.best)
+//   bahdanau train --data data/fra-eng/train.tsv --dev data/fra-eng/dev.tsv --subword 8000 --batch-tokens 4000
+//       --patience 5 --lr-decay 0.5 --max-minutes 180 --out ckpt --log-csv log.csv   (one command; best in ckpt.best)
 //   mpirun -np 2 bahdanau train --task dates --steps 2000 --out ckpt    (data parallel; rank 0 writes)
 //   bahdanau translate --model ckpt --heatmap att.svg "the 3 rd of march 1 9 9 7"
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
@@ -295,7 +295,7 @@ struct TrainArgs {
   DataArgs data;
   std::string model = std::string(ModelKind().name());  // the registry's first
   std::int64_t embed_size = 32, num_hiddens = 32, num_layers = 2, num_steps = 10, maxout_units = 0;
-  double dropout = 0.1;
+  double dropout = 0.1, embedding_dropout = 0.0, readout_dropout = 0.0;
   std::string readout = "maxout", attention = "additive";
   std::int64_t num_heads = 4;              // transformer
   bool norm_first = false, tie_embeddings = false;
@@ -358,7 +358,10 @@ int run_train(TrainArgs& a) {
     same("num-heads", a.num_heads, config.num_heads);
     same("norm-first", a.norm_first, config.norm_first);
     same("tie-embeddings", a.tie_embeddings, config.tie_embeddings);
-    if (given("dropout")) config.dropout = a.dropout;  // not part of the weights: may change
+    // Dropout is not part of the weights: it may change.
+    if (given("dropout")) config.dropout = a.dropout;
+    if (given("embedding-dropout")) config.embedding_dropout = a.embedding_dropout;
+    if (given("readout-dropout")) config.readout_dropout = a.readout_dropout;
     // Unset training options continue the checkpoint's run.
     if (ck->training) {
       const TrainingState& t = *ck->training;
@@ -393,6 +396,8 @@ int run_train(TrainArgs& a) {
     config.num_hiddens = a.num_hiddens;
     config.num_layers = given("num-layers") ? a.num_layers : config.model.spec().default_num_layers;
     config.dropout = a.dropout;
+    config.embedding_dropout = a.embedding_dropout;
+    config.readout_dropout = a.readout_dropout;
     config.num_steps = a.num_steps;
     config.readout = parse_option<Readout>(a.readout, "--readout");
     config.attention = parse_option<AttentionScore>(a.attention, "--attention");
@@ -428,7 +433,8 @@ int run_train(TrainArgs& a) {
   if (ck) {
     use_vocabularies(data, ck->src_vocab, ck->tgt_vocab, config.num_steps);
     model = ck->model;
-    if (config.dropout != ck->config.dropout) {
+    if (config.dropout != ck->config.dropout || config.embedding_dropout != ck->config.embedding_dropout ||
+        config.readout_dropout != ck->config.readout_dropout) {
       // Rebuild with the new dropout and copy the weights over.
       Generator gen(a.seed);
       model = make_model(config, gen);
@@ -1075,8 +1081,16 @@ int main(int argc, char** argv) {
                                ->check(kWidth)->capture_default_str();
   ta.opts["num-layers"] = train_cmd->add_option("--num-layers", ta.num_layers, "GRU layers (d2l; the others have 1)")
                               ->check(int_range(1, limits::kMaxLayers))->capture_default_str();
-  ta.opts["dropout"] = train_cmd->add_option("--dropout", ta.dropout, "Dropout probability")
+  ta.opts["dropout"] = train_cmd->add_option("--dropout", ta.dropout, "Dropout probability (d2l: GRU layers and attention; rnnsearch: attention weights; transformer: every sublayer and the embeddings)")
                            ->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  ta.opts["embedding-dropout"] =
+      train_cmd->add_option("--embedding-dropout", ta.embedding_dropout,
+                            "rnnsearch/rnnencdec: dropout on the source and target embeddings (not in the paper)")
+          ->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  ta.opts["readout-dropout"] =
+      train_cmd->add_option("--readout-dropout", ta.readout_dropout,
+                            "rnnsearch/rnnencdec: dropout on the output layer's input (not in the paper)")
+          ->check(CLI::Range(0.0, 0.999))->capture_default_str();
   ta.opts["num-steps"] = train_cmd->add_option("--num-steps", ta.num_steps, "Sequence length (truncate/pad)")
                              ->check(int_range(1, limits::kMaxSteps))->capture_default_str();
   ta.opts["readout"] = train_cmd->add_option("--readout", ta.readout, "rnnsearch/rnnencdec output layer: maxout|linear")

@@ -205,6 +205,9 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     sp = spm.SentencePieceProcessor(model_file=os.path.join(a.batches, "init", "tokenizer.model"))
+    for key in ("embedding_dropout", "readout_dropout"):
+        if meta.get(key, 0.0) != 0.0:
+            fail(f"{key} = {meta[key]}: this reference implements only the attention dropout")
     model = RnnSearch(dict(src_vocab=meta["src_vocab"], tgt_vocab=meta["tgt_vocab"], embed=meta["embed_size"],
                            hidden=meta["num_hiddens"], dropout=meta["dropout"], readout=meta["readout"],
                            maxout_units=meta["maxout_units"]))

@@ -426,6 +426,8 @@ std::string config_to_json(const ModelConfig& c) {
   j["num_hiddens"] = c.num_hiddens;
   j["num_layers"] = c.num_layers;
   j["dropout"] = c.dropout;
+  j["embedding_dropout"] = c.embedding_dropout;
+  j["readout_dropout"] = c.readout_dropout;
   j["num_steps"] = c.num_steps;
   j["readout"] = std::string(to_string(c.readout));
   j["maxout_units"] = c.maxout_units;
@@ -443,7 +445,7 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   const json j = parse_object(text, source);
   check_known_keys(j,
                    {"model", "src_vocab", "tgt_vocab", "embed_size", "num_hiddens", "num_layers", "dropout",
-                    "num_steps", "readout", "maxout_units", "attention", "ablation", "num_heads", "norm_first",
+                    "embedding_dropout", "readout_dropout", "num_steps", "readout", "maxout_units", "attention", "ablation", "num_heads", "norm_first",
                     "tie_embeddings", "attention_layer", "attention_head"},
                    source);
   // Typed fields are parsed here, once; an unknown value names the field and the allowed ones.
@@ -470,6 +472,8 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   if (j.contains("num_hiddens")) c.num_hiddens = get_int(j, "num_hiddens", source);
   if (j.contains("num_layers")) c.num_layers = get_int(j, "num_layers", source);
   if (j.contains("dropout")) c.dropout = get_double(j, "dropout", source);
+  if (j.contains("embedding_dropout")) c.embedding_dropout = get_double(j, "embedding_dropout", source);
+  if (j.contains("readout_dropout")) c.readout_dropout = get_double(j, "readout_dropout", source);
   if (j.contains("num_steps")) c.num_steps = get_int(j, "num_steps", source);
   if (j.contains("readout")) c.readout = typed("readout", parse_option<Readout>);
   if (j.contains("maxout_units")) c.maxout_units = get_int(j, "maxout_units", source);

@@ -76,6 +76,8 @@ BatchExport write_training_batches(const std::string& dir_arg, const Seq2Seq& mo
   m["num_hiddens"] = config.num_hiddens;
   m["num_layers"] = config.num_layers;
   m["dropout"] = config.dropout;
+  m["embedding_dropout"] = config.embedding_dropout;
+  m["readout_dropout"] = config.readout_dropout;
   m["readout"] = std::string(to_string(config.readout));
   m["maxout_units"] = maxout_units_of(config);
   m["attention"] = std::string(to_string(config.attention));

@@ -152,6 +152,9 @@ const ModelSpec& d2l_model_spec() {
             if (c.attention != AttentionScore::additive)
               throw std::invalid_argument("the d2l model uses additive attention");
             if (c.ablation != Ablation::none) throw std::invalid_argument("ablations apply to rnnsearch only");
+            if (c.embedding_dropout != 0 || c.readout_dropout != 0)
+              throw std::invalid_argument("embedding_dropout and readout_dropout apply to rnnsearch and rnnencdec only "
+                                          "(d2l's dropout is on its GRU layers and attention)");
           },
       .default_num_layers = 2,
       .num_parameters =

@@ -2,7 +2,8 @@
 // Internal: the paper's deep output layer, shared by rnnsearch and rnnencdec.
 //   maxout: t~ = W [s_i; E y_{i-1}; c_i] + b  (2 * units),  t_j = max(t~_{2j}, t~_{2j+1}),  logits = W_o t
 //   linear: logits = W [s_i; E y_{i-1}; c_i] + b
-// Registered into the decoder as "maxout" (maxout only) and "dense" (the vocabulary projection).
+// with dropout on [s_i; E y_{i-1}; c_i] when readout_dropout > 0. Registered into the decoder as
+// "maxout" (maxout only), "dense" (the vocabulary projection) and "readout_dropout" (no parameters).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
+#include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "models/translators/limits.h"
@@ -26,8 +28,11 @@ inline std::int64_t maxout_units_of(const ModelConfig& c) {
 struct DeepOutput {
   std::shared_ptr<nn::Linear> maxout;  // null for the linear readout
   std::shared_ptr<nn::Linear> dense;
+  std::shared_ptr<nn::Dropout> dropout;  // null when readout_dropout is 0
 
-  DeepOutput(nn::Module& owner, bool use_maxout, std::int64_t in, std::int64_t units, std::int64_t vocab, Generator& gen) {
+  /// `dropout_gen` draws the dropout masks (unused when `dropout_p` is 0).
+  DeepOutput(nn::Module& owner, bool use_maxout, std::int64_t in, std::int64_t units, std::int64_t vocab, Generator& gen,
+             double dropout_p = 0.0, std::shared_ptr<Generator> dropout_gen = nullptr) {
     // ModelConfig::validate bounds units; checked again here because 2 * units must not overflow.
     if (units < 1 || units > limits::kMaxWidth)
       throw std::invalid_argument("readout: maxout units = " + std::to_string(units) + " is out of range [1, " +
@@ -38,10 +43,13 @@ struct DeepOutput {
     } else {
       dense = owner.register_module("dense", std::make_shared<nn::Linear>(in, vocab, gen));
     }
+    if (dropout_p > 0)
+      dropout = owner.register_module("readout_dropout", std::make_shared<nn::Dropout>(dropout_p, std::move(dropout_gen)));
   }
 
   /// features (..., in) -> logits (..., vocab)
-  Tensor operator()(const Tensor& features) const {
+  Tensor operator()(const Tensor& input) const {
+    const Tensor features = dropout ? (*dropout)(input) : input;
     if (!maxout) return dense->forward(features);
     const Tensor t = maxout->forward(features);
     Shape pairs = t.shape();

@@ -3,7 +3,8 @@
 //   decoder: s_0 = tanh(V' c), s_i = GRU(s_{i-1}, [E y_{i-1} ; c]), output from (s_i, E y_{i-1}, c)
 //            through the same deep output as rnnsearch.
 // Every step sees the same fixed-size c, however long the sentence: the bottleneck attention
-// removes.
+// removes. Dropout (training only, not in the paper): embedding_dropout on the word embeddings,
+// readout_dropout on the output layer's input.
 #include <memory>
 
 #include "autograd/ops_elementwise.h"
@@ -12,6 +13,7 @@
 #include "models/translators/readout.h"
 #include "models/translators/registry.h"
 #include "models/translators/seq2seq_impl.h"
+#include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/rnn.h"
@@ -35,13 +37,13 @@ class SummaryEncoder : public nn::Module {
 
 class ContextDecoder : public nn::Module {
  public:
-  ContextDecoder(const ModelConfig& c, Generator& gen) {
+  ContextDecoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& dropout_gen) {
     const std::int64_t H = c.num_hiddens, E = c.embed_size;
     init = register_module("init", std::make_shared<nn::Linear>(H, H, gen, false));
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
     rnn = register_module("rnn", std::make_shared<nn::GRUCell>(E + H, H, gen));
     readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, 2 * H + E, maxout_units_of(c), c.tgt_vocab,
-                                           gen);
+                                           gen, c.readout_dropout, dropout_gen);
   }
   std::string name() const override { return "RNNencdecDecoder"; }
   std::shared_ptr<nn::Linear> init;
@@ -52,15 +54,21 @@ class ContextDecoder : public nn::Module {
 
 class RnnEncDec : public Seq2Seq {
  public:
-  RnnEncDec(const ModelConfig& c, Generator& gen) : Seq2Seq(c) {
+  // The dropout generator is drawn from `gen` only when there is dropout, after the weights: models
+  // without it initialise exactly as before these options existed.
+  RnnEncDec(const ModelConfig& c, Generator& gen)
+      : Seq2Seq(c), dropout_gen_(std::make_shared<Generator>(0)) {
     encoder = register_module("encoder", std::make_shared<SummaryEncoder>(c, gen));
-    decoder = register_module("decoder", std::make_shared<ContextDecoder>(c, gen));
+    decoder = register_module("decoder", std::make_shared<ContextDecoder>(c, gen, dropout_gen_));
+    if (c.embedding_dropout > 0 || c.readout_dropout > 0) *dropout_gen_ = Generator(gen.next_u64());
+    if (c.embedding_dropout > 0)
+      embedding_dropout = register_module("embedding_dropout", std::make_shared<nn::Dropout>(c.embedding_dropout, dropout_gen_));
   }
   std::string name() const override { return "RNNencdec"; }
   bool has_attention() const override { return false; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
-    const Tensor x = permute(encoder->embedding->forward(src), {1, 0, 2});
+    const Tensor x = permute(embed(*encoder->embedding, src), {1, 0, 2});
     auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);  // h_n: after the last valid token
     DecoderState state;
     state.context = tanh(encoder->summary->forward(squeeze(h_n, 0)));          // c (B, H)
@@ -70,7 +78,7 @@ class RnnEncDec : public Seq2Seq {
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
-    const Tensor emb = decoder->embedding->forward(y_prev);
+    const Tensor emb = embed(*decoder->embedding, y_prev);
     const Tensor s = decoder->rnn->forward(concat({emb, state.context}, -1), squeeze(state.hidden, 0));
     state.hidden = unsqueeze(s, 0);
     return (*decoder->readout)(concat({s, emb, state.context}, -1));
@@ -88,12 +96,18 @@ class RnnEncDec : public Seq2Seq {
 
   std::shared_ptr<SummaryEncoder> encoder;
   std::shared_ptr<ContextDecoder> decoder;
+  std::shared_ptr<nn::Dropout> embedding_dropout;  // null when config.embedding_dropout is 0
 
  private:
+  Tensor embed(nn::Embedding& table, const Tensor& ids) {
+    const Tensor e = table.forward(ids);
+    return embedding_dropout ? (*embedding_dropout)(e) : e;
+  }
+
   // The readout's input [s_i; E y_{i-1}; c] at every decoder step: (B, T, 2H + E).
   Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input) {
     DecoderState state = begin(src, src_valid_len);
-    const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E)
+    const Tensor emb = embed(*decoder->embedding, dec_input);  // (B, T, E)
     std::vector<Tensor> states;
     Tensor s = squeeze(state.hidden, 0);
     for (std::int64_t t = 0; t < dec_input.size(1); ++t) {
@@ -104,6 +118,8 @@ class RnnEncDec : public Seq2Seq {
     const Tensor c = unsqueeze(state.context, 1) + Tensor::zeros({1, T, 1}, state.context.dtype());  // (B, T, H)
     return concat({stack(states, 1), emb, c}, -1);
   }
+
+  std::shared_ptr<Generator> dropout_gen_;
 };
 
 }  // namespace

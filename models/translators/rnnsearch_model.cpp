@@ -5,6 +5,8 @@
 //   c_i = Σ_j α_ij h_j
 //   s_i = GRU(s_{i-1}, [E y_{i-1} ; c_i])
 //   p(y_i) from (s_i, E y_{i-1}, c_i) through the maxout deep output (or a linear readout)
+// Dropout (training only): config.dropout on the attention weights; embedding_dropout on E x_j and
+// E y_{i-1}; readout_dropout on the output layer's input. The last two are not in the paper.
 // Parameter names: encoder.{embedding,rnn}, decoder.{init,attention.{W_k,W_q,w_v},embedding,rnn,
 // maxout,dense}; the attention's W_k is U_a, W_q is W_a, w_v is v_a.
 //
@@ -24,6 +26,7 @@
 #include "models/translators/registry.h"
 #include "models/translators/seq2seq_impl.h"
 #include "nn/attention.h"
+#include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/rnn.h"
@@ -76,7 +79,7 @@ class RnnSearchDecoder : public nn::Module {
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
     rnn = register_module("rnn", std::make_shared<nn::GRUCell>(rnn_input_size(c), H, gen));
     readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, readout_input_size(c), maxout_units_of(c),
-                                           c.tgt_vocab, gen);
+                                           c.tgt_vocab, gen, c.readout_dropout, dropout_gen);
   }
   std::string name() const override { return "RNNsearchDecoder"; }
 
@@ -129,11 +132,13 @@ class RnnSearch : public Seq2Seq {
   RnnSearch(const ModelConfig& c, Generator& gen) : Seq2Seq(c), dropout_gen_(std::make_shared<Generator>(gen.next_u64())) {
     encoder = register_module("encoder", std::make_shared<BiEncoder>(c, gen));
     decoder = register_module("decoder", std::make_shared<RnnSearchDecoder>(c, gen, dropout_gen_));
+    if (c.embedding_dropout > 0)
+      embedding_dropout = register_module("embedding_dropout", std::make_shared<nn::Dropout>(c.embedding_dropout, dropout_gen_));
   }
   std::string name() const override { return "RNNsearch"; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
-    const Tensor x = permute(encoder->embedding->forward(src), {1, 0, 2});     // (S, B, E)
+    const Tensor x = permute(embed(*encoder->embedding, src), {1, 0, 2});      // (S, B, E)
     auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);    // (S, B, 2H), (2, B, H)
     DecoderState state;
     state.memory = permute(outputs, {1, 0, 2});                                 // annotations (B, S, 2H)
@@ -147,7 +152,7 @@ class RnnSearch : public Seq2Seq {
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
-    const Tensor emb = decoder->embedding->forward(y_prev);
+    const Tensor emb = embed(*decoder->embedding, y_prev);
     const Tensor s_prev = squeeze(state.hidden, 0);
     const Tensor c = decoder->context(s_prev, state);
     const Tensor s = decoder->next_state(s_prev, emb, c);
@@ -167,12 +172,18 @@ class RnnSearch : public Seq2Seq {
 
   std::shared_ptr<BiEncoder> encoder;
   std::shared_ptr<RnnSearchDecoder> decoder;
+  std::shared_ptr<nn::Dropout> embedding_dropout;  // null when config.embedding_dropout is 0
 
  private:
+  Tensor embed(nn::Embedding& table, const Tensor& ids) {
+    const Tensor e = table.forward(ids);
+    return embedding_dropout ? (*embedding_dropout)(e) : e;
+  }
+
   // The readout's input at every decoder step under teacher forcing: (B, T, features).
   Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
     DecoderState state = begin(src, src_valid_len);
-    const Tensor emb = decoder->embedding->forward(dec_input);  // (B, T, E)
+    const Tensor emb = embed(*decoder->embedding, dec_input);  // (B, T, E)
     PooledVector<Tensor> states, contexts, weights;  // pooled: a training step allocates nothing from the system
     states.reserve(static_cast<std::size_t>(dec_input.size(1)));
     contexts.reserve(static_cast<std::size_t>(dec_input.size(1)));

@@ -34,11 +34,15 @@ void ModelConfig::validate(std::string_view where) const {
   check("embed_size", embed_size, 1, limits::kMaxWidth);
   check("num_hiddens", num_hiddens, 1, limits::kMaxWidth);
   check("num_layers", num_layers, 1, limits::kMaxLayers);
-  if (!(dropout >= 0 && dropout < 1)) {  // NaN fails too
+  auto check_probability = [&](const char* field, double p) {
+    if (p >= 0 && p < 1) return;  // NaN fails too
     char text[32];
-    const auto end = std::to_chars(text, text + sizeof text, dropout).ptr;
-    throw std::invalid_argument(prefix + "dropout = " + std::string(text, end) + " is out of range [0, 1)");
-  }
+    const auto end = std::to_chars(text, text + sizeof text, p).ptr;
+    throw std::invalid_argument(prefix + field + " = " + std::string(text, end) + " is out of range [0, 1)");
+  };
+  check_probability("dropout", dropout);
+  check_probability("embedding_dropout", embedding_dropout);
+  check_probability("readout_dropout", readout_dropout);
   check("num_steps", num_steps, 1, limits::kMaxSteps);
   check("maxout_units", maxout_units, 0, limits::kMaxWidth);
   check("num_heads", num_heads, 1, limits::kMaxWidth);

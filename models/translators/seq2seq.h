@@ -59,7 +59,9 @@ struct ModelConfig {
   std::int64_t embed_size = 32;
   std::int64_t num_hiddens = 32;
   std::int64_t num_layers = 2;      ///< d2l only (rnnsearch/rnnencdec are single-layer, as the paper)
-  double dropout = 0.1;
+  double dropout = 0.1;              ///< d2l: GRU and attention; rnnsearch: attention weights; transformer: everywhere
+  double embedding_dropout = 0.0;    ///< rnnsearch/rnnencdec: on the source and target word embeddings
+  double readout_dropout = 0.0;      ///< rnnsearch/rnnencdec: on the output layer's input [s_i; E y_{i-1}; c_i]
   std::int64_t num_steps = 10;      ///< sequence length used for training and decoding
   Readout readout = Readout::maxout;  ///< rnnsearch/rnnencdec output layer
   std::int64_t maxout_units = 0;    ///< maxout output size (0 = num_hiddens / 2, the paper's 500 for 1000)

@@ -265,6 +265,9 @@ const ModelSpec& transformer_model_spec() {
       },
       .validate =
           [](const ModelConfig& c) {
+            if (c.embedding_dropout != 0 || c.readout_dropout != 0)
+              throw std::invalid_argument("embedding_dropout and readout_dropout apply to rnnsearch and rnnencdec only "
+                                          "(the transformer's dropout is on its embeddings and every sublayer)");
             if (c.embed_size % c.num_heads != 0)
               throw std::invalid_argument("transformer: embed_size (d_model) = " + std::to_string(c.embed_size) +
                                           " is not a multiple of num_heads = " + std::to_string(c.num_heads));

@@ -165,7 +165,11 @@ TEST(Checkpoint, ConfigJsonDefaultsAndErrors) {
   d.attention = AttentionScore::dot;
   d.ablation = Ablation::zero_init;
   d.maxout_units = 3;
+  d.embedding_dropout = 0.25;
+  d.readout_dropout = 0.5;
   const ModelConfig e = config_from_json(config_to_json(d));
+  EXPECT_EQ(e.embedding_dropout, 0.25);
+  EXPECT_EQ(e.readout_dropout, 0.5);
   EXPECT_EQ(config_to_json(e), config_to_json(d));
 
   auto message = [](const std::string& text) {

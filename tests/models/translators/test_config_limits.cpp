@@ -82,6 +82,8 @@ TEST(ConfigLimits, EachFieldOutOfRangeIsRefusedNamingIt) {
       {"dropout", "-0.5", "[0, 1)"},
       {"dropout", "1", "[0, 1)"},
       {"dropout", "1e300", "[0, 1)"},
+      {"embedding_dropout", "1", "[0, 1)"},
+      {"readout_dropout", "-0.5", "[0, 1)"},
   };
   for (const Case& c : cases) {
     // d2l takes num_layers > 1; the field under test is the only one out of range.
@@ -102,6 +104,14 @@ TEST(ConfigLimits, ValidateAndMakeModelNameTheField) {
   c = small("rnnsearch");
   c.dropout = std::numeric_limits<double>::quiet_NaN();
   EXPECT_EQ(make_error(c), "model config: dropout = nan is out of range [0, 1)");
+  // embedding_dropout and readout_dropout belong to the models with the paper's deep output.
+  for (const std::string model : {"d2l", "transformer"}) {
+    c = small(model);
+    c.readout_dropout = 0.1;
+    EXPECT_TRUE(make_error(c).starts_with("model config: embedding_dropout and readout_dropout apply to rnnsearch and "
+                                          "rnnencdec only"))
+        << model;
+  }
   // The model's own rules keep their text, with the same prefix.
   c = small("rnnsearch");
   c.num_layers = 2;
