@@ -262,14 +262,6 @@ void set_threads(int threads) {
   if (threads > 0) set_num_threads(threads);
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw UsageError(path + ": cannot open for writing");
-  out << bytes;
-  out.close();
-  if (!out) throw UsageError(path + ": write failed");
-}
-
 std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(path + ": cannot open");
@@ -647,12 +639,12 @@ int run_translate(TranslateArgs& a) {
     for (const auto& row : first.attention) flat.insert(flat.end(), row.begin(), row.end());
     const Tensor t = Tensor::from_vector(flat, {static_cast<std::int64_t>(first.attention.size()),
                                                 static_cast<std::int64_t>(first.source.size())});
-    write_file(a.attention_out, nn::npy_encode(t));
+    write_text(a.attention_out, nn::npy_encode(t));
   }
   if (!a.heatmap.empty())
-    write_file(a.heatmap, attention_heatmap_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
+    write_text(a.heatmap, attention_heatmap_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
   if (!a.bars.empty())
-    write_file(a.bars, attention_bars_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
+    write_text(a.bars, attention_bars_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
   if (a.show_attention)
     for (std::size_t i = 0; i < out.size(); ++i)
       std::fprintf(stderr, "%s\n%s\n", sentences[i].c_str(),
@@ -714,7 +706,7 @@ int run_eval(EvalArgs& a) {
   if (!a.output.empty()) {
     std::string text;
     for (const auto& h : hyps) text += h + "\n";
-    write_file(a.output, text);
+    write_text(a.output, text);
   }
   std::printf("pairs           %lld\n", static_cast<long long>(rep.count));
   std::printf("bleu4           %.4f\n", rep.bleu4);
@@ -800,7 +792,7 @@ int run_bleu_by_length(const BleuArgs& a, const std::vector<std::vector<std::str
   for (std::size_t b = 0; b < s.buckets.size(); ++b) row(s.buckets[b].label(), s.buckets[b].lines.size(), s.scores[b]);
   row("all", src.size(), s.overall);
   std::printf("\n");
-  if (!a.csv.empty()) write_file(a.csv, length_scores_csv(s));
+  if (!a.csv.empty()) write_text(a.csv, length_scores_csv(s));
   if (!a.svg.empty()) {
     // x: the mean source length of each bucket's sentences, so the open last bucket has a place too.
     std::vector<Series> series;
@@ -817,7 +809,7 @@ int run_bleu_by_length(const BleuArgs& a, const std::vector<std::vector<std::str
     po.title = std::string(chrf ? "chrF2" : "BLEU") + " by source sentence length";
     po.x_label = "source sentence length in words (mean of each bucket)";
     po.y_label = chrf ? "chrF2" : "BLEU (sacreBLEU-compatible)";
-    write_file(a.svg, line_plot_svg(series, po));
+    write_text(a.svg, line_plot_svg(series, po));
   }
   return 0;
 }
@@ -951,7 +943,7 @@ int run_plot(const PlotArgs& a) {
   o.y_label = a.column;
   o.x_label = a.x_minutes ? a.x + " / 60 (minutes)" : a.x;
   o.log_y = a.log;
-  write_file(a.out, line_plot_svg(series, o));
+  write_text(a.out, line_plot_svg(series, o));
   return 0;
 }
 
