@@ -1,5 +1,5 @@
-// The float32 tanh and sigmoid of the fused kernels (autograd/kernels/fast_math.h) against the
-// double-precision library functions, on a dense grid and at the special values.
+// The float32 tanh and sigmoid of the fused kernels and the float32 GELU kernel
+// (autograd/kernels/fast_math.h) against the exact values, on a dense grid and at the special values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -102,6 +102,60 @@ TEST(FastMath, DoubleKeepsTheLibraryFunctions) {
     for (std::size_t k = 0; k < xsimd::batch<double>::size; ++k)
       EXPECT_NEAR(out[k], 1.0 / (1.0 + std::exp(-in[k])), 1e-15) << in[k];
   }
+}
+
+// 0.5 x erfc(-x / sqrt(2)) in long double: the exact GELU to far beyond float32.
+double exact_gelu(float x) {
+  const long double v = x;
+  return static_cast<double>(0.5L * v * std::erfc(-v / std::sqrt(2.0L)));
+}
+
+float gelu_one(float x) {
+  alignas(64) float in[kLanes], out[kLanes];
+  for (float& v : in) v = x;
+  tg::kernels::gelu_float<1>(in, out);
+  return out[0];
+}
+
+// The error budget: Numerical Recipes' erfc is within 1.2e-7 relative; the rest is float32
+// rounding, chiefly of the exponent -z^2 + P(t): an error d in it is a relative error d in the
+// result, and d grows with z^2 (up to ~80 before the result underflows).
+TEST(FastMath, GeluIsRelativelyAccurateIncludingTheLowerTail) {
+  double worst_central = 0.0, worst_tail = 0.0;
+  for (int i = -13 * 4096; i <= 8 * 4096; ++i) {
+    const float x = static_cast<float>(i) / 4096.0f;
+    const double exact = exact_gelu(x);
+    if (x == 0.0f || std::abs(exact) < std::numeric_limits<float>::min()) continue;
+    const double rel = std::abs((gelu_one(x) - exact) / exact);
+    (x >= -5.0f ? worst_central : worst_tail) = std::max(x >= -5.0f ? worst_central : worst_tail, rel);
+  }
+  EXPECT_LT(worst_central, 4e-6);  // ~30 float32 ulp
+  EXPECT_LT(worst_tail, 4e-5);
+  EXPECT_GT(worst_central, 0.0);  // an approximation: if this fails, the test is not testing it
+}
+
+TEST(FastMath, GeluInterleavedBatchesRoundExactlyLikeOne) {
+  constexpr int n = 4 * kLanes;
+  for (int i = -6000; i <= 6000; i += n) {
+    alignas(64) float in[n], four[n], one[n];
+    for (int k = 0; k < n; ++k) in[k] = static_cast<float>(i + k) * 1.3e-3f;
+    tg::kernels::gelu_float<4>(in, four);
+    for (int b = 0; b < 4; ++b) tg::kernels::gelu_float<1>(in + b * kLanes, one + b * kLanes);
+    for (int k = 0; k < n; ++k) ASSERT_EQ(four[k], one[k]) << "x = " << in[k];
+  }
+}
+
+TEST(FastMath, GeluSpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(gelu_one(0.0f), 0.0f);
+  EXPECT_EQ(gelu_one(inf), inf);
+  EXPECT_EQ(gelu_one(1e30f), 1e30f);
+  EXPECT_TRUE(std::isnan(gelu_one(-inf)));  // -inf * Phi(-inf) = -inf * 0, as x * 0.5 * (1 + erf)
+  EXPECT_TRUE(std::isnan(gelu_one(std::numeric_limits<float>::quiet_NaN())));
+  const float tiny = gelu_one(-12.0f);  // exact: -2.13e-32, not a cancelled 0
+  EXPECT_LT(tiny, 0.0f);
+  EXPECT_NEAR(tiny / exact_gelu(-12.0f), 1.0, 4e-5);
+  EXPECT_EQ(gelu_one(-1e30f), -0.0f);
 }
 
 }  // namespace
