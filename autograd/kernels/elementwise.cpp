@@ -69,6 +69,21 @@ void gelu_float_span(const float* x, float* y, std::int64_t n) {
   }
 }
 
+// gelu's backward in float32, same shapes: as gelu_float_span.
+void gelu_grad_float_span(const float* grad, const float* x, float* y, std::int64_t n) {
+  constexpr std::int64_t W = Batch<float>::size;
+  std::int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) gelu_grad_float<4>(grad + i, x + i, y + i);
+  for (; i + W <= n; i += W) gelu_grad_float<1>(grad + i, x + i, y + i);
+  if (i < n) {
+    alignas(64) float g[W] = {}, v[W] = {};
+    std::copy(grad + i, grad + n, g);
+    std::copy(x + i, x + n, v);
+    gelu_grad_float<1>(g, v, g);
+    std::copy(g, g + (n - i), y + i);
+  }
+}
+
 bool is_transcendental(Unary op) {
   switch (op) {
     case Unary::exp: case Unary::log: case Unary::tanh: case Unary::sigmoid: case Unary::pow_scalar:
@@ -202,7 +217,7 @@ void with_binary(Binary op, const Fn& fn) {
         const B s = one / (one + xsimd::exp(-b));
         return a * s * (one + b * (one - s));
       });
-    case Binary::gelu_grad:
+    case Binary::gelu_grad:  // float32 of equal shapes takes gelu_grad_float (fast_math.h) in binary()
       return fn([=](B a, B b) {
         const B cdf = B(T(0.5)) * xsimd::erfc(-b * B(T(kSqrt1_2)));
         return a * (cdf + b * B(T(kInvSqrt2Pi)) * xsimd::exp(B(T(-0.5)) * b * b));
@@ -379,6 +394,16 @@ Tensor binary(Binary op, const Tensor& a, const Tensor& b, const char* name) {
   dispatch_floating(name, a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t grain = is_transcendental(op) ? kGrainTranscendental : kGrainCheap;
+    if constexpr (std::is_same_v<T, float>) {
+      if (op == Binary::gelu_grad && a.shape() == b.shape()) {
+        const float *pa = a.data<float>(), *pb = b.data<float>();
+        float* py = y.data<float>();
+        parallel_for(y.numel(), grain, [&](std::int64_t s, std::int64_t e) {
+          gelu_grad_float_span(pa + s, pb + s, py + s, e - s);
+        });
+        return;
+      }
+    }
     with_binary<T>(op, [&](const auto& f) { run_broadcast(plan, a.data<T>(), b.data<T>(), y.data<T>(), grain, f); });
   });
   return y;

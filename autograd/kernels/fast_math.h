@@ -65,43 +65,91 @@ inline xsimd::batch<double> gate_sigmoid(xsimd::batch<double> x) {
   return one / (one + xsimd::exp(-x));
 }
 
-// GELU's x Phi(x) in float32 (the gelu op's float kernel), K batches at a time: the arithmetic of
-// one batch is a chain of about 35 dependent operations, so one batch at a time waits on latency;
-// K = 4 interleaved chains keep the FMA units busy (measured in docs/performance.md). Every lane
-// goes through the same operations whatever K is, so K = 4 and K = 1 give identical bits.
+// GELU in float32 (the gelu op's float kernels), K batches at a time: the arithmetic of one batch
+// is a chain of about 35 dependent operations, so one batch at a time waits on latency; K = 4
+// interleaved chains keep the FMA units busy (measured in docs/performance.md). Every lane goes
+// through the same operations whatever K is, so K = 4 and K = 1 give identical bits.
 //   Phi(-a) = 0.5 erfc(z), z = a / sqrt(2), a = |x|, with Numerical Recipes' erfcc (Press et al.,
 //   "Numerical Recipes", 6.2): erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), P of degree 9,
 //   fractional error under 1.2e-7 for every z >= 0; Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) else.
 //   Relatively accurate in the lower tail, where PyTorch's 1 + erf(x / sqrt(2)) cancels to 0.
-//   exp(y) for y in [-87, 0]: y = n ln2 + r (Cody-Waite, two constants), degree-6 Taylor
-//   polynomial in r, 2^n put into the exponent bits; y is clamped at -87 (Phi(-a) < 1e-38 there).
+//   exp(y) for y <= 0: y clamped at -87 (the results there are below float32's normal range),
+//   y = n ln2 + r (Cody-Waite, two constants), degree-6 Taylor polynomial in r, 2^n put into the
+//   exponent bits.
 // Error against the exact value (tests/autograd/test_fast_math.cpp): about 30 float32 ulp for
 // |x| <= 5, a few hundred ulp in the far lower tail (the rounding of z^2 ~ 80 in the exponent),
-// like xsimd::erfc's formula it replaces. inf -> inf, -inf -> NaN (as x Phi(x) = -inf * 0), NaN -> NaN.
+// like the xsimd::erfc form it replaces. gelu: inf -> inf, -inf -> NaN (x Phi(x) = -inf * 0, as
+// PyTorch), NaN -> NaN.
+namespace fast_math_detail {
+
+using FloatBatch = xsimd::batch<float>;
+
 template <int K>
-inline void gelu_float(const float* in, float* out) {
-  using B = xsimd::batch<float>;
+inline void exp_nonpositive(FloatBatch (&y)[K]) {
   using I = xsimd::batch<std::int32_t>;
-  B x[K], z[K], t[K], p[K], n[K], r[K], e[K];
-  for (int k = 0; k < K; ++k) x[k] = B::load_unaligned(in + k * B::size);
-  for (int k = 0; k < K; ++k) z[k] = xsimd::abs(x[k]) * B(0.707106781f);
-  for (int k = 0; k < K; ++k) t[k] = B(1.0f) / xsimd::fma(B(0.5f), z[k], B(1.0f));
-  for (int k = 0; k < K; ++k) p[k] = xsimd::fma(B(0.17087277f), t[k], B(-0.82215223f));
-  for (const float c : {1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f,
-                        -1.26551223f})
-    for (int k = 0; k < K; ++k) p[k] = xsimd::fma(p[k], t[k], B(c));
-  // y = -z^2 + P(t), kept in p; n = round(y / ln2), r = y - n ln2.
-  for (int k = 0; k < K; ++k) p[k] = xsimd::max(xsimd::fnma(z[k], z[k], p[k]), B(-87.0f));
-  for (int k = 0; k < K; ++k) n[k] = xsimd::nearbyint(p[k] * B(1.44269504f));
-  for (int k = 0; k < K; ++k) r[k] = xsimd::fma(n[k], B(2.12194440e-4f), xsimd::fma(n[k], B(-0.693359375f), p[k]));
-  for (int k = 0; k < K; ++k) e[k] = xsimd::fma(B(1.0f / 720), r[k], B(1.0f / 120));
+  FloatBatch n[K], r[K];
+  for (int k = 0; k < K; ++k) y[k] = xsimd::max(y[k], FloatBatch(-87.0f));
+  for (int k = 0; k < K; ++k) n[k] = xsimd::nearbyint(y[k] * FloatBatch(1.44269504f));
+  for (int k = 0; k < K; ++k)
+    r[k] = xsimd::fma(n[k], FloatBatch(2.12194440e-4f), xsimd::fma(n[k], FloatBatch(-0.693359375f), y[k]));
+  for (int k = 0; k < K; ++k) y[k] = xsimd::fma(FloatBatch(1.0f / 720), r[k], FloatBatch(1.0f / 120));
   for (const float c : {1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
-    for (int k = 0; k < K; ++k) e[k] = xsimd::fma(e[k], r[k], B(c));
+    for (int k = 0; k < K; ++k) y[k] = xsimd::fma(y[k], r[k], FloatBatch(c));
   for (int k = 0; k < K; ++k) {
     const I exponent = (xsimd::batch_cast<std::int32_t>(n[k]) + I(127)) << 23;  // n in [-126, 0]
-    const B lower = B(0.5f) * t[k] * e[k] * xsimd::bitwise_cast<B>(exponent);  // Phi(-|x|)
-    (x[k] * xsimd::select(x[k] < B(0.0f), lower, B(1.0f) - lower)).store_unaligned(out + k * B::size);
+    y[k] = y[k] * xsimd::bitwise_cast<FloatBatch>(exponent);
   }
+}
+
+// Phi(x) of K batches; with `density`, also phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+template <int K>
+inline void normal_cdf(const FloatBatch (&x)[K], FloatBatch (&cdf)[K], FloatBatch* density = nullptr) {
+  FloatBatch z[K], t[K], y[K];
+  for (int k = 0; k < K; ++k) z[k] = xsimd::abs(x[k]) * FloatBatch(0.707106781f);
+  for (int k = 0; k < K; ++k) t[k] = FloatBatch(1.0f) / xsimd::fma(FloatBatch(0.5f), z[k], FloatBatch(1.0f));
+  for (int k = 0; k < K; ++k) y[k] = xsimd::fma(FloatBatch(0.17087277f), t[k], FloatBatch(-0.82215223f));
+  for (const float c : {1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f,
+                        -1.26551223f})
+    for (int k = 0; k < K; ++k) y[k] = xsimd::fma(y[k], t[k], FloatBatch(c));
+  if (density) {
+    FloatBatch e[K];
+    for (int k = 0; k < K; ++k) e[k] = -z[k] * z[k];
+    exp_nonpositive(e);
+    // 0 where the clamp acted: the density is below float32's normal range there (and x phi(x) at
+    // x = ±inf is then inf * 0 = NaN, as PyTorch's).
+    for (int k = 0; k < K; ++k)
+      density[k] = xsimd::select(z[k] * z[k] > FloatBatch(87.0f), FloatBatch(0.0f), e[k] * FloatBatch(0.398942280f));
+  }
+  for (int k = 0; k < K; ++k) y[k] = xsimd::fnma(z[k], z[k], y[k]);  // -z^2 + P(t)
+  exp_nonpositive(y);
+  for (int k = 0; k < K; ++k) {
+    const FloatBatch lower = FloatBatch(0.5f) * t[k] * y[k];  // Phi(-|x|)
+    cdf[k] = xsimd::select(x[k] < FloatBatch(0.0f), lower, FloatBatch(1.0f) - lower);
+  }
+}
+
+}  // namespace fast_math_detail
+
+/// gelu(x) = x Phi(x) of K float batches from `in` to `out` (unaligned; they may alias).
+template <int K>
+inline void gelu_float(const float* in, float* out) {
+  using fast_math_detail::FloatBatch;
+  FloatBatch x[K], cdf[K];
+  for (int k = 0; k < K; ++k) x[k] = FloatBatch::load_unaligned(in + k * FloatBatch::size);
+  fast_math_detail::normal_cdf(x, cdf);
+  for (int k = 0; k < K; ++k) (x[k] * cdf[k]).store_unaligned(out + k * FloatBatch::size);
+}
+
+/// gelu's backward: grad * (Phi(x) + x phi(x)) of K float batches (unaligned; out may alias).
+template <int K>
+inline void gelu_grad_float(const float* grad, const float* in, float* out) {
+  using fast_math_detail::FloatBatch;
+  FloatBatch x[K], cdf[K], density[K];
+  for (int k = 0; k < K; ++k) x[k] = FloatBatch::load_unaligned(in + k * FloatBatch::size);
+  fast_math_detail::normal_cdf(x, cdf, density);
+  for (int k = 0; k < K; ++k)
+    (FloatBatch::load_unaligned(grad + k * FloatBatch::size) * xsimd::fma(x[k], density[k], cdf[k]))
+        .store_unaligned(out + k * FloatBatch::size);
 }
 
 }  // namespace tg::kernels

@@ -134,6 +134,29 @@ TEST(FastMath, GeluIsRelativelyAccurateIncludingTheLowerTail) {
   EXPECT_GT(worst_central, 0.0);  // an approximation: if this fails, the test is not testing it
 }
 
+// d/dx gelu = Phi(x) + x phi(x); the error is measured against Phi(x) + |x| phi(x), the size of
+// the two terms (their sum crosses zero near x = -0.75, where a relative error means nothing).
+TEST(FastMath, GeluGradientIsAccurate) {
+  double worst_central = 0.0, worst_tail = 0.0;
+  for (int i = -13 * 4096; i <= 8 * 4096; ++i) {
+    const float x = static_cast<float>(i) / 4096.0f;
+    const long double v = x;
+    const long double cdf = 0.5L * std::erfc(-v / std::sqrt(2.0L));
+    const long double density = std::exp(-0.5L * v * v) / std::sqrt(2.0L * 3.14159265358979323846L);
+    const double exact = static_cast<double>(cdf + v * density);
+    const double scale = static_cast<double>(cdf + std::abs(v) * density);
+    if (scale < std::numeric_limits<float>::min()) continue;
+    alignas(64) float g[kLanes], in[kLanes], out[kLanes];
+    for (int k = 0; k < kLanes; ++k) g[k] = 1.0f, in[k] = x;
+    tg::kernels::gelu_grad_float<1>(g, in, out);
+    const double rel = std::abs(out[0] - exact) / scale;
+    (x >= -5.0f ? worst_central : worst_tail) = std::max(x >= -5.0f ? worst_central : worst_tail, rel);
+  }
+  EXPECT_LT(worst_central, 4e-6);
+  EXPECT_LT(worst_tail, 4e-5);
+  EXPECT_GT(worst_central, 0.0);
+}
+
 TEST(FastMath, GeluInterleavedBatchesRoundExactlyLikeOne) {
   constexpr int n = 4 * kLanes;
   for (int i = -6000; i <= 6000; i += n) {
@@ -142,6 +165,11 @@ TEST(FastMath, GeluInterleavedBatchesRoundExactlyLikeOne) {
     tg::kernels::gelu_float<4>(in, four);
     for (int b = 0; b < 4; ++b) tg::kernels::gelu_float<1>(in + b * kLanes, one + b * kLanes);
     for (int k = 0; k < n; ++k) ASSERT_EQ(four[k], one[k]) << "x = " << in[k];
+    alignas(64) float grad[n];
+    for (int k = 0; k < n; ++k) grad[k] = 1.0f + static_cast<float>(k) * 0.01f;
+    tg::kernels::gelu_grad_float<4>(grad, in, four);
+    for (int b = 0; b < 4; ++b) tg::kernels::gelu_grad_float<1>(grad + b * kLanes, in + b * kLanes, one + b * kLanes);
+    for (int k = 0; k < n; ++k) ASSERT_EQ(four[k], one[k]) << "gradient, x = " << in[k];
   }
 }
 
@@ -156,6 +184,16 @@ TEST(FastMath, GeluSpecialValues) {
   EXPECT_LT(tiny, 0.0f);
   EXPECT_NEAR(tiny / exact_gelu(-12.0f), 1.0, 4e-5);
   EXPECT_EQ(gelu_one(-1e30f), -0.0f);
+  alignas(64) float g[kLanes], in[kLanes], out[kLanes];
+  const float cases[] = {inf, -inf, 1e30f, -1e30f, 0.0f};
+  const float expected[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN(), 1.0f,
+                            0.0f, 0.5f};
+  for (int c = 0; c < 5; ++c) {
+    for (int k = 0; k < kLanes; ++k) g[k] = 1.0f, in[k] = cases[c];
+    tg::kernels::gelu_grad_float<1>(g, in, out);
+    if (std::isnan(expected[c])) EXPECT_TRUE(std::isnan(out[0])) << cases[c];  // inf * 0, as PyTorch
+    else EXPECT_EQ(out[0], expected[c]) << cases[c];
+  }
 }
 
 }  // namespace
