@@ -235,6 +235,35 @@ TEST_F(Cli, CompactGradsFlagTrainsTheSameModel) {
   EXPECT_EQ(losses[0], losses[1]);
 }
 
+// rnnsearch's --embedding-dropout/--readout-dropout: stored in config.json, change the training
+// losses, may change on resume; a model without them refuses them in one line.
+TEST_F(Cli, EmbeddingAndReadoutDropoutFlags) {
+  const std::string common = "train --task reverse --num-examples 200 --max-len 5 --num-steps 8 --model rnnsearch "
+                             "--embed-size 8 --num-hiddens 8 --batch-size 16 --steps 4 --seed 3 --quiet";
+  std::vector<std::string> logs;
+  for (const std::string extra : {"", " --embedding-dropout 0.2 --readout-dropout 0.3"}) {
+    const fs::path log = dir() / ("dropout" + std::to_string(logs.size()) + ".csv");
+    const fs::path out = dir() / ("dropout_ck" + std::to_string(logs.size()));
+    const CliRun r = run(common + extra + " --log-csv " + log.string() + " --out " + out.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    logs.push_back(read_file(log));
+  }
+  EXPECT_NE(logs[0], logs[1]);
+  const std::string config = read_file(dir() / "dropout_ck1" / "config.json");
+  EXPECT_NE(config.find("\"embedding_dropout\": 0.2"), std::string::npos) << config;
+  EXPECT_NE(config.find("\"readout_dropout\": 0.3"), std::string::npos) << config;
+  CliRun r = run("train --init-from " + (dir() / "dropout_ck1").string() + " --steps 6 --readout-dropout 0 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(dir() / "dropout_ck1" / "config.json").find("\"readout_dropout\": 0.0"), std::string::npos);
+
+  r = run("train --task reverse --steps 1 --model d2l --embedding-dropout 0.1");
+  EXPECT_EQ(r.status, 2);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("embedding_dropout and readout_dropout apply to rnnsearch and rnnencdec only"),
+            std::string::npos)
+      << r.err;
+}
+
 // Sizes and lengths out of range are refused before any work, naming the flag, the value and the
 // range (models/translators/limits.h); a crafted config.json is refused naming the field.
 TEST_F(Cli, OutOfRangeSizesAreRefusedNamingTheFlag) {
@@ -315,7 +344,7 @@ TEST_F(Cli, TranslateWarnsAboutUnknownTokensAndTruncation) {
 // short first line naming the option or file; details, if any, follow on indented lines.
 TEST_F(Cli, LongValuesGiveAShortFirstLine) {
   const std::string big(5000, 'x');
-  for (const std::string args :
+  for (const std::string& args :
        {"train --task " + big + " --steps 1", "train --model " + big + " --task reverse", "translate --model ck --beam " + big}) {
     const CliRun r = run(args);
     EXPECT_EQ(r.status, 2);
