@@ -9,6 +9,7 @@
 //   echo "go ." | bahdanau translate --model ckpt --beam 4
 //   bahdanau eval --model ckpt --split heldout
 //   bahdanau bleu --hyp out.txt --ref ref.txt --metric sacrebleu
+//   bahdanau average --models ckpt.a ckpt.b ckpt.c --out ckpt.avg
 //   bahdanau bleu --metric sacrebleu --by-length --src src.txt --ref ref.txt --hyp a.txt --label A --hyp b.txt --label B
 //   bahdanau split --data fra.txt --out data/fra-eng --test 5000 --dev 2000
 //   bahdanau experiment length --quick --out-dir out/experiments/length
@@ -947,6 +948,21 @@ int run_plot(const PlotArgs& a) {
   return 0;
 }
 
+// ---- average --------------------------------------------------------------------------------
+
+struct AverageArgs {
+  std::vector<std::string> models;
+  std::string out;
+};
+
+int run_average(const AverageArgs& a) {
+  const Checkpoint avg = average_checkpoints(a.models);
+  save_checkpoint(a.out, *avg.model, avg.src_vocab, avg.tgt_vocab, nullptr, nullptr,
+                  avg.subword ? &*avg.subword : nullptr);
+  std::fprintf(stderr, "bahdanau: the mean of %zu checkpoints' weights is in %s\n", a.models.size(), a.out.c_str());
+  return 0;
+}
+
 // ---- experiment -----------------------------------------------------------------------------
 
 // ---- gradcheck ------------------------------------------------------------------------------
@@ -1315,6 +1331,15 @@ int main(int argc, char** argv) {
   exp_cmd->add_option("--test-pairs", xa.o.test_pairs, "Held-out pairs scored")->check(kPositive);
   exp_cmd->add_flag("--quiet", xa.quiet, "No per-model progress lines on stderr");
 
+  // average
+  AverageArgs aa;
+  CLI::App* avg_cmd = app.add_subcommand(
+      "average", "Average the weights of checkpoints of one model (e.g. a run's last few) into a new checkpoint "
+                 "for translate/eval (no training state: it does not resume)");
+  avg_cmd->add_option("--models", aa.models, "Checkpoint directories (same architecture, vocabularies, tokenizer)")
+      ->required()->expected(1, -1);
+  avg_cmd->add_option("--out", aa.out, "Where the averaged checkpoint is written (atomically)")->required();
+
   // gradcheck
   GradcheckArgs ga;
   CLI::App* grad_cmd = app.add_subcommand(
@@ -1354,6 +1379,7 @@ int main(int argc, char** argv) {
     if (plot_cmd->parsed()) return run_plot(pa);
     if (exp_cmd->parsed()) return run_experiment_cmd(xa);
     if (grad_cmd->parsed()) return run_gradcheck(ga);
+    if (avg_cmd->parsed()) return run_average(aa);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     print_error(e.what());

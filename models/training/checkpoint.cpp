@@ -27,7 +27,9 @@
 #include <openssl/evp.h>
 
 #include "autograd/error_text.h"
+#include "autograd/ops_elementwise.h"
 #include "autograd/random.h"
+#include "autograd/tape.h"
 #include "models/translators/limits.h"
 #include "models/translators/registry.h"
 #include "nn/optim.h"
@@ -412,6 +414,46 @@ void verify_manifest(const fs::path& dir, const std::string& file, bool note) {
 
 }  // namespace
 
+Checkpoint average_checkpoints(const std::vector<std::string>& dirs) {
+  if (dirs.empty()) throw std::runtime_error("average_checkpoints: no checkpoints given");
+  Checkpoint first = load_checkpoint(dirs[0]);
+  auto architecture = [](ModelConfig c) {
+    c.dropout = c.embedding_dropout = c.readout_dropout = 0.0;
+    return config_to_json(c);
+  };
+  auto tokenizer_text = [](const std::string& dir) {
+    const fs::path path = fs::path(dir) / kTokenizer;
+    return fs::exists(path) ? std::optional<std::string>(read_text(path)) : std::nullopt;
+  };
+  const std::optional<std::string> first_tokenizer = tokenizer_text(dirs[0]);
+  NoGradGuard no_grad;
+  const nn::NamedTensors params = first.model->named_parameters();
+  std::vector<Tensor> sums;
+  for (const auto& [name, p] : params) sums.push_back(p.to(DType::f64));
+  for (std::size_t i = 1; i < dirs.size(); ++i) {
+    const Checkpoint other = load_checkpoint(dirs[i]);
+    auto differ = [&](const std::string& what) {
+      throw std::runtime_error("average_checkpoints: " + dirs[i] + " is not a checkpoint of " + dirs[0] +
+                               "'s model: its " + what + " differs");
+    };
+    if (architecture(other.config) != architecture(first.config)) differ("config.json (architecture)");
+    if (other.src_vocab.tokens() != first.src_vocab.tokens()) differ(kSrcVocab);
+    if (other.tgt_vocab.tokens() != first.tgt_vocab.tokens()) differ(kTgtVocab);
+    if (tokenizer_text(dirs[i]) != first_tokenizer) differ(kTokenizer);
+    const nn::NamedTensors others = other.model->named_parameters();
+    for (std::size_t k = 0; k < params.size(); ++k) sums[k] = sums[k] + others[k].second.to(DType::f64);
+  }
+  const double scale = 1.0 / static_cast<double>(dirs.size());
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    Tensor p = params[k].second;
+    p.copy_((sums[k] * scale).to(p.dtype()));
+  }
+  first.dir.clear();
+  first.training.reset();
+  first.has_optimizer = false;
+  return first;
+}
+
 namespace detail {
 void set_checkpoint_write_hook(std::function<void(const std::string& file)> hook) { write_hook() = std::move(hook); }
 void set_checkpoint_exchange_disabled(bool disabled) { exchange_disabled() = disabled; }
@@ -445,14 +487,17 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
   const json j = parse_object(text, source);
   check_known_keys(j,
                    {"model", "src_vocab", "tgt_vocab", "embed_size", "num_hiddens", "num_layers", "dropout",
-                    "embedding_dropout", "readout_dropout", "num_steps", "readout", "maxout_units", "attention", "ablation", "num_heads", "norm_first",
-                    "tie_embeddings", "attention_layer", "attention_head"},
+                    "embedding_dropout", "readout_dropout", "num_steps", "readout", "maxout_units", "attention",
+                    "ablation", "num_heads", "norm_first", "tie_embeddings", "attention_layer", "attention_head"},
                    source);
   // Typed fields are parsed here, once; an unknown value names the field and the allowed ones.
   auto typed = [&](const char* key, auto parse) {
     const std::string text = get_string(j, key, source);
     try {
-      return parse(text, "'" + std::string(key) + "'");
+      // Appended piecewise: GCC 12 warns falsely (-Wrestrict, its bug 105651) on "'" + std::string(key).
+      std::string where = "'";
+      where.append(key).append("'");
+      return parse(text, where);
     } catch (const std::invalid_argument& e) {
       bad(source, e.what());
     }

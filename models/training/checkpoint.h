@@ -52,6 +52,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/translators/seq2seq.h"
 #include "models/text/subword.h"
@@ -139,6 +140,14 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
 void save_checkpoint(const std::string& dir, const Seq2Seq& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
                      const nn::Optimizer* optimizer = nullptr, const TrainingState* training = nullptr,
                      const SubwordModel* subword = nullptr);
+
+/// The element-wise mean of the weights of several checkpoints of one model, summed in float64 (as
+/// fairseq's average_checkpoints.py; typically the last few checkpoints of a run). Every checkpoint
+/// must have the first one's architecture (config.json equal but for the dropout fields, which
+/// only training uses), vocabularies and tokenizer.model, else std::runtime_error names the first
+/// that differs and how. The result has the first checkpoint's config, vocabularies and tokenizer,
+/// and no training state or optimizer: save it to translate and evaluate with; it does not resume.
+Checkpoint average_checkpoints(const std::vector<std::string>& dirs);
 
 /// Removes the `DIR.tmp-XXXXXX` directories that killed saves of `dir` left, exactly as a successful
 /// save_checkpoint does after it (same rules; best effort, errors ignored). For a writer of `dir`

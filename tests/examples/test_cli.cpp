@@ -63,7 +63,7 @@ class Cli : public ::testing::Test {
 }  // namespace
 
 TEST_F(Cli, HelpOnEverySubcommandExitsZero) {
-  for (const std::string sub : {"", "train", "translate", "eval", "bleu", "gradcheck"}) {
+  for (const std::string sub : {"", "train", "translate", "eval", "bleu", "gradcheck", "average"}) {
     const CliRun r = run(sub + " --help");
     EXPECT_EQ(r.status, 0) << sub << r.err;
     EXPECT_NE(r.out.find("--"), std::string::npos) << sub;
@@ -262,6 +262,30 @@ TEST_F(Cli, EmbeddingAndReadoutDropoutFlags) {
   EXPECT_NE(r.err.find("embedding_dropout and readout_dropout apply to rnnsearch and rnnencdec only"),
             std::string::npos)
       << r.err;
+}
+
+// average: the mean of a run's checkpoints translates like any checkpoint; a mismatch is one line.
+TEST_F(Cli, AverageCheckpointsThenTranslate) {
+  const fs::path later = dir() / "ck_later", avg = dir() / "ck_avg";
+  CliRun r = run("train --init-from " + checkpoint().string() + " --steps 34 --quiet --out " + later.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("average --models " + checkpoint().string() + " " + later.string() + " --out " + avg.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("the mean of 2 checkpoints"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(avg / "training.json"));
+  r = run("translate --model " + avg.string() + " 'a b c'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u);
+
+  const fs::path other = dir() / "ck_other";
+  r = run("train --task reverse --num-examples 50 --max-len 4 --num-steps 8 --embed-size 4 --num-hiddens 4 "
+          "--steps 1 --quiet --out " + other.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("average --models " + checkpoint().string() + " " + other.string() + " --out " + (dir() / "ck_bad").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("is not a checkpoint of"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir() / "ck_bad"));
 }
 
 // Sizes and lengths out of range are refused before any work, naming the flag, the value and the

@@ -125,6 +125,62 @@ TEST(Checkpoint, RoundTripGivesIdenticalLogitsForEveryModel) {
   fs::remove_all(root);
 }
 
+// average_checkpoints: every weight is the mean of the checkpoints' (float64 sum, then float32),
+// the dropout fields may differ, anything else that differs is refused naming the file.
+TEST(Checkpoint, AverageCheckpointsTakesTheMeanOfEveryWeight) {
+  const fs::path root = temp_dir();
+  Fixture f;
+  std::vector<std::string> dirs;
+  std::vector<nn::NamedTensors> weights;
+  for (std::uint64_t seed : {1, 2, 3}) {
+    ModelConfig c = f.config("rnnsearch");
+    c.readout_dropout = 0.1 * static_cast<double>(seed);  // training-only: may differ
+    Generator gen(seed);
+    auto model = make_model(c, gen);
+    TrainingState st;
+    st.step = static_cast<std::int64_t>(seed);
+    dirs.push_back((root / ("s" + std::to_string(seed))).string());
+    save_checkpoint(dirs.back(), *model, f.src_vocab, f.tgt_vocab, nullptr, &st);
+    weights.push_back(load_checkpoint(dirs.back()).model->named_parameters());
+  }
+  const Checkpoint avg = average_checkpoints(dirs);
+  EXPECT_FALSE(avg.training.has_value());
+  EXPECT_FALSE(avg.has_optimizer);
+  EXPECT_EQ(avg.config.readout_dropout, 0.1);  // the first checkpoint's config
+  const nn::NamedTensors got = avg.model->named_parameters();
+  ASSERT_EQ(got.size(), weights[0].size());
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const auto a = weights[0][k].second.to_vector<float>(), b = weights[1][k].second.to_vector<float>(),
+               c = weights[2][k].second.to_vector<float>(), m = got[k].second.to_vector<float>();
+    for (std::size_t i = 0; i < m.size(); ++i)
+      ASSERT_EQ(m[i], static_cast<float>((double(a[i]) + double(b[i]) + double(c[i])) / 3.0)) << got[k].first;
+  }
+  // One checkpoint averages to itself.
+  EXPECT_EQ(logits_of(*average_checkpoints({dirs[0]}).model), logits_of(*load_checkpoint(dirs[0]).model));
+  // It saves and loads like any checkpoint.
+  save_checkpoint((root / "avg").string(), *avg.model, avg.src_vocab, avg.tgt_vocab);
+  EXPECT_EQ(logits_of(*load_checkpoint((root / "avg").string()).model), logits_of(*avg.model));
+
+  auto error = [&](const std::vector<std::string>& d) {
+    return tg::testing::error_of<std::runtime_error>([&] { average_checkpoints(d); });
+  };
+  Generator gen(4);
+  ModelConfig wider = f.config("rnnsearch");
+  wider.num_hiddens = 7;
+  save_checkpoint((root / "wider").string(), *make_model(wider, gen), f.src_vocab, f.tgt_vocab);
+  EXPECT_EQ(error({dirs[0], (root / "wider").string()}),
+            "average_checkpoints: " + (root / "wider").string() + " is not a checkpoint of " + dirs[0] +
+                "'s model: its config.json (architecture) differs");
+  Vocab other_tgt = Vocab::build({{"va", "!"}, {"j'ai", "perdu", "."}, {"elle", "est", "calme", "."}}, 1);
+  ASSERT_EQ(other_tgt.size(), f.tgt_vocab.size());
+  save_checkpoint((root / "vocab").string(), *make_model(f.config("rnnsearch"), gen), f.src_vocab, other_tgt);
+  EXPECT_EQ(error({dirs[0], (root / "vocab").string()}),
+            "average_checkpoints: " + (root / "vocab").string() + " is not a checkpoint of " + dirs[0] +
+                "'s model: its tgt_vocab.txt differs");
+  EXPECT_EQ(error({}), "average_checkpoints: no checkpoints given");
+  fs::remove_all(root);
+}
+
 TEST(Checkpoint, OptimizerStateRoundTrips) {
   const fs::path root = temp_dir();
   Fixture f;
