@@ -54,34 +54,21 @@ void map2(const T* a, std::int64_t a_step, const T* b, std::int64_t b_step, T* y
   }
 }
 
-// gelu in float32 (fast_math.h): four batches at a time, then single batches, then the tail
-// through a padded batch; every element takes the same operations.
+// gelu in float32 (fast_math.h): four batches at a time, the rest through map1 (single batches,
+// then the padded tail); every element takes the same operations.
 void gelu_float_span(const float* x, float* y, std::int64_t n) {
-  constexpr std::int64_t W = Batch<float>::size;
+  constexpr std::int64_t step = 4 * Batch<float>::size;
   std::int64_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) gelu_float<4>(x + i, y + i);
-  for (; i + W <= n; i += W) gelu_float<1>(x + i, y + i);
-  if (i < n) {
-    alignas(64) float buf[W] = {};
-    std::copy(x + i, x + n, buf);
-    gelu_float<1>(buf, buf);
-    std::copy(buf, buf + (n - i), y + i);
-  }
+  for (; i + step <= n; i += step) gelu_float<4>(x + i, y + i);
+  map1(x + i, y + i, n - i, [](Batch<float> v) { return gelu_float(v); });
 }
 
-// gelu's backward in float32, same shapes: as gelu_float_span.
+// gelu's backward in float32, same shapes: as gelu_float_span, the rest through map2.
 void gelu_grad_float_span(const float* grad, const float* x, float* y, std::int64_t n) {
-  constexpr std::int64_t W = Batch<float>::size;
+  constexpr std::int64_t step = 4 * Batch<float>::size;
   std::int64_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) gelu_grad_float<4>(grad + i, x + i, y + i);
-  for (; i + W <= n; i += W) gelu_grad_float<1>(grad + i, x + i, y + i);
-  if (i < n) {
-    alignas(64) float g[W] = {}, v[W] = {};
-    std::copy(grad + i, grad + n, g);
-    std::copy(x + i, x + n, v);
-    gelu_grad_float<1>(g, v, g);
-    std::copy(g, g + (n - i), y + i);
-  }
+  for (; i + step <= n; i += step) gelu_grad_float<4>(grad + i, x + i, y + i);
+  map2(grad + i, 1, x + i, 1, y + i, n - i, [](Batch<float> g, Batch<float> v) { return gelu_grad_float(g, v); });
 }
 
 bool is_transcendental(Unary op) {
