@@ -426,9 +426,9 @@ int run_train(TrainArgs& a) {
   if (ck) {
     use_vocabularies(data, ck->src_vocab, ck->tgt_vocab, config.num_steps);
     model = ck->model;
-    if (config.dropout != ck->config.dropout || config.embedding_dropout != ck->config.embedding_dropout ||
-        config.readout_dropout != ck->config.readout_dropout) {
-      // Rebuild with the new dropout and copy the weights over.
+    if (config != ck->config) {
+      // Only the dropout can differ from the checkpoint's (the flags that would change the
+      // architecture were refused above): rebuild with it and copy the weights over.
       Generator gen(a.seed);
       model = make_model(config, gen);
       model->load_state_dict(ck->model->state_dict(), a.init_from);

@@ -417,15 +417,7 @@ void verify_manifest(const fs::path& dir, const std::string& file, bool note) {
 Checkpoint average_checkpoints(const std::vector<std::string>& dirs) {
   if (dirs.empty()) throw std::runtime_error("average_checkpoints: no checkpoints given");
   Checkpoint first = load_checkpoint(dirs[0]);
-  auto architecture = [](ModelConfig c) {
-    c.dropout = c.embedding_dropout = c.readout_dropout = 0.0;
-    return config_to_json(c);
-  };
-  auto tokenizer_text = [](const std::string& dir) {
-    const fs::path path = fs::path(dir) / kTokenizer;
-    return fs::exists(path) ? std::optional<std::string>(read_text(path)) : std::nullopt;
-  };
-  const std::optional<std::string> first_tokenizer = tokenizer_text(dirs[0]);
+  const ModelConfig architecture = first.config.without_dropout();
   NoGradGuard no_grad;
   const nn::NamedTensors params = first.model->named_parameters();
   std::vector<Tensor> sums;
@@ -436,10 +428,12 @@ Checkpoint average_checkpoints(const std::vector<std::string>& dirs) {
       throw std::runtime_error("average_checkpoints: " + dirs[i] + " is not a checkpoint of " + dirs[0] +
                                "'s model: its " + what + " differs");
     };
-    if (architecture(other.config) != architecture(first.config)) differ("config.json (architecture)");
-    if (other.src_vocab.tokens() != first.src_vocab.tokens()) differ(kSrcVocab);
-    if (other.tgt_vocab.tokens() != first.tgt_vocab.tokens()) differ(kTgtVocab);
-    if (tokenizer_text(dirs[i]) != first_tokenizer) differ(kTokenizer);
+    if (other.config.without_dropout() != architecture) differ("config.json (architecture)");
+    if (!(other.src_vocab == first.src_vocab)) differ(kSrcVocab);
+    if (!(other.tgt_vocab == first.tgt_vocab)) differ(kTgtVocab);
+    const bool same_tokenizer = other.subword.has_value() == first.subword.has_value() &&
+                                (!other.subword || other.subword->bytes() == first.subword->bytes());
+    if (!same_tokenizer) differ(kTokenizer);
     const nn::NamedTensors others = other.model->named_parameters();
     for (std::size_t k = 0; k < params.size(); ++k) sums[k] = sums[k] + others[k].second.to(DType::f64);
   }

@@ -22,6 +22,12 @@
 
 namespace tg::models {
 
+ModelConfig ModelConfig::without_dropout() const {
+  ModelConfig c = *this;
+  c.dropout = c.embedding_dropout = c.readout_dropout = 0.0;
+  return c;
+}
+
 void ModelConfig::validate(std::string_view where) const {
   const std::string prefix = std::string(where) + ": ";
   auto check = [&](const char* field, std::int64_t value, std::int64_t lo, std::int64_t hi) {

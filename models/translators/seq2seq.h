@@ -79,6 +79,12 @@ struct ModelConfig {
   /// [1, 65536]`; then the model's own rules; then the total parameter count. `where` starts the
   /// message (config.json passes its path).
   void validate(std::string_view where = "model config") const;
+
+  /// This config with every dropout probability 0: the architecture, which the weights and the
+  /// eval-mode function depend on (dropout acts only in training).
+  ModelConfig without_dropout() const;
+
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
 /// What a decoder carries from step to step. Every tensor has the batch on the axis noted, so
