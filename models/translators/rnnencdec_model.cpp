@@ -68,7 +68,7 @@ class RnnEncDec : public Seq2Seq {
   bool has_attention() const override { return false; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
-    const Tensor x = permute(embed(*encoder->embedding, src), {1, 0, 2});
+    const Tensor x = permute(embed(*encoder->embedding, src, embedding_dropout), {1, 0, 2});
     auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);  // h_n: after the last valid token
     DecoderState state;
     state.context = tanh(encoder->summary->forward(squeeze(h_n, 0)));          // c (B, H)
@@ -78,7 +78,7 @@ class RnnEncDec : public Seq2Seq {
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
-    const Tensor emb = embed(*decoder->embedding, y_prev);
+    const Tensor emb = embed(*decoder->embedding, y_prev, embedding_dropout);
     const Tensor s = decoder->rnn->forward(concat({emb, state.context}, -1), squeeze(state.hidden, 0));
     state.hidden = unsqueeze(s, 0);
     return (*decoder->readout)(concat({s, emb, state.context}, -1));
@@ -99,15 +99,10 @@ class RnnEncDec : public Seq2Seq {
   std::shared_ptr<nn::Dropout> embedding_dropout;  // null when config.embedding_dropout is 0
 
  private:
-  Tensor embed(nn::Embedding& table, const Tensor& ids) {
-    const Tensor e = table.forward(ids);
-    return embedding_dropout ? (*embedding_dropout)(e) : e;
-  }
-
   // The readout's input [s_i; E y_{i-1}; c] at every decoder step: (B, T, 2H + E).
   Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input) {
     DecoderState state = begin(src, src_valid_len);
-    const Tensor emb = embed(*decoder->embedding, dec_input);  // (B, T, E)
+    const Tensor emb = embed(*decoder->embedding, dec_input, embedding_dropout);  // (B, T, E)
     std::vector<Tensor> states;
     Tensor s = squeeze(state.hidden, 0);
     for (std::int64_t t = 0; t < dec_input.size(1); ++t) {

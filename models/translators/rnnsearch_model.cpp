@@ -138,7 +138,7 @@ class RnnSearch : public Seq2Seq {
   std::string name() const override { return "RNNsearch"; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
-    const Tensor x = permute(embed(*encoder->embedding, src), {1, 0, 2});      // (S, B, E)
+    const Tensor x = permute(embed(*encoder->embedding, src, embedding_dropout), {1, 0, 2});      // (S, B, E)
     auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);    // (S, B, 2H), (2, B, H)
     DecoderState state;
     state.memory = permute(outputs, {1, 0, 2});                                 // annotations (B, S, 2H)
@@ -152,7 +152,7 @@ class RnnSearch : public Seq2Seq {
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
-    const Tensor emb = embed(*decoder->embedding, y_prev);
+    const Tensor emb = embed(*decoder->embedding, y_prev, embedding_dropout);
     const Tensor s_prev = squeeze(state.hidden, 0);
     const Tensor c = decoder->context(s_prev, state);
     const Tensor s = decoder->next_state(s_prev, emb, c);
@@ -175,15 +175,10 @@ class RnnSearch : public Seq2Seq {
   std::shared_ptr<nn::Dropout> embedding_dropout;  // null when config.embedding_dropout is 0
 
  private:
-  Tensor embed(nn::Embedding& table, const Tensor& ids) {
-    const Tensor e = table.forward(ids);
-    return embedding_dropout ? (*embedding_dropout)(e) : e;
-  }
-
   // The readout's input at every decoder step under teacher forcing: (B, T, features).
   Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
     DecoderState state = begin(src, src_valid_len);
-    const Tensor emb = embed(*decoder->embedding, dec_input);  // (B, T, E)
+    const Tensor emb = embed(*decoder->embedding, dec_input, embedding_dropout);  // (B, T, E)
     PooledVector<Tensor> states, contexts, weights;  // pooled: a training step allocates nothing from the system
     states.reserve(static_cast<std::size_t>(dec_input.size(1)));
     contexts.reserve(static_cast<std::size_t>(dec_input.size(1)));

@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the loss helper and the parameter counting the model files share.
+// Internal: the loss helpers, the embedding lookup and the parameter counting the model files share.
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -9,8 +9,17 @@
 #include "autograd/ops_shape.h"
 #include "autograd/ops_softmax.h"
 #include "models/translators/seq2seq.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
 
 namespace tg::models {
+
+/// table(ids), through `dropout` when the model has one (rnnsearch and rnnencdec's embedding
+/// dropout: null when its rate is 0).
+inline Tensor embed(nn::Embedding& table, const Tensor& ids, const std::shared_ptr<nn::Dropout>& dropout) {
+  const Tensor e = table.forward(ids);
+  return dropout ? (*dropout)(e) : e;
+}
 
 /// The mean (label-smoothed) cross-entropy of readout(picked) against target's entries at `rows`:
 /// picked (N, F) holds the features of the flat target positions rows (N) (e.g. valid_positions).
