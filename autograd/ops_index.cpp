@@ -226,42 +226,55 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return where(mask, Tensor::scalar(value, x.dtype()), x);
 }
 
+namespace {
+
+// out = in * (0 or 1 / (1 - p)) with dropout's decisions for the splitmix64 stream `seed`: its
+// output k decides elements 2k (low 32 bits) and 2k + 1 (high 32 bits), and u < p 2^32 drops.
+// Reading the stream at any k lets threads split the work with the same bits for any thread count.
+void apply_dropout(const Tensor& in, Tensor& out, std::uint64_t seed, double p) {
+  kernels::dispatch_floating("dropout", in.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = in.data<T>();
+    T* dst = out.data<T>();
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    const auto threshold = static_cast<std::uint64_t>(p * 0x1.0p32);  // p < 1: fits in 32 bits
+    const std::int64_t n = in.numel();
+    kernels::parallel_for((n + 1) / 2, kernels::kGrainCheap / 2, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t k = b; k < e; ++k) {
+        const std::uint64_t r = SplitMix64::at(seed, static_cast<std::uint64_t>(k));
+        dst[2 * k] = src[2 * k] * ((r & 0xFFFFFFFFULL) < threshold ? T(0) : scale);
+        if (2 * k + 1 < n) dst[2 * k + 1] = src[2 * k + 1] * ((r >> 32) < threshold ? T(0) : scale);
+      }
+    });
+  });
+}
+
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   if (!(p >= 0.0 && p < 1.0))
     throw std::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p) + " (x shape " +
                                 x.shape().str() + ")");
   if (!training || p == 0.0) return x;
-  // The mask holds 0 or 1/(1-p) in x's dtype: forward and backward are one multiply each. The
-  // forward is written in the same pass as the mask. One draw from `gen` seeds a splitmix64
-  // stream for this call (cheaper than mt19937_64 per element); each 64-bit
-  // output decides two elements: a 32-bit half u drops when u < p 2^32.
-  Tensor mask = Tensor::empty(x.shape(), x.dtype());
+  // No mask is kept: the backward draws the same decisions again from the call's seed (one draw
+  // from `gen`), which costs less than writing and reading a mask of x's size, and saves its memory.
+  const std::uint64_t seed = gen.next_u64();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
-  SplitMix64 stream{gen.next_u64()};
-  kernels::dispatch_floating("dropout", x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* m = mask.data<T>();
-    T* py = y.data<T>();
-    const T* px = x.data<T>();
-    const T scale = static_cast<T>(1.0 / (1.0 - p));
-    const auto threshold = static_cast<std::uint64_t>(p * 0x1.0p32);  // p < 1: fits in 32 bits
-    const std::int64_t n = x.numel();
-    auto decide = [&](std::int64_t i, std::uint64_t u) {
-      const T factor = u < threshold ? T(0) : scale;
-      m[i] = factor;
-      py[i] = px[i] * factor;
-    };
-    std::int64_t i = 0;
-    for (; i + 2 <= n; i += 2) {
-      const std::uint64_t r = stream.next();
-      decide(i, r & 0xFFFFFFFFULL);
-      decide(i + 1, r >> 32);
-    }
-    if (i < n) decide(i, stream.next() & 0xFFFFFFFFULL);
-  });
-  return record("dropout", y, {x},
-                [mask](BackwardContext& ctx) { ctx.accumulate(0, kernels::mul(ctx.grad_output(), mask)); },
-                [mask](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * mask); });
+  apply_dropout(x, y, seed, p);
+  return record(
+      "dropout", y, {x},
+      [seed, p](BackwardContext& ctx) {
+        const Tensor& g = ctx.grad_output();
+        Tensor dx = Tensor::empty(g.shape(), g.dtype());
+        apply_dropout(g, dx, seed, p);
+        ctx.accumulate(0, std::move(dx));
+      },
+      [seed, p](GradGraphContext& ctx) {
+        const Tensor& g = ctx.grad_output();
+        Tensor mask = Tensor::empty(g.shape(), g.dtype());
+        apply_dropout(Tensor::ones(g.shape(), g.dtype()), mask, seed, p);
+        ctx.accumulate(0, g * mask);
+      });
 }
 
 // ---- gather / scatter_add / index_add / take_along_dim ------------------------------------------

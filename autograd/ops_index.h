@@ -34,8 +34,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// there. A mask of another dtype than bool is read as nonzero = true (PyTorch refuses it).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
-/// !training or p == 0 (returns x itself; `gen` is not advanced). The mask comes from `gen`, one
-/// gen.uniform() per element in element order (< p drops). p must be in [0, 1): p == 1 throws
+/// !training or p == 0 (returns x itself; `gen` is not advanced). Each call takes one
+/// gen.next_u64() and draws the mask from it, the same for any thread count; the backward draws
+/// the same mask again, so no mask is kept. p must be in [0, 1): p == 1 throws
 /// std::invalid_argument (use a zero tensor if you really want no signal).
 Tensor dropout(const Tensor& x, double p, Generator& gen, bool training = true);
 

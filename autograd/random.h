@@ -19,6 +19,8 @@ struct SplitMix64 {
     return z ^ (z >> 31);
   }
   std::uint64_t next() { return finalize(state += 0x9E3779B97F4A7C15ULL); }
+  /// Output k (from 0) of the stream that starts at `seed`, without drawing the k before it.
+  static std::uint64_t at(std::uint64_t seed, std::uint64_t k) { return finalize(seed + (k + 1) * 0x9E3779B97F4A7C15ULL); }
   /// Uniform-ish integer in [0, n) (modulo: the benchmarks' batches, not statistics).
   std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
 };

@@ -45,7 +45,7 @@ void dropout_factors(const AttentionProblem<T>& p, std::uint64_t first, std::int
   const T keep = static_cast<T>(1.0 / (1.0 - p.dropout_p));
   for (std::int64_t c = 0; c < n; ++c) {
     const std::uint64_t i = first + static_cast<std::uint64_t>(c);
-    const std::uint64_t r = SplitMix64::finalize(p.seed + (i / 2 + 1) * 0x9E3779B97F4A7C15ULL);
+    const std::uint64_t r = SplitMix64::at(p.seed, i / 2);
     const std::uint64_t u = (i & 1) ? r >> 32 : r & 0xFFFFFFFFULL;
     f[c] = u < threshold ? T(0) : keep;
   }

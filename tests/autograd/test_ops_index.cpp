@@ -240,6 +240,39 @@ TEST(IndexOps, DropoutGradcheck) {
   EXPECT_EQ(xg.grad().to_vector<double>(), y.detach().to_vector<double>());  // x = 1: grad equals the mask
 }
 
+TEST(IndexOps, DropoutKeepsNoMaskAndHasTheSameBitsOnAnyThreadCount) {
+  // Odd and above the parallel grain: the forward and the backward split the stream over threads.
+  const std::int64_t n = 300001;
+  Generator data(18);
+  Tensor x = Tensor::uniform({n}, -1.0, 1.0, data, DType::f32).requires_grad_();
+  const Tensor w = Tensor::uniform({n}, -1.0, 1.0, data, DType::f32);
+  auto run = [&](int threads, F* y_out, F* grad_out) {
+    set_num_threads(threads);
+    x.zero_grad();
+    Generator g(21);
+    const std::int64_t live = memory::live_bytes();
+    Tensor y = dropout(x, 0.25, g);
+    // Only y was allocated: the backward draws the mask again from the seed.
+    EXPECT_EQ(memory::live_bytes() - live, n * 4) << threads << " threads";
+    sum(y * w).backward();
+    *y_out = y.detach().to_vector<float>();
+    *grad_out = x.grad().to_vector<float>();
+  };
+  F y1, g1, y2, g2;
+  run(1, &y1, &g1);
+  run(2, &y2, &g2);
+  set_num_threads(0);
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(g1, g2);
+  // The gradient is w times the forward's mask: 0 where y is 0 (x is never 0 here), else w / 0.75.
+  const F xv = x.detach().to_vector<float>(), wv = w.to_vector<float>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const bool dropped = y1[i] == 0.0f;
+    if (!dropped) ASSERT_EQ(y1[i], xv[i] * static_cast<float>(1.0 / 0.75)) << i;
+    ASSERT_EQ(g1[i], dropped ? 0.0f * wv[i] : wv[i] * static_cast<float>(1.0 / 0.75)) << i;
+  }
+}
+
 // ---- errors --------------------------------------------------------------------------------------
 
 TEST(IndexOps, Errors) {
