@@ -257,7 +257,7 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
                                 x.shape().str() + ")");
   if (!training || p == 0.0) return x;
   // No mask is kept: the backward draws the same decisions again from the call's seed (one draw
-  // from `gen`), which costs less than writing and reading a mask of x's size, and saves its memory.
+  // from `gen`), so no mask of x's size is written, held until the backward, or read.
   const std::uint64_t seed = gen.next_u64();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   apply_dropout(x, y, seed, p);

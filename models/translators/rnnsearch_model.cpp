@@ -138,7 +138,7 @@ class RnnSearch : public Seq2Seq {
   std::string name() const override { return "RNNsearch"; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
-    const Tensor x = permute(embed(*encoder->embedding, src, embedding_dropout), {1, 0, 2});      // (S, B, E)
+    const Tensor x = permute(embed(*encoder->embedding, src, embedding_dropout), {1, 0, 2});  // (S, B, E)
     auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);    // (S, B, 2H), (2, B, H)
     DecoderState state;
     state.memory = permute(outputs, {1, 0, 2});                                 // annotations (B, S, 2H)
