@@ -15,6 +15,7 @@
 // NaN stays NaN.
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 
 #include <xsimd/xsimd.hpp>
 
@@ -65,21 +66,25 @@ inline xsimd::batch<double> gate_sigmoid(xsimd::batch<double> x) {
   return one / (one + xsimd::exp(-x));
 }
 
-// GELU in float32 (the gelu op's float kernels), K batches at a time: the arithmetic of one batch
-// is a chain of about 35 dependent operations, so one batch at a time waits on latency; K = 4
-// interleaved chains keep the FMA units busy (measured in docs/performance.md). Every lane goes
-// through the same operations whatever K is, so K = 4 and K = 1 give identical bits.
-//   Phi(-a) = 0.5 erfc(z), z = a / sqrt(2), a = |x|, with Numerical Recipes' erfcc (Press et al.,
-//   "Numerical Recipes", 6.2): erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), P of degree 9,
-//   fractional error under 1.2e-7 for every z >= 0; Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) else.
-//   Relatively accurate in the lower tail, where PyTorch's 1 + erf(x / sqrt(2)) cancels to 0.
-//   exp(y) for y <= 0: y clamped at -87 (the results there are below float32's normal range),
-//   y = n ln2 + r (Cody-Waite, two constants), degree-6 Taylor polynomial in r, 2^n put into the
-//   exponent bits.
-// Error against the exact value (tests/autograd/test_fast_math.cpp): about 30 float32 ulp for
-// |x| <= 5, a few hundred ulp in the far lower tail (the rounding of z^2 ~ 80 in the exponent),
-// like the xsimd::erfc form it replaces. gelu: inf -> inf, -inf -> NaN (x Phi(x) = -inf * 0, as
-// PyTorch), NaN -> NaN.
+// GELU in float32 (the gelu op's float kernels), K batches at a time: K = 4 interleaved chains keep
+// the FMA units busy where one chain would wait on latency (measured in docs/performance.md). Every
+// lane's result depends only on its own x, whatever K is and whichever lanes share its batches.
+//   Phi(-a), a = |x|, is g(a)^16 for a <= 9.5: g a polynomial of degree 13 in t = a (2 / 9.5) - 1
+//   (scripts/fit_gelu.py; relative error of g 1.4e-8), then four squarings and a scale that makes
+//   Phi(0) exactly 0.5. Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) else; for x > 9.5, a is clamped
+//   (1 - Phi(-9.5) rounds to 1).
+//   x < -9.5 (and -inf) takes Numerical Recipes' erfcc instead (Press et al., "Numerical Recipes",
+//   6.2): Phi(-a) = 0.5 erfc(z), z = a / sqrt(2), erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2),
+//   P of degree 9, fractional error under 1.2e-7; computed only for the groups of batches that hold
+//   such a lane, and selected lane by lane.
+//   Both are relatively accurate in the lower tail, where PyTorch's 1 + erf(x / sqrt(2)) cancels to 0.
+//   The density phi(x) (the backward's) is exp(-x^2 / 2) / sqrt(2 pi), with a local exp for y <= 0:
+//   y clamped at -87 (the results there are below float32's normal range), y = n ln2 + r (Cody-Waite,
+//   two constants), degree-6 Taylor polynomial in r, 2^n put into the exponent bits.
+// Error against the exact value (tests/autograd/test_fast_math.cpp): under 4e-6 relative (about 30
+// float32 ulp) for x >= -5 and 4e-5 below; the squarings, and in the far tail the rounding of z^2 in
+// the exponent, are most of it. gelu: inf -> inf, -inf -> NaN (x Phi(x) = -inf * 0, as PyTorch),
+// NaN -> NaN.
 // Always inlined: only inside the caller's loop are the constants hoisted and the K chains
 // interleaved; GCC's heuristics had left gelu_float<4> out of line, at half the speed.
 namespace fast_math_detail {
@@ -103,9 +108,9 @@ template <int K>
   }
 }
 
-// Phi(x) of K batches; with `density`, also phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+// Phi(-|x|) through Numerical Recipes' erfcc, for the lanes below the polynomial's range.
 template <int K>
-[[gnu::always_inline]] inline void normal_cdf(const FloatBatch (&x)[K], FloatBatch (&cdf)[K], FloatBatch* density = nullptr) {
+[[gnu::always_inline]] inline void lower_cdf_erfc(const FloatBatch (&x)[K], FloatBatch (&lower)[K]) {
   FloatBatch z[K], t[K], y[K];
   for (int k = 0; k < K; ++k) z[k] = xsimd::abs(x[k]) * FloatBatch(0.707106781f);
   for (int k = 0; k < K; ++k) t[k] = FloatBatch(1.0f) / xsimd::fma(FloatBatch(0.5f), z[k], FloatBatch(1.0f));
@@ -113,21 +118,66 @@ template <int K>
   for (const float c : {1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f,
                         -1.26551223f})
     for (int k = 0; k < K; ++k) y[k] = xsimd::fma(y[k], t[k], FloatBatch(c));
+  for (int k = 0; k < K; ++k) y[k] = xsimd::fnma(z[k], z[k], y[k]);  // -z^2 + P(t)
+  exp_nonpositive(y);
+  for (int k = 0; k < K; ++k) lower[k] = FloatBatch(0.5f) * t[k] * y[k];
+}
+
+inline constexpr float kCdfPolynomialEnd = 9.5f;
+// g(t), highest degree first (scripts/fit_gelu.py).
+inline constexpr float kCdfRoot[] = {9.07296417e-05f, -0.000190598614f, -0.00023846465f, 0.000845277915f,
+                                     0.000982470927f, -0.00506948959f,  -0.00358004961f,  0.0359429307f,
+                                     -0.0249675792f,  -0.118290268f,    0.193063021f,     0.167842552f,
+                                     -0.619729817f,   0.422143161f};
+// Multiplies g^16: 1 to within 1.2e-7, chosen so that Phi(0) rounds to exactly 0.5.
+inline constexpr float kCdfScale = 0.999999881f;
+
+// Phi(-|x|) through g^16, for |x| clamped at the polynomial's end.
+template <int K>
+[[gnu::always_inline]] inline void lower_cdf_polynomial(const FloatBatch (&x)[K], FloatBatch (&lower)[K]) {
+  FloatBatch t[K];
+  for (int k = 0; k < K; ++k)
+    t[k] = xsimd::fma(xsimd::min(xsimd::abs(x[k]), FloatBatch(kCdfPolynomialEnd)), FloatBatch(2.0f / kCdfPolynomialEnd),
+                      FloatBatch(-1.0f));
+  for (int k = 0; k < K; ++k) lower[k] = xsimd::fma(FloatBatch(kCdfRoot[0]), t[k], FloatBatch(kCdfRoot[1]));
+  for (std::size_t i = 2; i < std::size(kCdfRoot); ++i)
+    for (int k = 0; k < K; ++k) lower[k] = xsimd::fma(lower[k], t[k], FloatBatch(kCdfRoot[i]));
+  for (int squaring = 0; squaring < 4; ++squaring)
+    for (int k = 0; k < K; ++k) lower[k] = lower[k] * lower[k];
+  for (int k = 0; k < K; ++k) lower[k] = FloatBatch(kCdfScale) * lower[k];
+}
+
+// Phi(-|x|) of batches that hold a lane below the polynomial's range: out of line, to keep the common
+// path's registers free.
+template <int K>
+[[gnu::noinline]] void lower_cdf_with_tail(const FloatBatch (&x)[K], FloatBatch (&lower)[K]) {
+  FloatBatch tail[K];
+  lower_cdf_polynomial(x, lower);
+  lower_cdf_erfc(x, tail);
+  for (int k = 0; k < K; ++k) lower[k] = xsimd::select(x[k] < FloatBatch(-kCdfPolynomialEnd), tail[k], lower[k]);
+}
+
+// Phi(x) of K batches; with `density`, also phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+template <int K>
+[[gnu::always_inline]] inline void normal_cdf(const FloatBatch (&x)[K], FloatBatch (&cdf)[K],
+                                              FloatBatch* density = nullptr) {
+  FloatBatch lower[K];
+  FloatBatch smallest = x[0];
+  for (int k = 1; k < K; ++k) smallest = xsimd::min(smallest, x[k]);
+  if (xsimd::any(smallest < FloatBatch(-kCdfPolynomialEnd))) [[unlikely]]
+    lower_cdf_with_tail(x, lower);
+  else
+    lower_cdf_polynomial(x, lower);
   if (density) {
     FloatBatch e[K];
-    for (int k = 0; k < K; ++k) e[k] = -z[k] * z[k];
+    for (int k = 0; k < K; ++k) e[k] = FloatBatch(-0.5f) * x[k] * x[k];
     exp_nonpositive(e);
     // 0 where the clamp acted: the density is below float32's normal range there (and x phi(x) at
     // x = ±inf is then inf * 0 = NaN, as PyTorch's).
     for (int k = 0; k < K; ++k)
-      density[k] = xsimd::select(z[k] * z[k] > FloatBatch(87.0f), FloatBatch(0.0f), e[k] * FloatBatch(0.398942280f));
+      density[k] = xsimd::select(x[k] * x[k] > FloatBatch(174.0f), FloatBatch(0.0f), e[k] * FloatBatch(0.398942280f));
   }
-  for (int k = 0; k < K; ++k) y[k] = xsimd::fnma(z[k], z[k], y[k]);  // -z^2 + P(t)
-  exp_nonpositive(y);
-  for (int k = 0; k < K; ++k) {
-    const FloatBatch lower = FloatBatch(0.5f) * t[k] * y[k];  // Phi(-|x|)
-    cdf[k] = xsimd::select(x[k] < FloatBatch(0.0f), lower, FloatBatch(1.0f) - lower);
-  }
+  for (int k = 0; k < K; ++k) cdf[k] = xsimd::select(x[k] < FloatBatch(0.0f), lower[k], FloatBatch(1.0f) - lower[k]);
 }
 
 }  // namespace fast_math_detail

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
@@ -176,6 +177,25 @@ TEST(FastMath, GeluInterleavedBatchesRoundExactlyLikeOne) {
           .store_aligned(one + b * kLanes);
     for (int k = 0; k < n; ++k) ASSERT_EQ(four[k], one[k]) << "gradient, x = " << in[k];
   }
+}
+
+// The polynomial covers x >= -9.5; a batch group holding a lane below takes the erfc form there,
+// chosen lane by lane: every lane's result is the one it gets among copies of itself.
+TEST(FastMath, GeluLaneDoesNotDependOnItsNeighbours) {
+  constexpr int n = 4 * kLanes;
+  const float mixed[] = {-30.0f, -9.6f, -9.5f, -9.4f, -3.0f, -0.5f, 0.0f, 0.7f, 9.6f, 40.0f, -12.0f};
+  alignas(64) float in[n], out[n], grad[n], grad_out[n];
+  for (int k = 0; k < n; ++k) in[k] = mixed[k % std::size(mixed)], grad[k] = 1.0f;
+  tg::kernels::gelu_float<4>(in, out);
+  tg::kernels::gelu_grad_float<4>(grad, in, grad_out);
+  for (int k = 0; k < n; ++k) {
+    alignas(64) float alone[kLanes], ones[kLanes], alone_out[kLanes];
+    for (int j = 0; j < kLanes; ++j) alone[j] = in[k], ones[j] = 1.0f;
+    EXPECT_EQ(out[k], gelu_one(in[k])) << "x = " << in[k];
+    tg::kernels::gelu_grad_float<1>(ones, alone, alone_out);
+    EXPECT_EQ(grad_out[k], alone_out[0]) << "gradient, x = " << in[k];
+  }
+  EXPECT_NEAR(out[1] / exact_gelu(-9.6f), 1.0, 4e-5);  // a tail lane (in[1] = -9.6), accurate
 }
 
 TEST(FastMath, GeluSpecialValues) {
