@@ -1127,7 +1127,9 @@ int main(int argc, char** argv) {
       ->check(kNonNegative);
   ta.opts["batch-size"] = train_cmd->add_option("--batch-size", ta.batch_size, "Minibatch size")
                               ->check(int_range(1, limits::kMaxBatchSize))->capture_default_str();
-  ta.opts["lr"] = train_cmd->add_option("--lr", ta.lr, "Adam learning rate")->check(kPositive)->capture_default_str();
+  ta.opts["lr"] = train_cmd->add_option("--lr", ta.lr,
+                                      "Adam learning rate (with --init-from, the checkpoint's plateau decays "
+                                      "still multiply it)")->check(kPositive)->capture_default_str();
   ta.opts["warmup-steps"] =
       train_cmd->add_option("--warmup-steps", ta.warmup_steps, "lr warmup steps, then 1/sqrt(step) decay (0 = constant lr)")
           ->check(kNonNegative);
