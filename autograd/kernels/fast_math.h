@@ -70,9 +70,9 @@ inline xsimd::batch<double> gate_sigmoid(xsimd::batch<double> x) {
 // the FMA units busy where one chain would wait on latency (measured in docs/performance.md). Every
 // lane's result depends only on its own x, whatever K is and whichever lanes share its batches.
 //   Phi(-a), a = |x|, is g(a)^16 for a <= 9.5: g a polynomial of degree 13 in t = a (2 / 9.5) - 1
-//   (scripts/fit_gelu.py; relative error of g 1.4e-8), then four squarings and a scale that makes
-//   Phi(0) exactly 0.5. Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) else; for x > 9.5, a is clamped
-//   (1 - Phi(-9.5) rounds to 1).
+//   (scripts/fit_gelu.py; relative error of g 1e-7 with float32 coefficients), then four squarings
+//   and a scale that makes Phi(0) exactly 0.5. Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) else; for
+//   x > 9.5, a is clamped (1 - Phi(-9.5) rounds to 1).
 //   x < -9.5 (and -inf) takes Numerical Recipes' erfcc instead (Press et al., "Numerical Recipes",
 //   6.2): Phi(-a) = 0.5 erfc(z), z = a / sqrt(2), erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2),
 //   P of degree 9, fractional error under 1.2e-7; computed only for the groups of batches that hold
