@@ -71,12 +71,13 @@ inline xsimd::batch<double> gate_sigmoid(xsimd::batch<double> x) {
 // lane's result depends only on its own x, whatever K is and whichever lanes share its batches.
 //   Phi(-a), a = |x|, is g(a)^16 for a <= 9.5: g a polynomial of degree 13 in t = a (2 / 9.5) - 1
 //   (scripts/fit_gelu.py; relative error of g 1e-7 with float32 coefficients), then four squarings
-//   and a scale that makes Phi(0) exactly 0.5. Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) else; for
-//   x > 9.5, a is clamped (1 - Phi(-9.5) rounds to 1).
-//   x < -9.5 (and -inf) takes Numerical Recipes' erfcc instead (Press et al., "Numerical Recipes",
-//   6.2): Phi(-a) = 0.5 erfc(z), z = a / sqrt(2), erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2),
-//   P of degree 9, fractional error under 1.2e-7; computed only for the groups of batches that hold
-//   such a lane, and selected lane by lane.
+//   (Phi(0) comes out one float32 ulp above 0.5: no float32 value squared four times rounds to 0.5).
+//   Phi(x) = Phi(-a) for x < 0, 1 - Phi(-a) else.
+//   Groups of batches holding a lane with |x| > 9.5 take a slower path: the polynomial at a clamped
+//   to 9.5 (1 - Phi(-9.5) rounds to 1) and, for x < -9.5 (and -inf), Numerical Recipes' erfcc
+//   (Press et al., "Numerical Recipes", 6.2): Phi(-a) = 0.5 erfc(z), z = a / sqrt(2),
+//   erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), P of degree 9, fractional error under
+//   1.2e-7; selected lane by lane.
 //   Both are relatively accurate in the lower tail, where PyTorch's 1 + erf(x / sqrt(2)) cancels to 0.
 //   The density phi(x) (the backward's) is exp(-x^2 / 2) / sqrt(2 pi), with a local exp for y <= 0:
 //   y clamped at -87 (the results there are below float32's normal range), y = n ln2 + r (Cody-Waite,
@@ -129,45 +130,53 @@ inline constexpr float kCdfRoot[] = {9.07296417e-05f, -0.000190598614f, -0.00023
                                      0.000982470927f, -0.00506948959f,  -0.00358004961f,  0.0359429307f,
                                      -0.0249675792f,  -0.118290268f,    0.193063021f,     0.167842552f,
                                      -0.619729817f,   0.422143161f};
-// Multiplies g^16: 1 to within 1.2e-7, chosen so that Phi(0) rounds to exactly 0.5.
-inline constexpr float kCdfScale = 0.999999881f;
 
-// Phi(-|x|) through g^16, for |x| clamped at the polynomial's end.
+// Phi(-a) through g^16 for a = |x| in [0, 9.5] (outside, the polynomial is meaningless).
 template <int K>
-[[gnu::always_inline]] inline void lower_cdf_polynomial(const FloatBatch (&x)[K], FloatBatch (&lower)[K]) {
+[[gnu::always_inline]] inline void lower_cdf_polynomial(const FloatBatch (&a)[K], FloatBatch (&lower)[K]) {
   FloatBatch t[K];
-  for (int k = 0; k < K; ++k)
-    t[k] = xsimd::fma(xsimd::min(xsimd::abs(x[k]), FloatBatch(kCdfPolynomialEnd)), FloatBatch(2.0f / kCdfPolynomialEnd),
-                      FloatBatch(-1.0f));
+  for (int k = 0; k < K; ++k) t[k] = xsimd::fma(a[k], FloatBatch(2.0f / kCdfPolynomialEnd), FloatBatch(-1.0f));
   for (int k = 0; k < K; ++k) lower[k] = xsimd::fma(FloatBatch(kCdfRoot[0]), t[k], FloatBatch(kCdfRoot[1]));
   for (std::size_t i = 2; i < std::size(kCdfRoot); ++i)
     for (int k = 0; k < K; ++k) lower[k] = xsimd::fma(lower[k], t[k], FloatBatch(kCdfRoot[i]));
   for (int squaring = 0; squaring < 4; ++squaring)
     for (int k = 0; k < K; ++k) lower[k] = lower[k] * lower[k];
-  for (int k = 0; k < K; ++k) lower[k] = FloatBatch(kCdfScale) * lower[k];
 }
 
-// Phi(-|x|) of batches that hold a lane below the polynomial's range: out of line, to keep the common
-// path's registers free.
+// Phi(-|x|) of batches that hold a lane with |x| > 9.5: the polynomial at |x| clamped to 9.5 (above,
+// 1 - Phi(-|x|) rounds to 1), and the erfc form for x < -9.5, chosen lane by lane. Out of line, to
+// keep the common path's registers free.
 template <int K>
 [[gnu::noinline]] void lower_cdf_with_tail(const FloatBatch (&x)[K], FloatBatch (&lower)[K]) {
-  FloatBatch tail[K];
-  lower_cdf_polynomial(x, lower);
+  FloatBatch clamped[K], tail[K];
+  for (int k = 0; k < K; ++k) clamped[k] = xsimd::min(xsimd::abs(x[k]), FloatBatch(kCdfPolynomialEnd));
+  lower_cdf_polynomial(clamped, lower);
   lower_cdf_erfc(x, tail);
   for (int k = 0; k < K; ++k) lower[k] = xsimd::select(x[k] < FloatBatch(-kCdfPolynomialEnd), tail[k], lower[k]);
+}
+
+// `negative` where x's sign bit is set, else `other` (-0 and NaN lanes may go either way: both
+// sides agree at 0 and are NaN at NaN). On x86, blendv reads the sign bit itself.
+inline FloatBatch select_by_sign(const FloatBatch& x, const FloatBatch& negative, const FloatBatch& other) {
+#if XSIMD_WITH_SSE4_1
+  return xsimd::select(FloatBatch::batch_bool_type(x.data), negative, other);
+#else
+  return xsimd::select(x < FloatBatch(0.0f), negative, other);
+#endif
 }
 
 // Phi(x) of K batches; with `density`, also phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
 template <int K>
 [[gnu::always_inline]] inline void normal_cdf(const FloatBatch (&x)[K], FloatBatch (&cdf)[K],
                                               FloatBatch* density = nullptr) {
-  FloatBatch lower[K];
-  FloatBatch smallest = x[0];
-  for (int k = 1; k < K; ++k) smallest = xsimd::min(smallest, x[k]);
-  if (xsimd::any(smallest < FloatBatch(-kCdfPolynomialEnd))) [[unlikely]]
+  FloatBatch lower[K], a[K];
+  for (int k = 0; k < K; ++k) a[k] = xsimd::abs(x[k]);
+  FloatBatch largest = a[0];
+  for (int k = 1; k < K; ++k) largest = xsimd::max(largest, a[k]);
+  if (xsimd::any(largest > FloatBatch(kCdfPolynomialEnd))) [[unlikely]]
     lower_cdf_with_tail(x, lower);
   else
-    lower_cdf_polynomial(x, lower);
+    lower_cdf_polynomial(a, lower);
   if (density) {
     FloatBatch e[K];
     for (int k = 0; k < K; ++k) e[k] = FloatBatch(-0.5f) * x[k] * x[k];
@@ -177,7 +186,7 @@ template <int K>
     for (int k = 0; k < K; ++k)
       density[k] = xsimd::select(x[k] * x[k] > FloatBatch(174.0f), FloatBatch(0.0f), e[k] * FloatBatch(0.398942280f));
   }
-  for (int k = 0; k < K; ++k) cdf[k] = xsimd::select(x[k] < FloatBatch(0.0f), lower[k], FloatBatch(1.0f) - lower[k]);
+  for (int k = 0; k < K; ++k) cdf[k] = select_by_sign(x[k], lower[k], FloatBatch(1.0f) - lower[k]);
 }
 
 }  // namespace fast_math_detail
