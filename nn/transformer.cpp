@@ -63,12 +63,19 @@ std::shared_ptr<Layer> clone_layer(const Layer& layer, const char* what) {
 
 // ---- incremental attention (forward_step), from MultiheadAttention's public parameters ----------
 
-/// x (N, T, E) -> (N, H, T, D): the query (part 0), key (1) or value (2) projection of `mha`.
-Tensor project_heads(const MultiheadAttention& mha, const Tensor& x, int part) {
+/// x (N, T, E) -> (N, H, T, D): the query (part 0), key (1) or value (2) projection of `mha`, its
+/// rows of the in-projection kept in `weight` and `bias` (cut on the first call).
+Tensor project_heads(const MultiheadAttention& mha, const Tensor& x, int part, Tensor& weight, Tensor& bias) {
   const std::int64_t E = mha.options().embed_dim, H = mha.options().num_heads;
-  const Tensor w = narrow(mha.in_proj_weight, 0, part * E, E);
-  const Tensor b = mha.in_proj_bias.defined() ? narrow(mha.in_proj_bias, 0, part * E, E) : Tensor();
-  return permute(reshape(linear(x, w, b), Shape{x.size(0), x.size(1), H, E / H}), {0, 2, 1, 3});
+  if (!weight.defined()) {
+    weight = narrow(mha.in_proj_weight, 0, part * E, E);
+    if (mha.in_proj_bias.defined()) bias = narrow(mha.in_proj_bias, 0, part * E, E);
+  }
+  return permute(reshape(linear(x, weight, bias), Shape{x.size(0), x.size(1), H, E / H}), {0, 2, 1, 3});
+}
+Tensor project_heads(const MultiheadAttention& mha, const Tensor& x, int part) {
+  Tensor weight, bias;
+  return project_heads(mha, x, part, weight, bias);
 }
 
 /// attended (N, H, T, D) -> out_proj of (N, T, E).
@@ -223,7 +230,10 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
   if (cache.memory_key.defined() && cache.memory_key.size(2) != S) fail("the cache holds another memory");
 
   auto self_block = [&](const Tensor& h) {
-    Tensor k = project_heads(*self_attn, h, 1), v = project_heads(*self_attn, h, 2);
+    auto project = [&](int part) {
+      return project_heads(*self_attn, h, part, cache.projection_weights[part], cache.projection_biases[part]);
+    };
+    Tensor k = project(1), v = project(2);
     const std::int64_t T0 = cache.length();
     if (T0 > 0) {
       k = concat({cache.self_key, k}, 2);
@@ -234,7 +244,7 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
     // scaled_dot_product_attention's i64 mask: nonzero = may attend; new row i sees T0 + i and before.
     const Tensor allowed = T_new > 1 ? tril(Tensor::ones({T_new, T0 + T_new}, DType::i64), T0) : Tensor();
     return dropout1->forward(
-        merge_heads(*self_attn, scaled_dot_product_attention(project_heads(*self_attn, h, 0), k, v, allowed)));
+        merge_heads(*self_attn, scaled_dot_product_attention(project(0), k, v, allowed)));
   };
   auto cross_block = [&](const Tensor& h) {
     if (!cache.memory_key.defined()) {
@@ -251,7 +261,7 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
                  : memory_key_padding_mask.to(h.dtype());
       mask = reshape(mask, Shape{N, 1, 1, S});
     }
-    const Tensor q = project_heads(*multihead_attn, h, 0);
+    const Tensor q = project_heads(*multihead_attn, h, 0, cache.projection_weights[3], cache.projection_biases[3]);
     return dropout2->forward(merge_heads(
         *multihead_attn, scaled_dot_product_attention(q, cache.memory_key, cache.memory_value, mask, 0.0,
                                                         false, 0.0, nullptr, memory_weights)));

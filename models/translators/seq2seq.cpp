@@ -81,6 +81,7 @@ DecoderState DecoderState::reorder(const Tensor& index) const {
   out.attention = pick(attention, 0);
   out.cache.reserve(cache.size());
   for (const Tensor& t : cache) out.cache.push_back(pick(t, 0));
+  out.shared = shared;
   return out;
 }
 

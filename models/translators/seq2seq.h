@@ -88,7 +88,7 @@ struct ModelConfig {
 };
 
 /// What a decoder carries from step to step. Every tensor has the batch on the axis noted, so
-/// beam search can reorder hypotheses generically (reorder()).
+/// beam search can reorder hypotheses generically (reorder()); `shared` is the same for every row.
 struct DecoderState {
   Tensor hidden;         ///< (L, B, H) recurrent state
   Tensor memory;         ///< (B, S, D) encoder outputs attended over (values)
@@ -97,6 +97,7 @@ struct DecoderState {
   Tensor context;        ///< (B, D) fixed context (rnnencdec)
   Tensor attention;      ///< (B, S) weights used by the last step (undefined for rnnencdec)
   std::vector<Tensor> cache;  ///< model-defined, batch on axis 0 (transformer: key/value caches)
+  std::vector<Tensor> shared;  ///< model-defined, no batch axis, kept as is by reorder() (transformer: the attentions' projection rows, cut once per decode)
 
   /// Keeps batch rows `index` (i64, 1-D), in that order, in every defined tensor.
   DecoderState reorder(const Tensor& index) const;

@@ -42,6 +42,7 @@ namespace {
 // num_steps (the data code and encode_sources), so the encoder's table has num_steps rows.
 constexpr std::int64_t kMaxPositions = limits::kMaxSteps + 1;
 constexpr std::size_t kCachePerLayer = 4;  // self key, self value, memory key, memory value
+constexpr std::size_t kSharedPerLayer = 8;  // TransformerDecoderLayerCache's projection weights and biases
 
 nn::TransformerLayerOptions layer_options(const ModelConfig& c, const std::shared_ptr<Generator>& masks) {
   return {.d_model = c.embed_size,
@@ -133,27 +134,33 @@ class TransformerTranslator : public Seq2Seq {
     state.valid_len = src_valid_len;
     state.memory = encode(src, src_valid_len);
     state.cache.resize(kCachePerLayer * static_cast<std::size_t>(config_.num_layers));  // filled by step()
+    state.shared.resize(kSharedPerLayer * static_cast<std::size_t>(config_.num_layers));
     return state;
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
     const auto L = static_cast<std::size_t>(config_.num_layers);
-    if (state.cache.size() != kCachePerLayer * L)
-      throw std::invalid_argument("transformer step: the state's cache holds " + std::to_string(state.cache.size()) +
-                                  " tensors, expected " + std::to_string(kCachePerLayer * L));
+    if (state.cache.size() != kCachePerLayer * L || state.shared.size() != kSharedPerLayer * L)
+      throw std::invalid_argument("transformer step: the state holds " + std::to_string(state.cache.size()) + " + " +
+                                  std::to_string(state.shared.size()) + " cache tensors, expected " +
+                                  std::to_string(kCachePerLayer * L) + " + " + std::to_string(kSharedPerLayer * L));
     const std::int64_t t = state.cache[0].defined() ? state.cache[0].size(2) : 0;  // positions decoded so far
     Tensor x = embed_target(unsqueeze(y_prev, 1), t);  // (B, 1, d)
     const Tensor pad = padding_mask(state.valid_len, state.memory.size(1), x.dtype());
     Tensor weights;
     for (std::size_t i = 0; i < L; ++i) {
       Tensor* slot = &state.cache[kCachePerLayer * i];
+      Tensor* fixed = &state.shared[kSharedPerLayer * i];
       nn::TransformerDecoderLayerCache cache{.self_key = slot[0], .self_value = slot[1], .memory_key = slot[2],
                                              .memory_value = slot[3]};
+      for (std::size_t j = 0; j < 4; ++j) cache.projection_weights[j] = fixed[j], cache.projection_biases[j] = fixed[4 + j];
       x = decoder->stack->layer(static_cast<std::int64_t>(i))
               ->forward_step(x, state.memory, cache, pad,
                              static_cast<std::int64_t>(i) == attention_layer_ ? &weights : nullptr);
       slot[0] = std::move(cache.self_key), slot[1] = std::move(cache.self_value);
       slot[2] = std::move(cache.memory_key), slot[3] = std::move(cache.memory_value);
+      for (std::size_t j = 0; j < 4; ++j)
+        fixed[j] = std::move(cache.projection_weights[j]), fixed[4 + j] = std::move(cache.projection_biases[j]);
     }
     if (decoder->norm) x = decoder->norm->forward(x);
     state.attention = squeeze(pick_heads(weights), 1);  // (B, S)
