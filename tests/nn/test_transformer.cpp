@@ -349,6 +349,17 @@ TEST(TransformerDecoder, ForwardStepEqualsCausalForward) {
   layer.eval();
   EXPECT_NO_THROW(layer.forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache));
   EXPECT_THROW(layer.forward_step(Tensor::zeros({1, 3, 4}), Tensor::zeros({3, 3, 4}), cache), std::invalid_argument);
+  // The in-projection rows were cut at the first step and are kept for the next: self q, k, v, then cross q.
+  for (int part = 0; part < 4; ++part) {
+    const auto& mha = part < 3 ? *layer.self_attn : *layer.multihead_attn;
+    const std::int64_t row = part < 3 ? part * 4 : 0;
+    ASSERT_TRUE(cache.projection_weights[part].defined()) << part;
+    EXPECT_EQ(tg::nn::testing::max_abs_diff(cache.projection_weights[part], tg::narrow(mha.in_proj_weight, 0, row, 4)), 0.0);
+    EXPECT_EQ(tg::nn::testing::max_abs_diff(cache.projection_biases[part], tg::narrow(mha.in_proj_bias, 0, row, 4)), 0.0);
+  }
+  const Tensor kept = cache.projection_weights[0];
+  layer.forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache);
+  EXPECT_EQ(cache.projection_weights[0].data<float>(), kept.data<float>());  // not cut again
 }
 
 // ---- positional encodings ----------------------------------------------------------------------
