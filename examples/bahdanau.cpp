@@ -1142,8 +1142,8 @@ int main(int argc, char** argv) {
                             "Exponential moving average of the weights with this decay D after every step (typical "
                             "0.999; 0 = off), warmed up as min(D, (1 + n) / (10 + n)) at update n: validation (dev "
                             "loss and BLEU, so --best, --lr-decay and --patience) uses the averaged weights, and the "
-                            "checkpoint's weights.npz holds them (what translate, eval and average use), the raw "
-                            "weights training continues from in training_weights.npz. With --init-from: continues "
+                            "checkpoint's weights.npz holds them (what translate, eval and average use); the raw "
+                            "weights, which training continues from, go to training_weights.npz. With --init-from: continues "
                             "the checkpoint's average, or starts one from its weights; --ema-decay 0 on a checkpoint "
                             "with an average continues from its raw weights and drops the average")
           ->check(CLI::Range(0.0, 1.0));
