@@ -304,6 +304,7 @@ struct TrainArgs {
   std::string dev, best, select_by = "bleu";
   std::int64_t dev_bleu_pairs = 0, dev_beam = 1, validate_every = 0, patience = 0, lr_patience = 1, batch_tokens = 0;
   double lr_decay = 1.0, max_minutes = 0.0;
+  double ema_decay = 0.0;  // weight EMA (0 = off)
   std::string write_batches;  // --write-batches DIR: export what the run would train on, then stop
   std::map<std::string, CLI::Option*> opts;
 };
@@ -364,6 +365,7 @@ int run_train(TrainArgs& a) {
       if (!given("clip")) a.clip = t.clip;
       if (!given("warmup-steps")) a.warmup_steps = t.warmup_steps;
       if (!given("label-smoothing")) a.label_smoothing = t.label_smoothing;
+      if (!given("ema-decay")) a.ema_decay = t.ema_decay;
       if (!given("no-shuffle")) a.no_shuffle = !t.shuffle;
       if (!given("batch-tokens")) a.batch_tokens = t.batch_tokens;
       if (!given("data") && !given("task")) a.data.from_notes(t.notes, a.init_from);
@@ -464,7 +466,7 @@ int run_train(TrainArgs& a) {
   }
   TrainOptions opts;
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
-      .warmup_steps(a.warmup_steps).label_smoothing(a.label_smoothing)
+      .warmup_steps(a.warmup_steps).label_smoothing(a.label_smoothing).ema_decay(a.ema_decay)
       .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(notes).subword(subword)
       .batch_tokens(a.batch_tokens).max_seconds(a.max_minutes * 60.0);
   if (dev) {
@@ -1135,6 +1137,16 @@ int main(int argc, char** argv) {
           ->check(kNonNegative);
   ta.opts["label-smoothing"] = train_cmd->add_option("--label-smoothing", ta.label_smoothing, "Label smoothing of the loss")
                                    ->check(CLI::Range(0.0, 0.999));
+  ta.opts["ema-decay"] =
+      train_cmd->add_option("--ema-decay", ta.ema_decay,
+                            "Exponential moving average of the weights with this decay D after every step (typical "
+                            "0.999; 0 = off), warmed up as min(D, (1 + n) / (10 + n)) at update n: validation (dev "
+                            "loss and BLEU, so --best, --lr-decay and --patience) uses the averaged weights, and the "
+                            "checkpoint's weights.npz holds them (what translate, eval and average use); the raw "
+                            "weights, which training continues from, go to training_weights.npz. With --init-from: continues "
+                            "the checkpoint's average, or starts one from its weights; --ema-decay 0 on a checkpoint "
+                            "with an average continues from its raw weights and drops the average")
+          ->check(CLI::Range(0.0, 1.0));
   CLI::Option* epochs_opt = train_cmd->add_option("--epochs", ta.epochs, "Train until this many epochs in total")
                                 ->check(kPositive)->capture_default_str();
   CLI::Option* steps_opt = train_cmd->add_option("--steps", ta.steps, "Train until this many optimizer steps in total")

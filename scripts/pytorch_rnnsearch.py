@@ -98,6 +98,7 @@ def load_export(d):
                    (meta["attention"] != "additive", "attention " + meta["attention"]),
                    (meta["ablation"] != "none", "ablation " + meta["ablation"]),
                    (meta["warmup_steps"] > 0, "warmup_steps"), (meta["label_smoothing"] > 0, "label_smoothing"),
+                   (meta.get("ema_decay", 0) > 0, "ema_decay"),
                    (meta["dev_beam"] > 1, "dev_beam > 1"), (not meta["padding_is_inert"], "padding that is read")]
     for bad, what in unsupported:
         if bad:

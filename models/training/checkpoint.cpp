@@ -50,11 +50,12 @@ constexpr const char* kOptimizer = "optimizer.npz";
 constexpr const char* kTraining = "training.json";
 constexpr const char* kManifest = "manifest.json";
 constexpr const char* kTokenizer = "tokenizer.model";
+constexpr const char* kTrainingWeights = "training_weights.npz";
 constexpr std::int64_t kManifestVersion = 1;
 
 const std::set<std::string>& checkpoint_files() {
-  static const std::set<std::string> files{kConfig,    kWeights,  kSrcVocab, kTgtVocab,
-                                           kOptimizer, kTraining, kManifest, kTokenizer};
+  static const std::set<std::string> files{kConfig,    kWeights,  kSrcVocab,  kTgtVocab,       kOptimizer,
+                                           kTraining, kManifest, kTokenizer, kTrainingWeights};
   return files;
 }
 
@@ -265,6 +266,8 @@ std::string training_to_json(const TrainingState& s) {
   j["lr_decay"] = s.lr_decay;
   j["lr_patience"] = s.lr_patience;
   j["validate_every"] = s.validate_every;
+  j["ema_decay"] = s.ema_decay;
+  j["ema_updates"] = s.ema_updates;
   j["notes"] = s.notes;
   return j.dump(2) + "\n";
 }
@@ -275,7 +278,7 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
                        "clip", "warmup_steps", "label_smoothing", "shuffle", "shards", "batch_tokens",
                        "validations", "last_validation_step", "best_step", "best_dev_bleu", "best_dev_loss",
                        "bad_validations", "lr_bad_validations", "lr_scale", "select_by", "patience", "lr_decay",
-                       "lr_patience", "validate_every", "notes"},
+                       "lr_patience", "validate_every", "ema_decay", "ema_updates", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
@@ -305,6 +308,8 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("lr_decay")) s.lr_decay = get_double(j, "lr_decay", source);
   if (j.contains("lr_patience")) s.lr_patience = get_int(j, "lr_patience", source);
   if (j.contains("validate_every")) s.validate_every = get_int(j, "validate_every", source);
+  if (j.contains("ema_decay")) s.ema_decay = get_double(j, "ema_decay", source);
+  if (j.contains("ema_updates")) s.ema_updates = get_int(j, "ema_updates", source);
   if (j.contains("notes")) {
     if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
     for (const auto& [k, v] : j["notes"].items()) {
@@ -330,6 +335,9 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   check_count("patience", s.patience, limits::kMaxCount);
   check_count("lr_patience", s.lr_patience, limits::kMaxCount);
   check_count("validate_every", s.validate_every, limits::kMaxCount);
+  check_count("ema_updates", s.ema_updates, s.step);
+  if (!(s.ema_decay >= 0 && s.ema_decay < 1))
+    bad(source, "ema_decay = " + std::to_string(s.ema_decay) + " is out of range [0, 1)");
   if (s.select_by != "bleu" && s.select_by != "loss")
     bad(source, "select_by = '" + elide(s.select_by) + "' is not 'bleu' or 'loss'");
   if (j.contains("best_dev_bleu") && !(s.best_dev_bleu >= 0 && s.best_dev_bleu <= 100))
@@ -445,6 +453,7 @@ Checkpoint average_checkpoints(const std::vector<std::string>& dirs) {
   first.dir.clear();
   first.training.reset();
   first.has_optimizer = false;
+  first.has_training_weights = false;  // weights.npz (the averaged weights of EMA runs) were averaged
   return first;
 }
 
@@ -539,7 +548,7 @@ ModelConfig config_from_json(const std::string& text, const std::string& source)
 
 void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Vocab& src_vocab,
                      const Vocab& tgt_vocab, const nn::Optimizer* optimizer, const TrainingState* training,
-                     const SubwordModel* subword) {
+                     const SubwordModel* subword, const nn::NamedTensors* training_weights) {
   fs::path dir = fs::path(dir_arg).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();  // "ckpt/" -> "ckpt"
   if (dir.empty() || dir == "." || dir == "..") throw std::runtime_error(dir_arg + ": not a usable checkpoint path");
@@ -587,6 +596,10 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     if (subword) {
       subword->save((tmp / kTokenizer).string());
       done(kTokenizer);
+    }
+    if (training_weights) {
+      nn::save_npz((tmp / kTrainingWeights).string(), *training_weights);
+      done(kTrainingWeights);
     }
     // Last, so a manifest exists only beside complete files: the digests of everything above.
     std::map<std::string, std::string> digests;
@@ -675,6 +688,10 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
   const fs::path training_path = dir / kTraining;
   if (fs::exists(training_path)) ck.training = training_from_json(read_text(training_path), training_path.string());
   ck.has_optimizer = fs::exists(dir / kOptimizer);
+  ck.has_training_weights = fs::exists(dir / kTrainingWeights);
+  if (ck.training && ck.training->ema_decay > 0 && !ck.has_training_weights)
+    throw std::runtime_error((dir / kTrainingWeights).string() + ": missing (training.json records ema_decay = " +
+                             std::to_string(ck.training->ema_decay) + ")");
 
   const fs::path tokenizer_path = dir / kTokenizer;
   if (fs::exists(tokenizer_path)) {
@@ -705,6 +722,13 @@ void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer) {
   if (!fs::exists(path)) throw std::runtime_error(path.string() + ": missing (the checkpoint has no optimizer state)");
   verify_manifest(dir, kOptimizer, false);
   optimizer.load_state_dict(nn::load_npz(path.string()), path.string());
+}
+
+void load_training_weights(const std::string& dir, Seq2Seq& model) {
+  const fs::path path = fs::path(dir) / kTrainingWeights;
+  if (!fs::exists(path)) throw std::runtime_error(path.string() + ": missing (the checkpoint has no weight EMA)");
+  verify_manifest(dir, kTrainingWeights, false);
+  model.load_state_dict(nn::load_npz(path.string()), path.string());
 }
 
 void write_text(const std::string& path, const std::string& text) {

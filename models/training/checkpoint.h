@@ -8,6 +8,9 @@
 //   DIR/tgt_vocab.txt
 //   DIR/optimizer.npz   optional: Optimizer::state_dict (Adam moments and step counts)
 //   DIR/training.json   optional: TrainingState (progress, training options, free-form notes)
+//   DIR/training_weights.npz  optional, with a weight EMA (TrainOptions::ema_decay): the raw
+//                       training weights, as weights.npz; weights.npz then holds the averaged
+//                       weights, which translate, eval and average read
 //   DIR/tokenizer.model optional: the SentencePiece model of subword vocabularies (SubwordModel);
 //                       the vocabularies then hold its pieces, and translate/eval encode and
 //                       decode through it
@@ -84,6 +87,9 @@ struct TrainingProgress {
   std::int64_t bad_validations = 0;     ///< validations since the best one (early stopping counts these)
   std::int64_t lr_bad_validations = 0;  ///< validations since the best one or the last lr decay
   double lr_scale = 1.0;                ///< the lr in use is lr × lr_scale (decay on plateau); in (0, 1]
+  /// Updates of the weight EMA so far (its n; 0 without one). Counts from the step the average
+  /// started at, so it is at most `step`.
+  std::int64_t ema_updates = 0;
 };
 
 /// Training progress and the settings needed to continue it exactly (training.json).
@@ -106,6 +112,9 @@ struct TrainingState : TrainingProgress {
   double lr_decay = 1.0;                ///< lr factor on a plateau, in (0, 1] (1 = no decay)
   std::int64_t lr_patience = 1;         ///< bad validations before a decay
   std::int64_t validate_every = 0;      ///< steps between validations besides epoch ends (0 = epoch ends only)
+  /// Decay of the weight EMA (TrainOptions::ema_decay; 0 = none). > 0: weights.npz holds the
+  /// average and training_weights.npz the raw weights.
+  double ema_decay = 0.0;
   /// Free-form string metadata (the CLI records its data source here).
   std::map<std::string, std::string> notes;
 };
@@ -118,6 +127,9 @@ struct Checkpoint {
   std::shared_ptr<Seq2Seq> model;          ///< make_model(config) with weights.npz loaded
   std::optional<TrainingState> training;   ///< present if training.json exists
   bool has_optimizer = false;              ///< optimizer.npz exists (load it with load_optimizer_state)
+  /// training_weights.npz exists: `model` holds the weight EMA, the raw weights are there
+  /// (load_training_weights).
+  bool has_training_weights = false;
   std::optional<SubwordModel> subword;     ///< tokenizer.model, if the vocabularies are subword pieces
 };
 
@@ -135,11 +147,13 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
 
 /// Writes a checkpoint to `dir` atomically (see the file comment). `optimizer` and `training`
 /// are optional; `subword`, if given, is stored as tokenizer.model. config.json takes the model's config with src_vocab/tgt_vocab set to the
-/// vocabulary sizes, which must match the model's. Throws std::runtime_error naming the path on
+/// vocabulary sizes, which must match the model's. `training_weights`, if given (a run with a
+/// weight EMA, whose averaged weights the model then holds), is stored as training_weights.npz.
+/// Throws std::runtime_error naming the path on
 /// failure, leaving any previous checkpoint at `dir` intact.
 void save_checkpoint(const std::string& dir, const Seq2Seq& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
                      const nn::Optimizer* optimizer = nullptr, const TrainingState* training = nullptr,
-                     const SubwordModel* subword = nullptr);
+                     const SubwordModel* subword = nullptr, const nn::NamedTensors* training_weights = nullptr);
 
 /// The element-wise mean of the weights of several checkpoints of one model, summed in float64 (as
 /// fairseq's average_checkpoints.py; typically the last few checkpoints of a run). Every checkpoint
@@ -164,6 +178,11 @@ std::optional<TrainingState> load_training_state(const std::string& dir);
 
 /// Loads `dir`/optimizer.npz into `optimizer` (names and shapes checked; nothing changes on error).
 void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer);
+
+/// Loads `dir`/training_weights.npz (the raw weights of a run with a weight EMA) into `model`,
+/// verified against manifest.json, names and shapes checked. Throws std::runtime_error naming the
+/// file if it is missing or does not fit.
+void load_training_weights(const std::string& dir, Seq2Seq& model);
 
 /// Writes `text` to `path`, replacing the file (not atomically: callers that need that write into a
 /// temporary directory, as save_checkpoint does). Throws std::runtime_error naming the path and the

@@ -99,6 +99,7 @@ BatchExport write_training_batches(const std::string& dir_arg, const Seq2Seq& mo
   m["clip"] = options.clip();
   m["warmup_steps"] = options.warmup_steps();
   m["label_smoothing"] = options.label_smoothing();
+  m["ema_decay"] = options.ema_decay();
   m["max_minutes"] = sources.max_minutes ? *sources.max_minutes : options.max_seconds() / 60.0;
   m["validate_every"] = dev ? options.validate_every() : 0;
   m["dev_bleu_pairs"] = dev ? options.dev_bleu_pairs() : 0;

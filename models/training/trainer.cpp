@@ -27,6 +27,7 @@
 #include "autograd/tape.h"
 #include "models/decoding/metrics.h"
 #include "models/decoding/sacrebleu.h"
+#include "models/training/ema.h"
 #include "models/translators/limits.h"
 #include "nn/dropout.h"
 #include "nn/optim.h"
@@ -234,6 +235,11 @@ void TrainOptions::validate() const {
   if (!(lr_decay_ > 0 && lr_decay_ <= 1)) fail("lr_decay must be in (0, 1] (1 = no decay)");
   if (lr_patience_ < 1 || lr_patience_ > limits::kMaxCount) fail("lr_patience must be >= 1");
   if (lr_decay_ < 1 && warmup_steps_ > 0) fail("lr_decay cannot be combined with warmup_steps (the schedule sets the lr)");
+  if (!(ema_decay_ == 0 || (ema_decay_ > 0 && ema_decay_ < 1))) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", ema_decay_);
+    fail(std::string("ema_decay = ") + buf + " must be 0 (off) or in (0, 1)");
+  }
   if (dev_) {
     if (dev_->pairs.size() == 0) fail("the dev set is empty");
     if (dev_->pairs.src.size() != dev_->pairs.tgt.size()) fail("the dev set's source and target counts differ");
@@ -316,6 +322,17 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     // Without training.json (e.g. weights converted from PyTorch) training starts at step 0.
     if (has_optimizer) load_optimizer_state(options.resume_from(), optimizer);
   }
+  // The weight EMA. A checkpoint with one holds the average in weights.npz (which the model was
+  // loaded from) and the raw weights in training_weights.npz, which training continues from.
+  std::optional<WeightEma> ema;
+  const bool resume_ema =
+      resuming && std::filesystem::exists(std::filesystem::path(options.resume_from()) / "training_weights.npz");
+  if (options.ema_decay() > 0 && resume_ema)
+    ema.emplace(model.named_parameters(), options.ema_decay(), saved ? saved->ema_updates : 0);
+  if (resume_ema) load_training_weights(options.resume_from(), model);
+  if (options.ema_decay() > 0 && !ema) ema.emplace(model.named_parameters(), options.ema_decay());
+  st.ema_decay = options.ema_decay();
+  st.ema_updates = ema ? ema->updates() : 0;
   st.seed = options.seed();
   st.batch_size = options.batch_size();
   st.lr = options.lr();
@@ -389,11 +406,17 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   const std::int64_t first_step = st.step;
 
+  // With an EMA, weights.npz gets the average (swapped in for the save) and training_weights.npz
+  // the raw weights (then in the EMA's buffers).
+  auto save_to = [&](const std::string& dir) {
+    EmaSwapGuard swap(ema ? &*ema : nullptr);
+    save_checkpoint(dir, model, src_vocab, tgt_vocab, &optimizer, &st, options.subword() ? &*options.subword() : nullptr,
+                    ema ? &ema->averages() : nullptr);
+  };
   auto checkpoint = [&] {
     st.elapsed_s = elapsed_before + seconds();
     if (options.out_dir().empty() || !lead) return;
-    save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
-                    options.subword() ? &*options.subword() : nullptr);
+    save_to(options.out_dir());
     result.saved = true;
   };
   result.total_steps = total_steps;
@@ -417,13 +440,16 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     ValidationRecord v;
     v.step = st.step;
     v.epoch = epoch_of_step;
-    v.dev_loss = evaluate_loss(model, dev_data);
-    const auto out = translate_tokens(model, dev_sources, src_vocab, tgt_vocab, options.dev_decode());
-    std::vector<std::string> hyps;
-    hyps.reserve(out.size());
-    for (const auto& t : out) hyps.push_back(options.subword() ? options.subword()->decode(t.tokens) : join(t.tokens));
-    v.dev_bleu = sacre_bleu(hyps, dev_refs).score;
-    v.bleu_pairs = static_cast<std::int64_t>(hyps.size());
+    {
+      EmaSwapGuard swap(ema ? &*ema : nullptr);  // the averaged weights are the ones validated
+      v.dev_loss = evaluate_loss(model, dev_data);
+      const auto out = translate_tokens(model, dev_sources, src_vocab, tgt_vocab, options.dev_decode());
+      std::vector<std::string> hyps;
+      hyps.reserve(out.size());
+      for (const auto& t : out) hyps.push_back(options.subword() ? options.subword()->decode(t.tokens) : join(t.tokens));
+      v.dev_bleu = sacre_bleu(hyps, dev_refs).score;
+      v.bleu_pairs = static_cast<std::int64_t>(hyps.size());
+    }
     ++st.validations;
     st.last_validation_step = st.step;
     const bool first = st.best_step == 0;
@@ -448,9 +474,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     }
     v.lr = optimizer.lr();
     st.elapsed_s = elapsed_before + seconds();
-    if (v.best && lead && !options.best_dir().empty())
-      save_checkpoint(options.best_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
-                      options.subword() ? &*options.subword() : nullptr);
+    if (v.best && lead && !options.best_dir().empty()) save_to(options.best_dir());
     v.seconds = std::chrono::duration<double>(Clock::now() - v0).count();
     if (lead && options.progress()) {
       bar.finish();
@@ -531,6 +555,10 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       const double grad_norm = nn::clip_grad_norm(params, max_norm);
       const double lr = optimizer.lr();
       optimizer.step();
+      if (ema) {
+        ema->update();
+        st.ema_updates = ema->updates();
+      }
       if (schedule) schedule->step();
       optimizer.zero_grad();  // now, not before the next backward: no gradient sits beside the next forward's activations
       ++st.step;
@@ -594,12 +622,14 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   }
   if (nothing_to_do && saved) {
     // Keep the checkpoint's own record (its options and time); rewrite it only to copy it elsewhere.
+    // Its EMA fields follow the weights a copy holds (an average dropped by ema_decay 0 is gone).
     st = *saved;
+    st.ema_decay = options.ema_decay();
+    st.ema_updates = ema ? ema->updates() : 0;
     std::error_code ec;
     if (!lead) {
     } else if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
-      save_checkpoint(options.out_dir(), model, src_vocab, tgt_vocab, &optimizer, &st,
-                      options.subword() ? &*options.subword() : nullptr);
+      save_to(options.out_dir());
       result.saved = true;
     } else if (!options.out_dir().empty()) {
       // No save follows to clean up after a run killed inside its final save.
@@ -618,6 +648,11 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   result.stopped_early = stopped_early();
   result.time_limit_reached = out_of_time && !(by_steps ? st.step >= options.steps() : st.epoch >= options.epochs());
   if (ddp) result.ddp = ddp->stats();
+  if (ema) {
+    // The model ends holding the average, as weights.npz: the model to translate with.
+    ema->swap();
+    result.training_weights = ema->averages();
+  }
   return result;
 }
 

@@ -19,7 +19,8 @@
 // checkpoint (TrainOptions::resume_from) repeats the straight run exactly: the checkpoint holds
 // the weights, Adam's state and the position (step, epoch, batch within the epoch), and nothing
 // else is needed. Weights and Adam state are stored as float32, so this is exact for float32
-// models.
+// models. With a weight EMA (TrainOptions::ema_decay) the checkpoint also holds the average and
+// its update count, so it continues exactly too.
 //
 // Validation (TrainOptions::dev): dev loss and dev BLEU at epoch ends, every validate_every()
 // steps and after the last step; they draw no random numbers, so the steps do not change. What
@@ -101,7 +102,8 @@ class TrainOptions {
   /// Progress bar on stderr, redrawn in place; drawn only if stderr is a terminal.
   TrainOptions& progress(bool v) { progress_ = v; return *this; }
   /// Resume from this checkpoint's optimizer state and training.json position (the model's
-  /// weights must already be loaded from it, e.g. by load_checkpoint). "" = a fresh start.
+  /// weights must already be loaded from it, e.g. by load_checkpoint; a checkpoint with a weight
+  /// EMA also has training_weights.npz, which train() loads into the model itself). "" = a fresh start.
   TrainOptions& resume_from(std::string v) { resume_from_ = std::move(v); return *this; }
   /// TrainResult::steps keeps the records of this many most recent steps (default 4096; 0 = none),
   /// so a long run's memory does not grow with its length. The CSV log has every step.
@@ -152,6 +154,15 @@ class TrainOptions {
   /// Not combinable with warmup_steps().
   TrainOptions& lr_decay(double v) { lr_decay_ = v; return *this; }
   TrainOptions& lr_patience(std::int64_t v) { lr_patience_ = v; return *this; }
+  /// Exponential moving average of the weights (WeightEma, models/training/ema.h): 0 (default) =
+  /// off; in (0, 1) = the decay D (typically 0.999), updated after every optimizer step from the
+  /// weights at the start of training, with the warm-up min(D, (1 + n) / (10 + n)). When on,
+  /// validation (and so the best checkpoint, lr decay and early stopping) uses the averaged weights,
+  /// and checkpoints hold them as weights.npz, the raw weights as training_weights.npz. Under data
+  /// parallelism every rank keeps the same average. A resume continues a checkpoint's average, or
+  /// starts one from its weights if it has none; resumed with 0 from a checkpoint with an average,
+  /// training continues from its raw weights and the average is dropped.
+  TrainOptions& ema_decay(double v) { ema_decay_ = v; return *this; }
 
   std::int64_t epochs() const { return epochs_; }
   std::int64_t steps() const { return steps_; }
@@ -184,6 +195,7 @@ class TrainOptions {
   std::int64_t patience() const { return patience_; }
   double lr_decay() const { return lr_decay_; }
   std::int64_t lr_patience() const { return lr_patience_; }
+  double ema_decay() const { return ema_decay_; }
   /// Throws std::invalid_argument naming the first bad option.
   void validate() const;
 
@@ -218,6 +230,7 @@ class TrainOptions {
   std::int64_t patience_ = 0;
   double lr_decay_ = 1.0;
   std::int64_t lr_patience_ = 1;
+  double ema_decay_ = 0.0;
 };
 
 /// One validation on the dev set, as logged.
@@ -270,9 +283,14 @@ struct TrainResult {
   std::vector<ValidationRecord> validations;  ///< this run's validations, in order
   bool stopped_early = false;     ///< stopped by patience() (also when a resume found it already stopped)
   bool time_limit_reached = false;  ///< stopped by max_seconds()
+  /// With TrainOptions::ema_decay: the raw training weights at the end, named and ordered as
+  /// model.parameters() (the model itself then holds the averaged ones); empty otherwise.
+  nn::NamedTensors training_weights;
 };
 
-/// Trains `model` on `data` (see the file comment). `src_vocab`/`tgt_vocab` are only needed for
+/// Trains `model` on `data` (see the file comment). With TrainOptions::ema_decay the model holds the
+/// averaged weights when it returns (TrainResult::training_weights the raw ones); an exception
+/// leaves it with the raw weights. `src_vocab`/`tgt_vocab` are only needed for
 /// checkpoints (out_dir). A resume whose checkpoint is already at the target does no step: the
 /// result carries the checkpoint's state (last_loss included) and the checkpoint is not rewritten
 /// when out_dir is the resumed directory (another out_dir gets a copy of it). Throws std::runtime_error if the loss becomes NaN or infinite (the

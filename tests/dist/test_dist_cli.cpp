@@ -116,6 +116,19 @@ TEST(DistCli, ResumeAtAnotherNumberOfRanksRepeatsTheStraightRun) {
   expect_same_run("straight", "half1");
 }
 
+// --ema-decay: every rank averages the same weights; the saved average (weights.npz) and raw
+// weights (training_weights.npz) are those of one process, also across a resume on other ranks.
+TEST(DistCli, WeightEmaIsTheSameOnOneAndTwoRanksAndAcrossAResume) {
+  run(0, "--steps 4 --shards 2 --ema-decay 0.9 " + out_args("ema_one"));
+  run(2, "--steps 4 --ema-decay 0.9 " + out_args("ema_two"));
+  expect_same_run("ema_one", "ema_two");
+  expect_same_npz(dir() / "ema_one" / "training_weights.npz", dir() / "ema_two" / "training_weights.npz");
+  run(2, "--steps 2 --ema-decay 0.9 " + out_args("ema_half"));
+  run(0, "--init-from " + (dir() / "ema_half").string() + " --steps 4 --log-csv " + (dir() / "ema_half.csv").string());
+  expect_same_run("ema_one", "ema_half");
+  expect_same_npz(dir() / "ema_one" / "training_weights.npz", dir() / "ema_half" / "training_weights.npz");
+}
+
 TEST(DistCli, ShardsMustBeAMultipleOfTheRanks) {
   const ProgramRun r = testing::run_command(std::string(TG_MPIEXEC) + " " + TG_MPIEXEC_FLAGS + " -np 2 " + kBinary +
                                                 " train" + kConfig + " --steps 2 --shards 3",

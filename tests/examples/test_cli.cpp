@@ -215,6 +215,31 @@ TEST_F(Cli, ResumeWithNothingToDoSaysSoAndReportsTheCheckpointsLastLoss) {
   EXPECT_EQ(r.err.find("nan"), std::string::npos) << r.err;
 }
 
+// --ema-decay: the checkpoint holds the average (weights.npz) and the raw weights
+// (training_weights.npz); --init-from continues with it; --ema-decay 0 drops it; 1 is refused.
+TEST_F(Cli, EmaDecayIsSavedCarriedOverAndDropped) {
+  const fs::path ck = dir() / "ema";
+  const std::string task = "--task reverse --num-examples 100 --max-len 5 --num-steps 8 --embed-size 8 --num-hiddens 8 "
+                           "--batch-size 32 --seed 1 --quiet ";
+  CliRun r = run("train " + task + "--steps 3 --ema-decay 0.9 --out " + ck.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(ck / "training_weights.npz"));
+  EXPECT_NE(read_file(ck / "training.json").find("\"ema_decay\": 0.9"), std::string::npos);
+  EXPECT_NE(read_file(ck / "training.json").find("\"ema_updates\": 3"), std::string::npos);
+  r = run("translate --model " + ck.string() + " 'a b'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run("train --init-from " + ck.string() + " --steps 5 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "training.json").find("\"ema_updates\": 5"), std::string::npos);
+  r = run("train --init-from " + ck.string() + " --ema-decay 0 --steps 6 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(fs::exists(ck / "training_weights.npz"));
+  EXPECT_NE(read_file(ck / "training.json").find("\"ema_decay\": 0.0"), std::string::npos);
+  r = run("train " + task + "--steps 1 --ema-decay 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("ema_decay = 1 must be 0 (off) or in (0, 1)"), std::string::npos) << r.err;
+}
+
 // --compact-grads changes where gradients live, not what is learned: without clipping (whose norm
 // a low-rank gradient sums differently) every logged loss is the same.
 TEST_F(Cli, CompactGradsFlagTrainsTheSameModel) {

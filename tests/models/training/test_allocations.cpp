@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "autograd/tensor.h"
 #include "bench/encoder_workload.h"
 #include "bench/workloads.h"
+#include "models/training/ema.h"
 #include "models/translators/seq2seq.h"
 #include "nn/optim.h"
 #include "nn/utils.h"
@@ -170,15 +172,18 @@ std::vector<std::int64_t> count_per_step(int warmup, int measured, Step&& step) 
 
 /// Operator-new calls of each of `measured` training steps, as in bench_seq2seq and train():
 /// teacher forcing, Seq2Seq::loss, backward, clip_grad_norm(1.0), Adam. The measured steps train on
-/// the batches of the `warmup` steps again, in the same order (warmup >= measured).
+/// the batches of the `warmup` steps again, in the same order (warmup >= measured). `ema`: a weight
+/// EMA updated after each step, as train() does with ema_decay.
 std::vector<std::int64_t> allocations_per_step(const models::ModelConfig& config, std::int64_t batch, int warmup,
-                                               int measured, bool compact_grads = false) {
+                                               int measured, bool compact_grads = false, bool ema = false) {
   set_num_threads(1);
   Generator gen(0);
   auto model = models::make_model(config, gen);
   if (compact_grads) models::allow_compact_grads(*model);
   nn::Adam optimizer(model->named_parameters(), nn::AdamOptions(0.005));
   const std::vector<Tensor> params = model->parameters();
+  std::optional<models::WeightEma> average;
+  if (ema) average.emplace(model->named_parameters(), 0.999);
   SplitMix64 rng{12345};
   std::vector<Batch> batches;
   for (int i = 0; i < warmup; ++i) batches.push_back(make_batch(rng, batch, config));
@@ -191,6 +196,7 @@ std::vector<std::int64_t> allocations_per_step(const models::ModelConfig& config
     loss.backward();
     nn::clip_grad_norm(params, 1.0);
     optimizer.step();
+    if (average) average->update();
     EXPECT_TRUE(std::isfinite(loss.item()));
   });
 }
@@ -232,6 +238,17 @@ TEST(Allocations, RnnSearchTrainingStepAllocatesNothing) {
   c.dropout = 0.0, c.num_steps = 6;
   const auto counts = allocations_per_step(c, 8, 20, 20);
   std::printf("rnnsearch (small): operator new calls per step after warm-up: %s\n", str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+// The same with a weight EMA updated after every step (train() with ema_decay).
+TEST(Allocations, RnnSearchTrainingStepWithEmaAllocatesNothing) {
+  models::ModelConfig c;
+  c.model = "rnnsearch";
+  c.src_vocab = 60, c.tgt_vocab = 70, c.embed_size = 16, c.num_hiddens = 32, c.num_layers = 1;
+  c.dropout = 0.0, c.num_steps = 6;
+  const auto counts = allocations_per_step(c, 8, 20, 20, false, true);
+  std::printf("rnnsearch (small, weight EMA): operator new calls per step after warm-up: %s\n", str(counts).c_str());
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
 }
 
