@@ -156,9 +156,10 @@ template <int K>
 }
 
 // `negative` where x's sign bit is set, else `other` (-0 and NaN lanes may go either way: both
-// sides agree at 0 and are NaN at NaN). On x86, blendv reads the sign bit itself.
+// sides agree at 0 and are NaN at NaN). With SSE4.1 / AVX2 vectors, blendv reads the sign bit itself
+// (AVX-512's masks are separate registers: compared there).
 inline FloatBatch select_by_sign(const FloatBatch& x, const FloatBatch& negative, const FloatBatch& other) {
-#if XSIMD_WITH_SSE4_1
+#if XSIMD_WITH_SSE4_1 && !XSIMD_WITH_AVX512F
   return xsimd::select(FloatBatch::batch_bool_type(x.data), negative, other);
 #else
   return xsimd::select(x < FloatBatch(0.0f), negative, other);
