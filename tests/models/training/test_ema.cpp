@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/error_of.h"
 #include "../test_dirs.h"
 #include "autograd/random.h"
 #include "models/text/data.h"
@@ -318,11 +319,8 @@ TEST(TrainerEma, BadDecayAndInconsistentCheckpointsAreRefused) {
       EXPECT_NE(std::string(e.what()).find("must be 0 (off) or in (0, 1)"), std::string::npos) << e.what();
     }
   }
-  try {
-    TrainOptions().ema_decay(1.5).validate();
-  } catch (const std::invalid_argument& e) {
-    EXPECT_EQ(std::string(e.what()), "train: ema_decay = 1.5 must be 0 (off) or in (0, 1)");
-  }
+  EXPECT_EQ(tg::testing::error_of<std::invalid_argument>([] { TrainOptions().ema_decay(1.5).validate(); }),
+            "train: ema_decay = 1.5 must be 0 (off) or in (0, 1)");
   EXPECT_NO_THROW(TrainOptions().ema_decay(0).validate());
   EXPECT_NO_THROW(TrainOptions().ema_decay(0.9999).validate());
 
