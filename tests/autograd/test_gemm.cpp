@@ -249,6 +249,21 @@ TEST(GemmTest, BitwiseIdenticalAcrossThreadCounts) {
   check_thread_invariance<float>(false, true, 1, 8000, 1024, seed++);
   check_thread_invariance<float>(true, false, 3, 5000, 300, seed++);
   check_thread_invariance<float>(true, false, 600, 5000, 2, seed++);
+  // A skinny product with B stored (N, K) computes columns four at a time: a column computed alone
+  // (where a task boundary would leave it) has the same bits as inside its group of four.
+  for (int64_t M : {1, 2, 4})
+    for (int64_t K : {7, 260}) {
+      SCOPED_TRACE("column alone M=" + std::to_string(M) + " K=" + std::to_string(K));
+      std::mt19937 rng(seed++);
+      const int64_t N = 13;
+      auto A = random_vector<float>(size_t(M * K), rng);
+      auto B = random_vector<float>(size_t(N * K), rng);
+      std::vector<float> whole(size_t(M * N)), alone(size_t(M * N));
+      gemm<float>(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, whole.data(), N);
+      for (int64_t n = 0; n < N; ++n)
+        gemm<float>(false, true, M, 1, K, 1.f, A.data(), K, B.data() + n * K, K, 0.f, alone.data() + n, N);
+      EXPECT_EQ(0, std::memcmp(whole.data(), alone.data(), whole.size() * sizeof(float)));
+    }
   // gemm_batched with many small entries (parallel over entries) against 1 thread.
   std::mt19937 rng(seed);
   const int64_t batch = 64, M = 16, N = 24, K = 40;
