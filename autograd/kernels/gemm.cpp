@@ -640,54 +640,25 @@ constexpr double kSkinnyParallelBytes = 256 * 1024;
 constexpr double kSkinnyTaskBytes = 64 * 1024;
 
 /// C[m, n] for n in [n0, n1) when B is stored (N, K): dot products of A's rows with B's rows.
-/// Four rows of B at a time: four independent FMA chains hide the FMA latency that one output's
-/// chain would wait on, and A's vector is loaded once for the four. Each output is still one chain
-/// over k followed by the same reduction, grouped or not, so where a task boundary falls (the thread
-/// count) changes no bit.
 template <class T>
 void skinny_dot(int64_t M, int64_t K, T alpha, const T* a, int64_t lda, const T* B, int64_t ldb, T beta, T* C,
                 int64_t ldc, int64_t n0, int64_t n1, const T* bias) {
   using V = xsimd::batch<T>;
   constexpr int64_t L = V::size;
-  constexpr int64_t G = 4;
-  const int64_t k_vec = K - K % L;
-  auto finish = [&](int64_t m, int64_t n, T dot) {
-    T& c = C[m * ldc + n];
-    c = alpha * dot + (bias ? bias[n] : beta == T(0) ? T(0) : beta * c);
-  };
-  int64_t n = n0;
-  for (; n + G <= n1; n += G) {
-    const T* b0 = B + n * ldb;
-    const T *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
-    for (int64_t m = 0; m < M; ++m) {
-      const T* am = a + m * lda;
-      V s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
-      for (int64_t k = 0; k < k_vec; k += L) {
-        const V av = V::load_unaligned(am + k);
-        s0 = xsimd::fma(av, V::load_unaligned(b0 + k), s0);
-        s1 = xsimd::fma(av, V::load_unaligned(b1 + k), s1);
-        s2 = xsimd::fma(av, V::load_unaligned(b2 + k), s2);
-        s3 = xsimd::fma(av, V::load_unaligned(b3 + k), s3);
-      }
-      T d0 = xsimd::hadd(s0), d1 = xsimd::hadd(s1), d2 = xsimd::hadd(s2), d3 = xsimd::hadd(s3);
-      for (int64_t k = k_vec; k < K; ++k) {
-        d0 += am[k] * b0[k];
-        d1 += am[k] * b1[k];
-        d2 += am[k] * b2[k];
-        d3 += am[k] * b3[k];
-      }
-      finish(m, n, d0), finish(m, n + 1, d1), finish(m, n + 2, d2), finish(m, n + 3, d3);
-    }
-  }
-  for (; n < n1; ++n) {
+  for (int64_t n = n0; n < n1; ++n) {
     const T* b = B + n * ldb;
     for (int64_t m = 0; m < M; ++m) {
       const T* am = a + m * lda;
-      V s(T(0));
-      for (int64_t k = 0; k < k_vec; k += L) s = xsimd::fma(V::load_unaligned(am + k), V::load_unaligned(b + k), s);
-      T d = xsimd::hadd(s);
-      for (int64_t k = k_vec; k < K; ++k) d += am[k] * b[k];
-      finish(m, n, d);
+      V acc0(T(0)), acc1(T(0));
+      int64_t k = 0;
+      for (; k + 2 * L <= K; k += 2 * L) {
+        acc0 = xsimd::fma(V::load_unaligned(am + k), V::load_unaligned(b + k), acc0);
+        acc1 = xsimd::fma(V::load_unaligned(am + k + L), V::load_unaligned(b + k + L), acc1);
+      }
+      T dot = xsimd::hadd(acc0 + acc1);
+      for (; k < K; ++k) dot += am[k] * b[k];
+      T& c = C[m * ldc + n];
+      c = alpha * dot + (bias ? bias[n] : beta == T(0) ? T(0) : beta * c);
     }
   }
 }

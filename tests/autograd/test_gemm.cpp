@@ -249,8 +249,8 @@ TEST(GemmTest, BitwiseIdenticalAcrossThreadCounts) {
   check_thread_invariance<float>(false, true, 1, 8000, 1024, seed++);
   check_thread_invariance<float>(true, false, 3, 5000, 300, seed++);
   check_thread_invariance<float>(true, false, 600, 5000, 2, seed++);
-  // A skinny product with B stored (N, K) computes columns four at a time: a column computed alone
-  // (where a task boundary would leave it) has the same bits as inside its group of four.
+  // A skinny product with B stored (N, K): a column computed alone (where a task boundary would
+  // leave it) has the same bits as inside the whole product, whatever the kernel groups.
   for (int64_t M : {1, 2, 4})
     for (int64_t K : {7, 260}) {
       SCOPED_TRACE("column alone M=" + std::to_string(M) + " K=" + std::to_string(K));
