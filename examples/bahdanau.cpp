@@ -383,6 +383,11 @@ int run_train(TrainArgs& a) {
       if (!given("lr-decay")) a.lr_decay = t.lr_decay;
       if (!given("lr-patience")) a.lr_patience = t.lr_patience;
       if (!given("validate-every")) a.validate_every = t.validate_every;
+      // The target too: a run stopped early (a time limit, a killed job) continues to the same end.
+      if (!given("epochs") && !given("steps")) {
+        if (t.notes.count("steps")) a.steps = note_value<std::int64_t>(t.notes, "steps", a.init_from);
+        else if (t.notes.count("epochs")) a.epochs = note_value<std::int64_t>(t.notes, "epochs", a.init_from);
+      }
     }
     if (a.out.empty()) a.out = a.init_from;
   } else {
@@ -446,6 +451,8 @@ int run_train(TrainArgs& a) {
   if (a.out.empty() && a.write_batches.empty() && lead) std::fprintf(stderr, "bahdanau: warning: no --out given, the trained model will not be saved\n");
 
   auto notes = a.data.notes();
+  if (a.steps > 0) notes["steps"] = std::to_string(a.steps);
+  else notes["epochs"] = std::to_string(a.epochs);
   std::optional<DevSet> dev;
   if (!a.dev.empty()) {
     dev = make_dev_set(a, subword ? &*subword : nullptr);
@@ -1147,10 +1154,14 @@ int main(int argc, char** argv) {
                             "the checkpoint's average, or starts one from its weights; --ema-decay 0 on a checkpoint "
                             "with an average continues from its raw weights and drops the average")
           ->check(CLI::Range(0.0, 1.0));
-  CLI::Option* epochs_opt = train_cmd->add_option("--epochs", ta.epochs, "Train until this many epochs in total")
+  CLI::Option* epochs_opt = train_cmd->add_option("--epochs", ta.epochs,
+                                                  "Train until this many epochs in total (with --init-from: the "
+                                                  "checkpoint's target unless --epochs or --steps is given)")
                                 ->check(kPositive)->capture_default_str();
   CLI::Option* steps_opt = train_cmd->add_option("--steps", ta.steps, "Train until this many optimizer steps in total")
                                ->check(kPositive);
+  ta.opts["epochs"] = epochs_opt;
+  ta.opts["steps"] = steps_opt;
   epochs_opt->excludes(steps_opt);
   ta.opts["clip"] = train_cmd->add_option("--clip", ta.clip, "Gradient-norm clipping (0 = off)")
                         ->check(kNonNegative)->capture_default_str();

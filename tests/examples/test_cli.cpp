@@ -215,6 +215,24 @@ TEST_F(Cli, ResumeWithNothingToDoSaysSoAndReportsTheCheckpointsLastLoss) {
   EXPECT_EQ(r.err.find("nan"), std::string::npos) << r.err;
 }
 
+// A run stopped before its target (here at the time limit after its first step) continues to the
+// same target when resumed without --epochs or --steps, not to the default 10 epochs.
+TEST_F(Cli, ResumeContinuesToTheCheckpointsTarget) {
+  const fs::path ck = dir() / "target";
+  const std::string task = "--task reverse --num-examples 100 --max-len 5 --num-steps 8 --embed-size 8 --num-hiddens 8 "
+                           "--batch-size 32 --seed 1 --quiet ";
+  CliRun r = run("train " + task + "--epochs 12 --max-minutes 0.000001 --out " + ck.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "training.json").find("\"step\": 1,"), std::string::npos) << read_file(ck / "training.json");
+  r = run("train --init-from " + ck.string() + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "training.json").find("\"epoch\": 12,"), std::string::npos) << read_file(ck / "training.json");
+  // A target given on the command line wins.
+  r = run("train --init-from " + ck.string() + " --epochs 13 --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "training.json").find("\"epoch\": 13,"), std::string::npos) << read_file(ck / "training.json");
+}
+
 // --ema-decay: the checkpoint holds the average (weights.npz) and the raw weights
 // (training_weights.npz); --init-from continues with it; --ema-decay 0 drops it; 1 is refused.
 TEST_F(Cli, EmaDecayIsSavedCarriedOverAndDropped) {
