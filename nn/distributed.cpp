@@ -17,6 +17,14 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 std::size_t elem_bytes(DType d) { return d == DType::f64 ? 8 : 4; }
 
+/// Bytes one rank sends in a rows exchange: its ids, then its rows, for max_rows rows, rounded up
+/// to 8 so that every rank's part of the gathered buffer starts aligned for its int64 ids and its
+/// values (an odd number of float columns would otherwise misalign the next rank's part).
+std::size_t rows_payload(std::size_t max_rows, std::size_t cols, DType d) {
+  const std::size_t bytes = max_rows * (sizeof(std::int64_t) + cols * elem_bytes(d));
+  return (bytes + 7) / 8 * 8;
+}
+
 /// Calls f(T*) with T the element type of `d` (f32 or f64).
 template <class F> void with_type(DType d, F&& f) {
   if (d == DType::f64) f(static_cast<double*>(nullptr));
@@ -160,8 +168,7 @@ void DistributedDataParallel::reduce_chunk(std::size_t k) {
     // Phase 2 of rows: every rank's ids and rows, padded to the largest count.
     b.max_rows = static_cast<std::size_t>(*std::max_element(b.counts.begin(), b.counts.end()));
     const Param& p = params_[b.params[0]];
-    const std::size_t row_bytes = static_cast<std::size_t>(p.tensor.size(1)) * elem_bytes(b.dtype);
-    const std::size_t payload = b.max_rows * (sizeof(std::int64_t) + row_bytes);
+    const std::size_t payload = rows_payload(b.max_rows, static_cast<std::size_t>(p.tensor.size(1)), b.dtype);
     b.rows_send.assign(payload, 0);
     std::memcpy(b.rows_send.data(), b.row_ids.data(), b.row_ids.size() * sizeof(std::int64_t));
     std::memcpy(b.rows_send.data() + b.max_rows * sizeof(std::int64_t), b.row_values.data(), b.row_values.size());
@@ -392,7 +399,7 @@ void DistributedDataParallel::finish_sparse(std::size_t k, double divisor) {
   Param& p = params_[b.params[0]];
   const auto world = static_cast<std::size_t>(dist::world_size());
   const std::size_t cols = static_cast<std::size_t>(p.tensor.size(1));
-  const std::size_t payload = b.max_rows * (sizeof(std::int64_t) + cols * elem_bytes(b.dtype));
+  const std::size_t payload = rows_payload(b.max_rows, cols, b.dtype);
   // (row, rank, slot) of every rank's rows, by row then rank.
   struct Entry { std::int64_t row; std::size_t rank, slot; };
   std::vector<Entry> entries;
