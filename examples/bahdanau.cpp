@@ -385,8 +385,14 @@ int run_train(TrainArgs& a) {
       if (!given("validate-every")) a.validate_every = t.validate_every;
       // The target too: a run stopped early (a time limit, a killed job) continues to the same end.
       if (!given("epochs") && !given("steps")) {
-        if (t.notes.count("steps")) a.steps = note_value<std::int64_t>(t.notes, "steps", a.init_from);
-        else if (t.notes.count("epochs")) a.epochs = note_value<std::int64_t>(t.notes, "epochs", a.init_from);
+        const char* key = t.notes.count("steps") ? "steps" : t.notes.count("epochs") ? "epochs" : nullptr;
+        if (key) {
+          const auto target = note_value<std::int64_t>(t.notes, key, a.init_from);
+          if (target < 1)
+            throw UsageError(a.init_from + "/training.json: note '" + key + "' = " + std::to_string(target) +
+                             " is not a target (must be >= 1)");
+          (key == std::string("steps") ? a.steps : a.epochs) = target;
+        }
       }
     }
     if (a.out.empty()) a.out = a.init_from;

@@ -232,6 +232,20 @@ TEST_F(Cli, ResumeContinuesToTheCheckpointsTarget) {
   r = run("train --init-from " + ck.string() + " --epochs 13 --quiet");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(read_file(ck / "training.json").find("\"epoch\": 13,"), std::string::npos) << read_file(ck / "training.json");
+  // A crafted target note is refused with the file and the note named.
+  fs::remove(ck / "manifest.json");  // an older checkpoint: its files get only their own checks
+  const std::string state = read_file(ck / "training.json");
+  const std::size_t at = state.find("\"epochs\": \"13\"");
+  ASSERT_NE(at, std::string::npos) << state;
+  for (const auto& [value, message] : {std::pair<std::string, std::string>{"-5", "note 'epochs' = -5 is not a target (must be >= 1)"},
+                                       {"x", "note 'epochs' = 'x' is not a whole number"}}) {
+    std::string crafted = state;
+    crafted.replace(at, 14, "\"epochs\": \"" + value + "\"");
+    std::ofstream(ck / "training.json", std::ios::trunc) << crafted;
+    r = run("train --init-from " + ck.string() + " --quiet");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("training.json: " + message), std::string::npos) << r.err;
+  }
 }
 
 // --ema-decay: the checkpoint holds the average (weights.npz) and the raw weights
