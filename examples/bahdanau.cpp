@@ -385,13 +385,14 @@ int run_train(TrainArgs& a) {
       if (!given("validate-every")) a.validate_every = t.validate_every;
       // The target too: a run stopped early (a time limit, a killed job) continues to the same end.
       if (!given("epochs") && !given("steps")) {
-        const char* key = t.notes.count("steps") ? "steps" : t.notes.count("epochs") ? "epochs" : nullptr;
-        if (key) {
+        const bool by_steps = t.notes.count("steps") > 0;
+        const char* key = by_steps ? "steps" : "epochs";
+        if (t.notes.count(key)) {
           const auto target = note_value<std::int64_t>(t.notes, key, a.init_from);
           if (target < 1)
             throw UsageError(a.init_from + "/training.json: note '" + key + "' = " + std::to_string(target) +
                              " is not a target (must be >= 1)");
-          (key == std::string("steps") ? a.steps : a.epochs) = target;
+          (by_steps ? a.steps : a.epochs) = target;
         }
       }
     }

@@ -215,13 +215,15 @@ TEST_F(Cli, ResumeWithNothingToDoSaysSoAndReportsTheCheckpointsLastLoss) {
   EXPECT_EQ(r.err.find("nan"), std::string::npos) << r.err;
 }
 
+// A tiny model on a built-in task, for the resume tests below (append the target and --out).
+const std::string kTinyTask = "--task reverse --num-examples 100 --max-len 5 --num-steps 8 --embed-size 8 "
+                              "--num-hiddens 8 --batch-size 32 --seed 1 --quiet ";
+
 // A run stopped before its target (here by a time limit of 60 microseconds) continues to the
 // same target when resumed without --epochs or --steps, not to the default 10 epochs.
 TEST_F(Cli, ResumeContinuesToTheCheckpointsTarget) {
   const fs::path ck = dir() / "target";
-  const std::string task = "--task reverse --num-examples 100 --max-len 5 --num-steps 8 --embed-size 8 --num-hiddens 8 "
-                           "--batch-size 32 --seed 1 --quiet ";
-  CliRun r = run("train " + task + "--epochs 12 --max-minutes 0.000001 --out " + ck.string());
+  CliRun r = run("train " + kTinyTask + "--epochs 12 --max-minutes 0.000001 --out " + ck.string());
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_NE(r.err.find("stopped at the time limit"), std::string::npos) << r.err;
   ASSERT_EQ(read_file(ck / "training.json").find("\"epoch\": 12,"), std::string::npos) << read_file(ck / "training.json");
@@ -252,9 +254,7 @@ TEST_F(Cli, ResumeContinuesToTheCheckpointsTarget) {
 // (training_weights.npz); --init-from continues with it; --ema-decay 0 drops it; 1 is refused.
 TEST_F(Cli, EmaDecayIsSavedCarriedOverAndDropped) {
   const fs::path ck = dir() / "ema";
-  const std::string task = "--task reverse --num-examples 100 --max-len 5 --num-steps 8 --embed-size 8 --num-hiddens 8 "
-                           "--batch-size 32 --seed 1 --quiet ";
-  CliRun r = run("train " + task + "--steps 3 --ema-decay 0.9 --out " + ck.string());
+  CliRun r = run("train " + kTinyTask + "--steps 3 --ema-decay 0.9 --out " + ck.string());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::exists(ck / "training_weights.npz"));
   EXPECT_NE(read_file(ck / "training.json").find("\"ema_decay\": 0.9"), std::string::npos);
@@ -268,7 +268,7 @@ TEST_F(Cli, EmaDecayIsSavedCarriedOverAndDropped) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(fs::exists(ck / "training_weights.npz"));
   EXPECT_NE(read_file(ck / "training.json").find("\"ema_decay\": 0.0"), std::string::npos);
-  r = run("train " + task + "--steps 1 --ema-decay 1");
+  r = run("train " + kTinyTask + "--steps 1 --ema-decay 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("ema_decay = 1 must be 0 (off) or in (0, 1)"), std::string::npos) << r.err;
 }
