@@ -1127,7 +1127,9 @@ int main(int argc, char** argv) {
                              ->check(kWidth)->capture_default_str();
   ta.opts["norm-first"] = train_cmd->add_flag("--norm-first", ta.norm_first, "transformer: pre-LN (default post-LN)");
   ta.opts["tie-embeddings"] =
-      train_cmd->add_flag("--tie-embeddings", ta.tie_embeddings, "transformer: output projection = target embedding");
+      train_cmd->add_flag("--tie-embeddings", ta.tie_embeddings,
+                          "output projection = target embedding (transformer; rnnsearch and rnnencdec with a maxout "
+                          "readout of embed-size units, e.g. --num-hiddens 2 x --embed-size)");
   ta.opts["min-freq"] = train_cmd->add_option("--min-freq", ta.data.min_freq,
                                               "Tokens seen fewer times become <unk> (--subword: default 1)")
                             ->check(kNonNegative)->capture_default_str();

@@ -155,6 +155,9 @@ const ModelSpec& d2l_model_spec() {
             if (c.embedding_dropout != 0 || c.readout_dropout != 0)
               throw std::invalid_argument("embedding_dropout and readout_dropout apply to rnnsearch and rnnencdec only "
                                           "(d2l's dropout is on its GRU layers and attention)");
+            if (c.tie_embeddings)
+              throw std::invalid_argument("tie_embeddings applies to rnnsearch, rnnencdec and transformer only (d2l's "
+                                          "output layer reads its GRU state, not an embedding)");
           },
       .default_num_layers = 2,
       .num_parameters =

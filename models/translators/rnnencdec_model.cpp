@@ -43,7 +43,7 @@ class ContextDecoder : public nn::Module {
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
     rnn = register_module("rnn", std::make_shared<nn::GRUCell>(E + H, H, gen));
     readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, 2 * H + E, maxout_units_of(c), c.tgt_vocab,
-                                           gen, c.readout_dropout, dropout_gen);
+                                           gen, c.readout_dropout, dropout_gen, c.tie_embeddings ? embedding : nullptr);
   }
   std::string name() const override { return "RNNencdecDecoder"; }
   std::shared_ptr<nn::Linear> init;
@@ -129,6 +129,7 @@ const ModelSpec& rnnencdec_model_spec() {
             if (c.num_layers != 1)
               throw std::invalid_argument("rnnencdec has one recurrent layer, as in the paper (num_layers must be 1)");
             if (c.ablation != Ablation::none) throw std::invalid_argument("ablations apply to rnnsearch only");
+            if (c.tie_embeddings) DeepOutput::check_tie(c.readout == Readout::maxout, maxout_units_of(c), c.embed_size);
           },
       .default_num_layers = 1,
       .num_parameters =
@@ -137,7 +138,7 @@ const ModelSpec& rnnencdec_model_spec() {
             ParameterCount n;
             n.embedding(c.src_vocab, E).gru(E, H, 1, 1).linear(H, H, false);  // encoder
             n.linear(H, H, false).embedding(c.tgt_vocab, E).gru_cell(E + H, H);  // decoder
-            DeepOutput::count(n, c.readout == Readout::maxout, 2 * H + E, maxout_units_of(c), c.tgt_vocab);
+            DeepOutput::count(n, c.readout == Readout::maxout, 2 * H + E, maxout_units_of(c), c.tgt_vocab, c.tie_embeddings);
             return n.total();
           },
   };

@@ -7,8 +7,9 @@
 //   p(y_i) from (s_i, E y_{i-1}, c_i) through the maxout deep output (or a linear readout)
 // Dropout (training only): config.dropout on the attention weights; embedding_dropout on E x_j and
 // E y_{i-1}; readout_dropout on the output layer's input. The last two are not in the paper.
+// tie_embeddings: W_o = the target embedding E (readout.h).
 // Parameter names: encoder.{embedding,rnn}, decoder.{init,attention.{W_k,W_q,w_v},embedding,rnn,
-// maxout,dense}; the attention's W_k is U_a, W_q is W_a, w_v is v_a.
+// maxout,dense (not when tied)}; the attention's W_k is U_a, W_q is W_a, w_v is v_a.
 //
 // Ablations (config.ablation) cut one information path of the decoder at a time:
 //   zero_init          s_0 = 0 (no encoder-to-decoder state path)
@@ -79,7 +80,8 @@ class RnnSearchDecoder : public nn::Module {
     embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
     rnn = register_module("rnn", std::make_shared<nn::GRUCell>(rnn_input_size(c), H, gen));
     readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, readout_input_size(c), maxout_units_of(c),
-                                           c.tgt_vocab, gen, c.readout_dropout, dropout_gen);
+                                           c.tgt_vocab, gen, c.readout_dropout, dropout_gen,
+                                           c.tie_embeddings ? embedding : nullptr);
   }
   std::string name() const override { return "RNNsearchDecoder"; }
 
@@ -209,6 +211,7 @@ const ModelSpec& rnnsearch_model_spec() {
           [](const ModelConfig& c) {
             if (c.num_layers != 1)
               throw std::invalid_argument("rnnsearch has one recurrent layer, as in the paper (num_layers must be 1)");
+            if (c.tie_embeddings) DeepOutput::check_tie(c.readout == Readout::maxout, maxout_units_of(c), c.embed_size);
           },
       .default_num_layers = 1,
       .num_parameters =
@@ -220,7 +223,8 @@ const ModelSpec& rnnsearch_model_spec() {
             if (c.attention == AttentionScore::additive) n.additive_attention(D, H, H);
             else n.linear(D, H, false);                                        // key_proj
             n.embedding(c.tgt_vocab, E).gru_cell(rnn_input_size(c), H);
-            DeepOutput::count(n, c.readout == Readout::maxout, readout_input_size(c), maxout_units_of(c), c.tgt_vocab);
+            DeepOutput::count(n, c.readout == Readout::maxout, readout_input_size(c), maxout_units_of(c), c.tgt_vocab,
+                              c.tie_embeddings);
             return n.total();
           },
   };

@@ -70,7 +70,8 @@ struct ModelConfig {
   // transformer (embed_size = d_model, num_hiddens = feed-forward width, num_layers = layers per stack)
   std::int64_t num_heads = 4;        ///< attention heads (embed_size must be a multiple)
   bool norm_first = false;           ///< pre-LN (LayerNorm before each block, final norms) or the paper's post-LN
-  bool tie_embeddings = false;       ///< the output projection is the target embedding (no separate dense)
+  bool tie_embeddings = false;       ///< the output projection is the target embedding (no separate dense);
+                                     ///< transformer, and rnnsearch/rnnencdec with maxout units = embed_size
   std::int64_t attention_layer = -1; ///< decoder layer whose cross-attention is reported (-1 = the last)
   std::int64_t attention_head = -1;  ///< that layer's head, or -1 = the mean over heads
 

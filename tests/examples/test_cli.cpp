@@ -215,6 +215,29 @@ TEST_F(Cli, ResumeWithNothingToDoSaysSoAndReportsTheCheckpointsLastLoss) {
   EXPECT_EQ(r.err.find("nan"), std::string::npos) << r.err;
 }
 
+// --tie-embeddings on rnnsearch: trained, saved without decoder.dense, translated and resumed; where
+// the shapes do not allow it, a one-line error (not a silently untied model).
+TEST_F(Cli, RnnSearchTiedEmbeddingsTrainTranslateAndResume) {
+  const fs::path ck = dir() / "tied";
+  const std::string task = "train --task reverse --num-examples 100 --max-len 5 --num-steps 8 --model rnnsearch "
+                           "--embed-size 8 --batch-size 32 --seed 1 --quiet --tie-embeddings ";
+  CliRun r = run(task + "--num-hiddens 16 --steps 3 --out " + ck.string());  // maxout units 16 / 2 = 8
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "config.json").find("\"tie_embeddings\": true"), std::string::npos);
+  EXPECT_EQ(read_file(ck / "weights.npz").find("decoder.dense"), std::string::npos);
+  EXPECT_NE(read_file(ck / "weights.npz").find("decoder.embedding.weight"), std::string::npos);
+  r = run("translate --model " + ck.string() + " 'a b c'");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(lines(r.out).size(), 1u) << r.out;
+  r = run("train --init-from " + ck.string() + " --steps 5 --quiet");
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run(task + "--num-hiddens 10 --steps 1 --out " + (dir() / "untieable").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("tie_embeddings needs maxout_units = embed_size"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("got maxout units 5 and embed_size 8"), std::string::npos) << r.err;
+}
+
 // A tiny model on a built-in task, for the resume tests below (append the target and --out).
 const std::string kTinyTask = "--task reverse --num-examples 100 --max-len 5 --num-steps 8 --embed-size 8 "
                               "--num-hiddens 8 --batch-size 32 --seed 1 --quiet ";

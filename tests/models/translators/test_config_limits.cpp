@@ -177,6 +177,12 @@ TEST(ConfigLimits, ParameterCountMatchesTheBuiltModel) {
         configs.push_back(c);
       }
     }
+    if (spec->name == "rnnsearch" || spec->name == "rnnencdec") {
+      c = configs.front();
+      c.maxout_units = c.embed_size;
+      c.tie_embeddings = true;
+      configs.push_back(c);
+    }
     if (spec->name == "transformer") {
       for (const bool norm_first : {false, true})
         for (const bool tie : {false, true}) {

@@ -124,6 +124,62 @@ TEST(Seq2Seq, ConfigErrorsNameTheField) {
   }
 }
 
+// tie_embeddings: the target embedding is the vocabulary projection (no decoder.dense), and only
+// where the shapes allow it; the models without a tie refuse it instead of ignoring it.
+TEST(Seq2Seq, TiedEmbeddingsReplaceTheOutputProjection) {
+  for (const char* name : {"rnnsearch", "rnnencdec"}) {
+    SCOPED_TRACE(name);
+    ModelConfig c = tiny(name);
+    c.maxout_units = c.embed_size;
+    Generator gen(2);
+    const std::int64_t untied = make_model(c, gen)->num_parameters();
+    c.tie_embeddings = true;
+    auto model = make_model(c, gen);
+    EXPECT_EQ(model->num_parameters(), untied - c.tgt_vocab * (c.embed_size + 1));  // W_o and its bias
+    for (const auto& [param, t] : model->named_parameters()) EXPECT_EQ(param.find("decoder.dense"), std::string::npos);
+    // Drawn as the untied projection: U(-1/sqrt(3), 1/sqrt(3)).
+    Tensor table = model->parameter("decoder.embedding.weight");
+    for (std::int64_t i = 0; i < table.numel(); ++i) EXPECT_LE(std::abs(table.data<float>()[i]), 1 / std::sqrt(3.0));
+    // The projection reads the table: a change of one row changes only that token's logits.
+    Batch b;
+    const Tensor dec_in = teacher_forcing_input(b.tgt, 2);
+    const Tensor before = model->forward(b.src, b.src_len, dec_in);
+    {
+      NoGradGuard no_grad;
+      table.data<float>()[5 * c.embed_size] += 1.0f;  // row 5, not an input of dec_in's first step
+    }
+    const Tensor after = model->forward(b.src, b.src_len, dec_in);
+    for (std::int64_t v = 0; v < c.tgt_vocab; ++v) {
+      const float d = after.data<float>()[v] - before.data<float>()[v];  // batch 0, step 0, token v
+      if (v == 5) EXPECT_NE(d, 0.0f);
+      else EXPECT_EQ(d, 0.0f) << v;
+    }
+  }
+  auto error = [](ModelConfig c) {
+    Generator gen(0);
+    try {
+      make_model(c, gen);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  ModelConfig c = tiny("rnnsearch");
+  c.tie_embeddings = true;  // maxout units 2 (num_hiddens / 2), embed_size 3
+  EXPECT_EQ(error(c), "model config: tie_embeddings needs maxout_units = embed_size (the target embedding is the output "
+                      "projection), got maxout units 2 and embed_size 3");
+  c.readout = Readout::linear;
+  EXPECT_EQ(error(c), "model config: tie_embeddings needs the maxout readout (the linear readout's input is [s_i; E "
+                      "y_{i-1}; c_i], not an embedding)");
+  c = tiny("rnnencdec");
+  c.tie_embeddings = true;
+  EXPECT_NE(error(c).find("tie_embeddings needs maxout_units = embed_size"), std::string::npos) << error(c);
+  c = tiny("d2l");
+  c.tie_embeddings = true;
+  EXPECT_NE(error(c).find("tie_embeddings applies to rnnsearch, rnnencdec and transformer only"), std::string::npos)
+      << error(c);
+}
+
 TEST(Seq2Seq, RegistryDrivesNamesAndFactories) {
   ASSERT_EQ(model_names(), (std::vector<std::string>{"d2l", "rnnsearch", "rnnencdec", "transformer"}));
   for (const ModelSpec* spec : model_registry()) {
@@ -147,10 +203,12 @@ TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
   const auto& [model_name, readout, variant] = GetParam();
   ModelConfig c = tiny(model_name);
   c.readout = parse_option<Readout>(readout, "readout");
-  const bool compact = variant == "compact";
+  const bool compact = variant == "compact" || variant == "tied_compact";
+  const bool tied = variant == "tied" || variant == "tied_compact";
+  if (tied) c.tie_embeddings = true, c.maxout_units = c.embed_size;
   if (variant == "dot" || variant == "scaled_dot") c.attention = parse_option<AttentionScore>(variant, "attention");
   else if (compact) c.src_vocab = 30, c.tgt_vocab = 40;  // large enough for compact forms to be smaller
-  else if (variant != "none") c.ablation = parse_option<Ablation>(variant, "ablation");
+  else if (variant != "none" && !tied) c.ablation = parse_option<Ablation>(variant, "ablation");
   Generator gen(3);
   auto model = make_model(c, gen);
   model->to(DType::f64);
@@ -178,11 +236,12 @@ TEST_P(ModelGradcheck, LossGradientMatchesFiniteDifferences) {
     bind_parameters(*model, inputs, 0);
     model->zero_grad();
     model->loss(b.src, b.src_len, dec_in, b.tgt, b.tgt_len).backward();
-    for (const char* name : {"encoder.embedding.weight", "decoder.embedding.weight"})
-      EXPECT_NE(model->parameter(name).compact_grad(), nullptr) << name;
+    EXPECT_NE(model->parameter("encoder.embedding.weight").compact_grad(), nullptr);
+    // Tied, the target table has two gradients (lookup rows and the projection's), so it is dense.
+    EXPECT_EQ(model->parameter("decoder.embedding.weight").compact_grad() == nullptr, tied);
     // rnnsearch's readout runs at the 7 valid positions only: 7 x (15 + 40) < 15 x 40. (d2l's runs
     // at all 12 positions of its 4-unit state, where the pair would not be smaller.)
-    if (model_name == "rnnsearch") {
+    if (model_name == "rnnsearch" && !tied) {
       ASSERT_NE(model->parameter("decoder.dense.weight").compact_grad(), nullptr);
       EXPECT_STREQ(model->parameter("decoder.dense.weight").compact_grad()->kind(), "low_rank");
     }
@@ -232,7 +291,9 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple("rnnsearch", "maxout", "no_prev_token"),
                       std::make_tuple("rnnsearch", "maxout", "recurrence_only"),
                       std::make_tuple("rnnencdec", "maxout", "none"), std::make_tuple("rnnencdec", "linear", "none"),
-                      std::make_tuple("rnnsearch", "linear", "compact"), std::make_tuple("d2l", "linear", "compact")),
+                      std::make_tuple("rnnsearch", "linear", "compact"), std::make_tuple("d2l", "linear", "compact"),
+                      std::make_tuple("rnnsearch", "maxout", "tied"), std::make_tuple("rnnencdec", "maxout", "tied"),
+                      std::make_tuple("rnnsearch", "maxout", "tied_compact")),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" + std::get<2>(info.param);
     });
