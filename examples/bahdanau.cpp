@@ -1101,9 +1101,11 @@ int main(int argc, char** argv) {
                          ->check(CLI::IsMember(model_names()))->capture_default_str();
   ta.opts["embed-size"] = train_cmd->add_option("--embed-size", ta.embed_size, "Embedding size")
                               ->check(kWidth)->capture_default_str();
-  ta.opts["num-hiddens"] = train_cmd->add_option("--num-hiddens", ta.num_hiddens, "Recurrent state size")
+  ta.opts["num-hiddens"] = train_cmd->add_option("--num-hiddens", ta.num_hiddens, "Recurrent state size (transformer: feed-forward width)")
                                ->check(kWidth)->capture_default_str();
-  ta.opts["num-layers"] = train_cmd->add_option("--num-layers", ta.num_layers, "GRU layers (d2l; the others have 1)")
+  ta.opts["num-layers"] = train_cmd->add_option("--num-layers", ta.num_layers,
+                                                 "d2l: GRU layers; transformer: encoder and decoder layers (2 for both "
+                                                 "when not given); rnnsearch and rnnencdec have 1")
                               ->check(int_range(1, limits::kMaxLayers))->capture_default_str();
   ta.opts["dropout"] = train_cmd->add_option("--dropout", ta.dropout, "Dropout probability (d2l: GRU layers and attention; rnnsearch: attention weights; transformer: every sublayer and the embeddings)")
                            ->check(CLI::Range(0.0, 0.999))->capture_default_str();

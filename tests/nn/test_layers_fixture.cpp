@@ -2,7 +2,7 @@
 // Sequential of Linear, LayerNorm and every activation module, loaded from torch's state_dict keys,
 // and a LayerNorm over two dimensions. PyTorch is not needed to run this test.
 //
-// Tolerance as tests/nn/test_torch_fixture.cpp: |ours - torch| <= 1e-5 + 1e-5 |torch| per element
+// Tolerance as tests/nn/test_torch_fixture.cpp: |ours - torch| <= 1e-12 + 1e-12 |torch| per element
 // (both sides compute in float64; each test prints its maximum absolute error).
 #include <gtest/gtest.h>
 
@@ -34,7 +34,7 @@ using tg::Generator;
 using tg::Tensor;
 using tg::nn::NamedTensors;
 
-constexpr double kTol = 1e-5;
+constexpr double kTol = 1e-12;
 
 class LayersFixture : public ::testing::Test {
  protected:
