@@ -64,6 +64,7 @@ TEST(DoubleBackward, UnaryElementwise) {
       {"reciprocal", [](const Tensor& x) { return reciprocal(x); }, 0.5, 2},
       {"clamp", [](const Tensor& x) { return clamp(x, -0.5, 0.5) * x; }, -2, 2},
       {"clamp_min", [](const Tensor& x) { return clamp_min(x, 0.2) * x; }, -2, 2},
+      {"clamp_max", [](const Tensor& x) { return clamp_max(x, 0.3) * x; }, -2, 2},
       {"clone", [](const Tensor& x) { return x.clone() * x; }, -2, 2},
   };
   for (const UnaryCase& c : cases) {
@@ -120,13 +121,16 @@ TEST(DoubleBackward, ScalarForms) {
 
 TEST(DoubleBackward, WhereAndMaskedFill) {
   Generator gen(7);
-  const Tensor cond = i64({1, 0, 0, 1}, {4});  // broadcast over rows
   const Tensor a = rand64({3, 4}, gen), b = rand64({4}, gen);
-  EXPECT_GRADGRADCHECK(
-      [cond](const std::vector<Tensor>& in) { return where(cond, in[0] * in[0], tanh(in[1])) * in[1]; }, {a, b});
-  const Tensor mask = i64({0, 1, 1}, {3, 1});
-  EXPECT_GRADGRADCHECK([mask](const std::vector<Tensor>& in) { return masked_fill(in[0] * in[0], mask, -2.0) * in[0]; },
-                       {a});
+  for (const DType mask_dtype : {DType::i64, DType::b8}) {  // conditions and masks: bool (PyTorch's) or i64
+    SCOPED_TRACE(dtype_name(mask_dtype));
+    const Tensor cond = Tensor::from_values({1, 0, 0, 1}, {4}, mask_dtype);  // broadcast over rows
+    EXPECT_GRADGRADCHECK(
+        [cond](const std::vector<Tensor>& in) { return where(cond, in[0] * in[0], tanh(in[1])) * in[1]; }, {a, b});
+    const Tensor mask = Tensor::from_values({0, 1, 1}, {3, 1}, mask_dtype);
+    EXPECT_GRADGRADCHECK(
+        [mask](const std::vector<Tensor>& in) { return masked_fill(in[0] * in[0], mask, -2.0) * in[0]; }, {a});
+  }
 }
 
 TEST(DoubleBackward, MatmulAndLinear) {
@@ -139,6 +143,10 @@ TEST(DoubleBackward, MatmulAndLinear) {
                        {rand64({2, 1, 3, 4}, gen), rand64({3, 4, 2}, gen)});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); },  // vectors
                        {rand64({4}, gen), rand64({4, 3}, gen)});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return square(matmul(in[0], in[1])); },  // matrix x vector
+                       {rand64({3, 4}, gen), rand64({4}, gen)});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return square(matmul(in[0], in[1])); },  // dot product
+                       {rand64({4}, gen), rand64({4}, gen)});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); },  // shared left matrix
                        {rand64({3, 4}, gen), rand64({2, 4, 2}, gen)});
   EXPECT_GRADGRADCHECK(  // transposed operands read through GEMM flags
@@ -164,8 +172,11 @@ TEST(DoubleBackward, Reductions) {
       {"std", [](const std::vector<Tensor>& in) { return tg::std(in[0], {0}); }},
       {"logsumexp", [](const std::vector<Tensor>& in) { return logsumexp(in[0], {1}); }},
       {"amax", [](const std::vector<Tensor>& in) { return amax(in[0] * in[0], {1}); }},
+      {"amin", [](const std::vector<Tensor>& in) { return amin(in[0] * in[0], {0}); }},
       {"min", [](const std::vector<Tensor>& in) { return min(in[0] * in[0]); }},
+      {"max", [](const std::vector<Tensor>& in) { return max(in[0] * in[0]); }},
       {"max dim", [](const std::vector<Tensor>& in) { return std::get<0>(max(in[0] * in[0], 0)); }},
+      {"min dim", [](const std::vector<Tensor>& in) { return std::get<0>(min(in[0] * in[0], 1, true)); }},
       {"topk", [](const std::vector<Tensor>& in) { return std::get<0>(topk(in[0] * in[0], 2, 1)); }},
       {"sort", [](const std::vector<Tensor>& in) { return std::get<0>(sort(in[0] * in[0], 1)); }},
       {"norm 2", [](const std::vector<Tensor>& in) { return norm(in[0], 2.0, {1}); }},
@@ -192,6 +203,9 @@ TEST(DoubleBackward, ShapeAndIndexOps) {
   const Tensor gidx = i64({0, 2, 1, 1, 3, 0}, {3, 2});
   const std::vector<std::pair<const char*, Fn>> fns = {
       {"reshape", [](const std::vector<Tensor>& in) { return reshape(in[0], {4, 3}) * reshape(in[0], {4, 3}); }},
+      {"view", [](const std::vector<Tensor>& in) { return square(view(in[0], {2, 6})); }},
+      {"flatten", [](const std::vector<Tensor>& in) { return square(flatten(unsqueeze(in[0], 0), 1)); }},
+      {"broadcast_to", [](const std::vector<Tensor>& in) { return square(broadcast_to(in[0], {2, 3, 4})) * in[1]; }},
       {"transpose", [](const std::vector<Tensor>& in) { return transpose(in[0], 0, 1) * transpose(in[0], 0, 1); }},
       {"permute", [](const std::vector<Tensor>& in) { return square(permute(unsqueeze(in[0], 0), {2, 0, 1})); }},
       {"squeeze", [](const std::vector<Tensor>& in) { return square(squeeze(unsqueeze(in[0], 1), 1)); }},
@@ -200,6 +214,11 @@ TEST(DoubleBackward, ShapeAndIndexOps) {
       {"concat", [](const std::vector<Tensor>& in) { return square(concat({in[0], in[2]}, 0)); }},
       {"stack", [](const std::vector<Tensor>& in) { return stack({in[0], in[1]}, 1) * stack({in[1], in[0]}, 1); }},
       {"split", [](const std::vector<Tensor>& in) { auto p = split(in[0], 1, 0); return p[0] * p[2]; }},
+      {"split sizes", [](const std::vector<Tensor>& in) { auto p = split(in[0], {1, 3}, 1); return p[1] * p[1] * p[0]; }},
+      {"split_with_sizes", [](const std::vector<Tensor>& in) {
+         auto p = split_with_sizes(in[0], {2, 1}, 0);
+         return square(p[0]) * p[1];
+       }},
       {"chunk axis 1", [](const std::vector<Tensor>& in) { auto p = chunk(in[0], 2, 1); return p[0] * p[1]; }},
       {"unbind", [](const std::vector<Tensor>& in) { auto p = unbind(in[0], 1); return p[0] * p[3]; }},
       {"expand", [](const std::vector<Tensor>& in) { return square(expand(narrow(in[0], 0, 0, 1), {3, 4})) * in[0]; }},
@@ -259,6 +278,10 @@ TEST(DoubleBackward, Attention) {
   EXPECT_GRADGRADCHECK(
       [mask](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2], mask); },
       {q, k, v});
+  const Tensor additive = rand64({3, 5}, gen, -1, 1);  // a floating mask is added to the scores
+  EXPECT_GRADGRADCHECK(
+      [additive](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2], additive); },
+      {q, k, v});
   const Tensor kc = rand64({2, 3, 4}, gen), vc = rand64({2, 3, 3}, gen);
   EXPECT_GRADGRADCHECK(
       [](const std::vector<Tensor>& in) {
@@ -278,6 +301,29 @@ TEST(DoubleBackward, FusedLayerNormAndRmsNorm) {
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return layer_norm(in[0], Shape{4}); }, {x});
   EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return rms_norm(in[0], Shape{4}, in[1], 1e-6); },
                        {x, rand64({4}, gen)});
+}
+
+// The public composites themselves (what the fused ops are tested against).
+TEST(DoubleBackward, ComposedNormsAndAttention) {
+  Generator gen(23);
+  const Tensor x = rand64({3, 2, 4}, gen), w = rand64({2, 4}, gen), b = rand64({2, 4}, gen);
+  EXPECT_GRADGRADCHECK(
+      [](const std::vector<Tensor>& in) { return layer_norm_composed(in[0], Shape{2, 4}, in[1], in[2]); }, {x, w, b});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return rms_norm_composed(in[0], Shape{4}, in[1], 1e-6); },
+                       {x, rand64({4}, gen)});
+  const Tensor q = rand64({2, 3, 4}, gen), k = rand64({2, 5, 4}, gen), v = rand64({2, 5, 3}, gen);
+  const Tensor mask = Tensor::from_values({1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 0, 0, 1, 1}, {3, 5}, DType::b8);
+  EXPECT_GRADGRADCHECK(
+      [mask](const std::vector<Tensor>& in) {
+        return scaled_dot_product_attention_composed(in[0], in[1], in[2], mask);
+      },
+      {q, k, v});
+  EXPECT_GRADGRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        Generator drop(4);  // the same mask at every call
+        return scaled_dot_product_attention_composed(in[0], in[1], in[2], Tensor(), 0.3, /*is_causal=*/true, 0.0, &drop);
+      },
+      {q, rand64({2, 3, 4}, gen), rand64({2, 3, 3}, gen)});
 }
 
 // With dropout the differentiable backward rebuilds the forward's mask from its seed: its first

@@ -171,6 +171,12 @@ TEST(IndexOps, MaskedFill) {
   Tensor m3 = Tensor::from_vector(I{1, 0, 0, 1}, {2, 1, 2});
   EXPECT_TRUE(passes_gradcheck([m3](const std::vector<Tensor>& v) { return masked_fill(v[0], m3, 3.5); },
                                {rand64({2, 3, 2}, gen)}));
+  // A bool mask, as PyTorch's.
+  const Tensor b3 = Tensor::from_values({1, 0, 0, 1}, {2, 1, 2}, DType::b8);
+  EXPECT_TRUE(passes_gradcheck([b3](const std::vector<Tensor>& v) { return masked_fill(v[0], b3, 3.5); },
+                               {rand64({2, 3, 2}, gen)}));
+  EXPECT_TRUE(passes_gradcheck([b3](const std::vector<Tensor>& v) { return where(b3, v[0], v[1]); },
+                               {rand64({2, 3, 2}, gen), rand64({3, 1}, gen)}));
 }
 
 // ---- dropout -------------------------------------------------------------------------------------
@@ -268,7 +274,9 @@ TEST(IndexOps, DropoutKeepsNoMaskAndHasTheSameBitsOnAnyThreadCount) {
   const F xv = x.detach().to_vector<float>(), wv = w.to_vector<float>();
   for (std::int64_t i = 0; i < n; ++i) {
     const bool dropped = y1[i] == 0.0f;
-    if (!dropped) ASSERT_EQ(y1[i], xv[i] * static_cast<float>(1.0 / 0.75)) << i;
+    if (!dropped) {
+      ASSERT_EQ(y1[i], xv[i] * static_cast<float>(1.0 / 0.75)) << i;
+    }
     ASSERT_EQ(g1[i], dropped ? 0.0f * wv[i] : wv[i] * static_cast<float>(1.0 / 0.75)) << i;
   }
 }

@@ -136,6 +136,16 @@ TEST(RmsNormOp, Gradcheck) {
   EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return tg::rms_norm(in[0], {13}, in[1]); }, {x13, w13});
 }
 
+// The composites the fused ops are compared with are public ops too.
+TEST(NormComposites, Gradcheck) {
+  Generator gen(26);
+  const Tensor x = rand64({2, 3, 5}, gen), w = rand64({3, 5}, gen, 0.5, 1.5), b = rand64({3, 5}, gen);
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return tg::layer_norm_composed(in[0], Shape{3, 5}, in[1], in[2]); },
+                   {x, w, b});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return tg::rms_norm_composed(in[0], {5}, in[1], 1e-5); },
+                   {x, rand64({5}, gen, 0.5, 1.5)});
+}
+
 TEST(LayerNormOp, SameBitsWithOneAndTwoThreads) {
   Generator gen(25);
   const Tensor x = Tensor::normal({256, 512}, 0, 1, gen).requires_grad_();

@@ -57,6 +57,11 @@ TEST(ReduceOps, Gradcheck) {
     }
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return sum(v[0]); }, {rand64({2, 3}, gen)});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return mean(v[0] * v[0]); }, {rand64({2, 3}, gen)});
+  // max / min over everything and along a dim (random values: no ties).
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return max(v[0] * v[0]); }, {rand64({2, 3}, gen)});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return min(v[0] * v[0]); }, {rand64({2, 3}, gen)});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return amin(v[0], {0, 2}); }, {rand64({2, 3, 2}, gen)});
+  EXPECT_GRADCHECK([](const std::vector<Tensor>& v) { return std::get<0>(min(v[0], 1, true)); }, {rand64({2, 3}, gen)});
 }
 
 TEST(ReduceOps, TiesShareTheGradientOfAmaxButNotOfMaxAlongADim) {

@@ -160,8 +160,16 @@ TEST(ScaledDotProductAttentionFused, Gradcheck) {
   EXPECT_GRADCHECK(sdpa(Tensor::normal({5, 7}, 0, 1, gen, DType::f64), false, 0.0), {q, k, v});
   EXPECT_GRADCHECK(sdpa(tg::tril(Tensor::ones({5, 7}, DType::i64), 1), false, 0.0), {q, k, v});
   EXPECT_GRADCHECK(sdpa(Tensor(), false, 0.4), {q, k, v});
+  EXPECT_GRADCHECK(sdpa(Tensor::from_values({1, 1, 0, 1, 0, 1, 1}, {1, 7}, DType::b8), false, 0.0), {q, k, v});
   // Broadcast: one key/value set for both batch entries; two key blocks (S = 130).
   EXPECT_GRADCHECK(sdpa(Tensor(), false, 0.0), {r64({2, 3, 2}), r64({130, 2}), r64({130, 2})});
+  // The public composite, with respect to q, k and v.
+  EXPECT_GRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        Generator g(9);
+        return tg::scaled_dot_product_attention_composed(in[0], in[1], in[2], Tensor(), 0.4, true, 0.0, &g);
+      },
+      {q, k, v});
 }
 
 TEST(ScaledDotProductAttentionFused, SameBitsWithOneAndTwoThreads) {

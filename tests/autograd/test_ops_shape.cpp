@@ -101,6 +101,7 @@ TEST(ShapeOps, ViewsGradcheck) {
   EXPECT_TRUE(passes_gradcheck([](const std::vector<Tensor>& v) { return squeeze(unsqueeze(v[0], -1) * 3.0, 2); },
                                {rand64({2, 3}, gen)}));
   EXPECT_TRUE(passes_gradcheck([](const std::vector<Tensor>& v) { return squeeze(v[0]) * 3.0; }, {rand64({1, 3, 1}, gen)}));
+  EXPECT_TRUE(passes_gradcheck([](const std::vector<Tensor>& v) { return view(v[0], {3, 4}) * 2.0; }, {rand64({2, 6}, gen)}));
 }
 
 // ---- transpose / permute -------------------------------------------------------------------------

@@ -409,6 +409,17 @@ TEST(Checkpoint, ManifestRefusesAChangedFileNamingIt) {
   auto expect_named = [&](const std::string& file) {
     EXPECT_EQ(first_line_of_load_error(ck),
               "checkpoint " + ck.string() + ": " + file + " does not match its SHA-256 in manifest.json");
+    // The same files without the manifest load (an older checkpoint's path): only the digest caught it.
+    const fs::path bare = root / "bare";
+    fs::remove_all(bare);
+    fs::copy(ck, bare, fs::copy_options::recursive);
+    fs::remove(bare / "manifest.json");
+    ::testing::internal::CaptureStderr();  // "no manifest.json (older format)"
+    EXPECT_EQ(load_error(bare), "(no exception)") << file;
+    nn::Adam reader(model->named_parameters(), nn::AdamOptions(0.01));
+    EXPECT_NO_THROW(load_optimizer_state(bare.string(), reader)) << file;
+    EXPECT_NO_THROW(load_training_state(bare.string())) << file;
+    ::testing::internal::GetCapturedStderr();
   };
   // Each change below still parses and loads without a manifest: only the digest catches it.
   fresh();
@@ -420,7 +431,7 @@ TEST(Checkpoint, ManifestRefusesAChangedFileNamingIt) {
   write_file(ck / "src_vocab.txt", vocab);
   expect_named("src_vocab.txt");
   fresh();
-  write_file(ck / "tgt_vocab.txt", read_file(ck / "tgt_vocab.txt") + "extra\n");
+  write_file(ck / "tgt_vocab.txt", replaced(read_file(ck / "tgt_vocab.txt"), "perdu\n", "trouvé\n"));
   expect_named("tgt_vocab.txt");
   fresh();
   write_file(ck / "training.json", replaced(read_file(ck / "training.json"), "\"step\": 17", "\"step\": 18"));
@@ -533,6 +544,9 @@ TEST(Checkpoint, SuccessfulSaveRemovesStaleTemporaryDirectoriesOfTheSameOutputOn
   write_file(root / "ck.tmp-FILE12", "a file");
   stale("ck.tmp-Mine00");
   write_file(root / "ck.tmp-Mine00" / "notes.txt", "precious");
+  // A symbolic link with the pattern's name, to a directory that would match: neither is touched.
+  const fs::path target = stale("elsewhere");
+  fs::create_directory_symlink(target, root / "ck.tmp-Link00");
 
   // A failed save removes nothing of them.
   tg::models::detail::set_checkpoint_write_hook([](const std::string& file) {
@@ -546,7 +560,9 @@ TEST(Checkpoint, SuccessfulSaveRemovesStaleTemporaryDirectoriesOfTheSameOutputOn
   std::vector<std::string> names = leftovers(root);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"ck.tmp-AbC12", "ck.tmp-AbC1234", "ck.tmp-AbC_23", "ck.tmp-FILE12",
-                                             "ck.tmp-Mine00", "ck2.tmp-AbC123", "xck.tmp-AbC123"}));
+                                             "ck.tmp-Link00", "ck.tmp-Mine00", "ck2.tmp-AbC123", "xck.tmp-AbC123"}));
+  EXPECT_TRUE(fs::is_symlink(root / "ck.tmp-Link00"));
+  EXPECT_TRUE(fs::exists(target / "config.json"));
   EXPECT_EQ(read_file(root / "ck.tmp-Mine00" / "notes.txt"), "precious");
   EXPECT_TRUE(fs::exists(root / "ck.tmp-Mine00" / "config.json"));  // left whole, not emptied
   EXPECT_EQ(read_file(root / "ck.tmp-FILE12"), "a file");
