@@ -40,8 +40,9 @@
 //
 // Compact gradients (autograd/compact_grad.h): a parameter that allows them and is 2-D is a bucket
 // of its own. Row-sparse gradients (an embedding's) travel as rows when, in the previous step,
-// every rank's gradient of it was row-sparse and sending the rows is cheaper than the dense
-// exchange ((N-1) x the largest rank's rows against 2 (N-1)/N x the table): an allgather of each
+// every rank sent it as rows (or, in a dense exchange, every rank's gradient of it was row-sparse)
+// and sending the rows is cheaper than the dense exchange ((N-1) x the largest rank's rows against
+// 2 (N-1)/N x the table): an allgather of each
 // rank's row count, then of its row ids and rows; every rank adds the ranks' rows in the same
 // tree, with zeros where a rank has no row, so the result has the dense exchange's bits
 // (DDPOptions::sparse_transfer(false) turns it off). A rank whose gradient is dense in such a step
