@@ -16,7 +16,7 @@
 //             on each side.
 // - ablation: rnnsearch and its decoder-path ablations (zero_init, state_only_output,
 //             no_prev_token, recurrence_only) on a task (default `primes`) at each of max_lens,
-//             over `rounds` rounds (round r initialises and shuffles with seed + r; the data of a
+//             over `rounds` rounds (round r = 1, 2, ... initialises and shuffles with seed + r - 1; the data of a
 //             maximum length is the same in every round): mean PSA, LCSR, GeoMean, exact match and
 //             the standard deviation of GeoMean over rounds.
 // - primes:   ablation on `primes` at maximum lengths 10, 60, 110 with 3 rounds (quick: 5 and 10,
