@@ -68,7 +68,8 @@ class AdditiveAttention : public Module {
   Tensor project_keys(const Tensor& keys) const;
   /// forward() with the projections already applied: query_proj (B, Q, H), key_proj (B, K, H).
   /// With `weights`, the weights (B, Q, K) go there instead of into the module, which the call
-  /// then leaves untouched: one module may so run on several threads at once (parallel decoding).
+  /// then leaves untouched: one module may so run on several threads at once (parallel decoding)
+  /// in eval mode or with dropout 0 (the dropout generator is shared).
   Tensor forward_projected(const Tensor& query_proj, const Tensor& key_proj, const Tensor& values,
                            const Tensor& valid_lens = Tensor(), Tensor* weights = nullptr);
   /// Weights (B, Q, K) of the last forward, before dropout, detached (for visualisation).

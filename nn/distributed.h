@@ -62,7 +62,8 @@ namespace tg::nn {
 /// Options of DistributedDataParallel. Chainable setters; validated when it is built.
 class DDPOptions {
  public:
-  /// Target bucket size in bytes (default 4 MiB; a parameter larger than this is a bucket alone).
+  /// Target bucket size in bytes (default 4 MiB, PyTorch's bucket_cap_mb is 25: smaller buckets
+  /// start their transfer earlier in backward, and a parameter larger than this is a bucket alone).
   DDPOptions& bucket_bytes(std::int64_t v) { bucket_bytes_ = v; return *this; }
   /// true (default): the gradient handed to the optimizer is the mean over all shards of the step
   /// (ranks × backward() calls per rank), right when each shard's loss is a mean over its own
@@ -71,7 +72,9 @@ class DDPOptions {
   /// Broadcast rank 0's parameter values at construction (default true).
   DDPOptions& broadcast_parameters(bool v) { broadcast_ = v; return *this; }
   /// Walk the graph before the last shard's backward to release the buckets of parameters the loss
-  /// cannot reach (default true; false: such a bucket waits for backward to return).
+  /// cannot reach (default true; false: such a bucket waits for backward to return). PyTorch's
+  /// default is false and then raises an error at the next step; true costs one walk per step and
+  /// is right either way.
   DDPOptions& find_unused_parameters(bool v) { find_unused_ = v; return *this; }
   /// Send row-sparse gradients as rows when that is smaller (default true; see the file comment).
   DDPOptions& sparse_transfer(bool v) { sparse_ = v; return *this; }
@@ -122,8 +125,8 @@ class DistributedDataParallel {
   void backward(const Tensor& loss, bool last = true);
   /// Waits for every bucket (at most dist::timeout() each), sums the ranks' contributions in rank
   /// order, averages if the options say so, and sets each parameter's grad(): the same on every
-  /// rank. A parameter no shard reached gets a zero gradient on every rank when any rank reached
-  /// it, and none when no rank did.
+  /// rank. A parameter this rank's shards did not reach contributes zeros; when some rank reached
+  /// it, every rank gets the reduced gradient, and when no rank did, none.
   void synchronize();
 
   const DDPStats& stats() const { return stats_; }

@@ -13,7 +13,8 @@ class Generator;
 namespace tg::nn {
 
 /// torch.nn.Dropout: in training mode zeroes each element with probability p and scales the rest
-/// by 1/(1-p) (tg::dropout); identity in eval mode. The masks are drawn from `gen`, a generator
+/// by 1/(1-p) (tg::dropout); identity in eval mode. p in [0, 1): PyTorch also takes p = 1 (every
+/// element zeroed), which no model here needs. The masks are drawn from `gen`, a generator
 /// this module shares with its owner (so a model can seed all its dropout layers from one
 /// generator); when null the module creates its own Generator(0).
 class Dropout : public Module {

@@ -18,7 +18,8 @@
 // |analytic - numeric| <= atol + rtol |numeric| (tg::gradcheck's rule and defaults).
 //
 // forward must be deterministic (dropout off or p = 0) and must not change the module. The
-// parameters' grad() are restored afterwards; the module is otherwise untouched.
+// parameters' grad() are restored afterwards; the module is otherwise untouched. The calling
+// thread's tape is reset (tape::reset()), so graphs recorded before the call cannot be used after.
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -53,7 +54,7 @@ struct TensorGradcheck {
   double max_rel_error = 0;      ///< max |analytic - numeric| / max(|analytic|, |numeric|, atol)
   bool ok = true;
   double seconds = 0;            ///< wall time of this tensor's finite differences
-  // The worst entry (largest excess over the tolerance, or largest error when all pass).
+  // The entry with the largest excess over its tolerance, |analytic - numeric| - (atol + rtol |numeric|).
   std::int64_t worst_element = -1;
   double analytic = 0, numeric = 0;
 };

@@ -80,7 +80,7 @@ class Optimizer {
   virtual void step() = 0;
   /// "SGD", "Adam", "AdamW": used in error messages.
   virtual std::string name() const = 0;
-  /// Drops every parameter's gradient (zero_grad(set_to_none=True)).
+  /// Drops every parameter's gradient (zero_grad(set_to_none=True), as Module::zero_grad).
   void zero_grad();
 
   /// The current learning rate: the one in the optimizer's options (its only home).
@@ -167,13 +167,20 @@ class Adam : public Optimizer {
   AdamOptions options_;
 };
 
-/// Adam with decoupled weight decay (torch.optim.AdamW; default weight_decay 1e-2 as PyTorch).
+/// Options of AdamW (torch::optim::AdamWOptions): AdamOptions whose weight_decay starts at 1e-2,
+/// torch.optim.AdamW's default. An AdamOptions given to AdamW keeps its own (default 0).
+class AdamWOptions : public AdamOptions {
+ public:
+  explicit AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay(1e-2); }
+};
+
+/// Adam with decoupled weight decay (torch.optim.AdamW), e.g. AdamW(params, AdamWOptions(3e-4)).
 class AdamW : public Adam {
  public:
   /// `options` with decoupled_weight_decay forced on.
-  AdamW(NamedTensors params, AdamOptions options = AdamOptions().weight_decay(1e-2));
+  AdamW(NamedTensors params, AdamOptions options = AdamWOptions());
   /// Unnamed parameters are named "0", "1", ....
-  AdamW(const std::vector<Tensor>& params, AdamOptions options = AdamOptions().weight_decay(1e-2));
+  AdamW(const std::vector<Tensor>& params, AdamOptions options = AdamWOptions());
 };
 
 /// Names unnamed parameters "0", "1", ....

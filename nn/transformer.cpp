@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "autograd/dtype.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
@@ -255,10 +256,11 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
     if (memory_key_padding_mask.defined()) {
       if (!(memory_key_padding_mask.shape() == Shape{N, S}))
         fail("memory_key_padding_mask must be (N, S), got " + memory_key_padding_mask.shape().str());
-      mask = memory_key_padding_mask.dtype() == DType::i64
-                 ? masked_fill(Tensor::zeros({N, S}, h.dtype()), memory_key_padding_mask,
-                               -std::numeric_limits<double>::infinity())
-                 : memory_key_padding_mask.to(h.dtype());
+      // As MultiheadAttention's: a bool or i64 entry that is true blocks; a floating mask is added.
+      mask = is_floating(memory_key_padding_mask.dtype())
+                 ? memory_key_padding_mask.to(h.dtype())
+                 : masked_fill(Tensor::zeros({N, S}, h.dtype()), memory_key_padding_mask,
+                               -std::numeric_limits<double>::infinity());
       mask = reshape(mask, Shape{N, 1, 1, S});
     }
     const Tensor q = project_heads(*multihead_attn, h, 0, cache.projection_weights[3], cache.projection_biases[3]);

@@ -149,6 +149,13 @@ TEST(Optim, AdamWMatchesReference) {
   });
   const AdamRef ref{.lr = 0.05, .b1 = 0.9, .b2 = 0.999, .eps = 1e-3, .wd = 0.5, .decoupled = true, .m = {}, .v = {}};
   expect_close(got, run_reference(pr, ref, ref), pr.p0);
+  // AdamWOptions: torch's AdamW defaults (weight decay 1e-2), which a plain AdamOptions does not have.
+  EXPECT_EQ(tg::nn::AdamWOptions(3e-4).weight_decay(), 1e-2);
+  EXPECT_EQ(tg::nn::AdamWOptions(3e-4).lr(), 3e-4);
+  EXPECT_EQ(AdamOptions(3e-4).weight_decay(), 0.0);
+  tg::nn::NamedTensors one{{"w", Tensor::zeros({2}, DType::f64).requires_grad_()}};
+  EXPECT_EQ(tg::nn::AdamW(one).options().weight_decay(), 1e-2);
+  EXPECT_TRUE(tg::nn::AdamW(one, tg::nn::AdamWOptions(3e-4)).options().decoupled_weight_decay());
   // Adam with decoupled_weight_decay(true) is the same optimizer.
   auto same = run(pr, [&](tg::nn::NamedTensors ps) {
     return std::make_unique<tg::nn::Adam>(
@@ -257,6 +264,13 @@ TEST(Optim, ClipGradNorm) {
   EXPECT_EQ(a.grad().to_vector<double>(), (Vec{3 * coef, 4 * coef}));
   EXPECT_EQ(b.grad().to_vector<double>(), (Vec{-12 * coef}));
   EXPECT_NEAR(tg::nn::clip_grad_norm(std::vector<Tensor>{a, b}, 100.0), 6.5, 1e-6);
+  EXPECT_NEAR(tg::nn::clip_grad_norm_(std::vector<Tensor>{a, b}, 100.0), 6.5, 1e-6);  // LibTorch's name
+
+  // A NaN norm leaves the gradients as they are.
+  set();
+  b.set_grad(Tensor::from_vector(Vec{std::nan("")}, {1}));
+  EXPECT_TRUE(std::isnan(tg::nn::clip_grad_norm(std::vector<Tensor>{a, b}, 1.0)));
+  EXPECT_EQ(a.grad().to_vector<double>(), (Vec{3, 4}));
 
   // float32 gradients, named parameters.
   Tensor c = Tensor::zeros({4}).requires_grad_();

@@ -328,18 +328,21 @@ TEST(TransformerDecoder, ForwardStepEqualsCausalForward) {
       const Tensor memory_pad = Tensor::from_vector(std::vector<std::int64_t>{0, 0, 1, 0, 0, 0}, {N, S});
       const Tensor full = decoder.forward(tgt, memory, Transformer::generate_square_subsequent_mask(T, DType::f64),
                                           Tensor(), Tensor(), memory_pad);
-      // One position at a time, then the same with chunks of 2 + 1 + 2 positions.
-      for (const std::vector<std::int64_t>& chunks : {std::vector<std::int64_t>{1, 1, 1, 1, 1}, {2, 1, 2}}) {
-        tg::nn::TransformerDecoderCache cache;
-        std::vector<Tensor> steps;
-        std::int64_t start = 0;
-        for (const std::int64_t len : chunks) {
-          steps.push_back(decoder.forward_step(tg::narrow(tgt, t_axis, start, len), memory, cache, memory_pad));
-          start += len;
-          EXPECT_EQ(cache.length(), start);
+      // One position at a time, then the same with chunks of 2 + 1 + 2 positions; the padding mask
+      // as i64 and as bool (PyTorch's), which must block the same key.
+      for (const DType pad_dtype : {DType::i64, DType::b8})
+        for (const std::vector<std::int64_t>& chunks : {std::vector<std::int64_t>{1, 1, 1, 1, 1}, {2, 1, 2}}) {
+          const Tensor pad = memory_pad.to(pad_dtype);
+          tg::nn::TransformerDecoderCache cache;
+          std::vector<Tensor> steps;
+          std::int64_t start = 0;
+          for (const std::int64_t len : chunks) {
+            steps.push_back(decoder.forward_step(tg::narrow(tgt, t_axis, start, len), memory, cache, pad));
+            start += len;
+            EXPECT_EQ(cache.length(), start);
+          }
+          EXPECT_LE(tg::nn::testing::max_abs_diff(tg::concat(steps, t_axis), full), 1e-12) << tg::dtype_name(pad_dtype);
         }
-        EXPECT_LE(tg::nn::testing::max_abs_diff(tg::concat(steps, t_axis), full), 1e-12);
-      }
     }
   }
   Generator gen(8);
