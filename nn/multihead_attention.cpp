@@ -52,16 +52,10 @@ std::string MultiheadAttention::extra_repr() const {
          (options_.batch_first ? ", batch_first=true" : std::string());
 }
 
-namespace {
-
-/// `mask` where a true bool (or nonzero i64) entry blocks: -inf there in a floating mask of `dtype`,
-/// or the floating mask itself.
 Tensor additive_mask(const Tensor& mask, DType dtype) {
   if (is_floating(mask.dtype())) return mask.to(dtype);
   return masked_fill(Tensor::zeros(mask.shape(), dtype), mask, -std::numeric_limits<double>::infinity());
 }
-
-}  // namespace
 
 std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                                        const Tensor& key_padding_mask, bool need_weights,

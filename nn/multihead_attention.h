@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "autograd/dtype.h"
 #include "autograd/tensor.h"
 #include "nn/linear.h"
 #include "nn/module.h"
@@ -21,6 +22,10 @@ class Generator;
 }
 
 namespace tg::nn {
+
+/// A mask in this file's convention as a floating mask of `dtype` to add to the scores: -inf where a
+/// bool or i64 entry is true (blocked), 0 elsewhere; a floating mask converted as it is.
+Tensor additive_mask(const Tensor& mask, DType dtype);
 
 /// Options of MultiheadAttention, named as torch's constructor arguments.
 struct MultiheadAttentionOptions {

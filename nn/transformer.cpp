@@ -4,10 +4,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "autograd/dtype.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_elementwise.h"
-#include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
 #include "autograd/ops_shape.h"
 #include "autograd/random.h"
@@ -256,12 +254,7 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
     if (memory_key_padding_mask.defined()) {
       if (!(memory_key_padding_mask.shape() == Shape{N, S}))
         fail("memory_key_padding_mask must be (N, S), got " + memory_key_padding_mask.shape().str());
-      // As MultiheadAttention's: a bool or i64 entry that is true blocks; a floating mask is added.
-      mask = is_floating(memory_key_padding_mask.dtype())
-                 ? memory_key_padding_mask.to(h.dtype())
-                 : masked_fill(Tensor::zeros({N, S}, h.dtype()), memory_key_padding_mask,
-                               -std::numeric_limits<double>::infinity());
-      mask = reshape(mask, Shape{N, 1, 1, S});
+      mask = reshape(additive_mask(memory_key_padding_mask, h.dtype()), Shape{N, 1, 1, S});
     }
     const Tensor q = project_heads(*multihead_attn, h, 0, cache.projection_weights[3], cache.projection_biases[3]);
     return dropout2->forward(merge_heads(

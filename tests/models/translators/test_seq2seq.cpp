@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "../../autograd/error_of.h"
 #include "../../nn/layer_test_util.h"
 #include "autograd/compact_grad.h"
 #include "autograd/dtype.h"
@@ -155,14 +156,9 @@ TEST(Seq2Seq, TiedEmbeddingsReplaceTheOutputProjection) {
       else EXPECT_EQ(d, 0.0f) << v;
     }
   }
-  auto error = [](ModelConfig c) {
+  auto error = [](const ModelConfig& c) {
     Generator gen(0);
-    try {
-      make_model(c, gen);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+    return tg::testing::error_of<std::invalid_argument>([&] { make_model(c, gen); });
   };
   ModelConfig c = tiny("rnnsearch");
   c.tie_embeddings = true;  // maxout units 2 (num_hiddens / 2), embed_size 3
