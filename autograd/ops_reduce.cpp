@@ -24,11 +24,12 @@ namespace tg {
 
 namespace {
 
-kernels::Axes normalize_axes(const char* op, IntList axes, int ndim) {
+kernels::Axes normalize_axes(const char* op, IntList axes, const Shape& shape) {
   kernels::Axes out;
   for (auto a : axes) {
-    const int n = normalize_axis(op, a, ndim);
-    if (out.contains(n)) throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(a) + " given twice");
+    const int n = normalize_axis(op, a, shape.size());
+    if (out.contains(n))
+      throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(a) + " given twice for " + shape.str());
     out.push_back(n);
   }
   out.normalize();
@@ -36,10 +37,10 @@ kernels::Axes normalize_axes(const char* op, IntList axes, int ndim) {
 }
 
 /// Normalised axes; empty means every axis (PyTorch's dim=None / dim=()).
-kernels::Axes axes_or_all(const char* op, IntList dims, int ndim) {
-  kernels::Axes ax = normalize_axes(op, dims, ndim);
+kernels::Axes axes_or_all(const char* op, IntList dims, const Shape& shape) {
+  kernels::Axes ax = normalize_axes(op, dims, shape);
   if (ax.empty())
-    for (int i = 0; i < ndim; ++i) ax.push_back(i);
+    for (int i = 0; i < shape.size(); ++i) ax.push_back(i);
   return ax;
 }
 
@@ -62,7 +63,7 @@ Tensor expand_grad(const Tensor& g, const Shape& input, const kernels::Axes& axe
 }  // namespace
 
 Tensor sum(const Tensor& x, IntList axes, bool keepdim) {
-  auto ax = normalize_axes("sum", axes, x.dim());
+  auto ax = normalize_axes("sum", axes, x.shape());
   if (x.dtype() == DType::i64 || x.dtype() == DType::b8) return kernels::sum_integral(x, ax, keepdim);  // int64, as PyTorch
   return record("sum", kernels::sum(x, ax, keepdim), {x}, [ax, shape = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, expand_grad(ctx.grad_output(), shape, ax));
@@ -75,7 +76,7 @@ Tensor sum(const Tensor& x, IntList axes, bool keepdim) {
 Tensor sum(const Tensor& x) { return sum(x, AllAxes(x), false); }
 
 Tensor mean(const Tensor& x, IntList axes, bool keepdim) {
-  auto ax = normalize_axes("mean", axes, x.dim());
+  auto ax = normalize_axes("mean", axes, x.shape());
   if (!is_floating(x.dtype()))  // sum would count a bool tensor, but a mean has no integer dtype (as PyTorch)
     throw std::invalid_argument("mean: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
                                 x.shape().str());
@@ -136,7 +137,6 @@ std::int64_t rows_grain(std::int64_t R) { return std::max<std::int64_t>(1, kGrai
 /// amax / amin of each row of (M, R); the gradient is shared evenly among a row's tied extremes.
 Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
   const std::int64_t M = x.size(0), R = x.size(1);
-  if (R == 0) throw std::invalid_argument(std::string(op) + ": cannot reduce over an empty dimension");
   Tensor y = Tensor::empty({M}, x.dtype());
   dispatch_floating(op, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -186,7 +186,8 @@ Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
 }
 
 Tensor extreme(const char* op, const Tensor& x, IntList dims, bool keepdim, bool is_max) {
-  const Rows r = to_rows(x, axes_or_all(op, dims, x.dim()), keepdim);
+  const Rows r = to_rows(x, axes_or_all(op, dims, x.shape()), keepdim);
+  if (r.x.size(1) == 0) throw std::invalid_argument(std::string(op) + ": cannot reduce " + x.shape().str() + " over an empty dimension");
   return reshape(extreme_rows(op, r.x, is_max), r.out);
 }
 
@@ -302,7 +303,7 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extr
 Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extreme("argmin", x, dim, keepdim, false); }
 
 Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
-  const kernels::Axes ax = axes_or_all("var", dims, x.dim());
+  const kernels::Axes ax = axes_or_all("var", dims, x.shape());
   if (!is_floating(x.dtype())) throw std::invalid_argument("var: needs a floating tensor, got " + std::string(dtype_name(x.dtype())));
   std::int64_t all[Shape::kMaxDims];
   std::int64_t n = 1;
@@ -333,7 +334,7 @@ Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim) {
-  const kernels::Axes ax = axes_or_all("logsumexp", dims, x.dim());
+  const kernels::Axes ax = axes_or_all("logsumexp", dims, x.shape());
   std::int64_t all[Shape::kMaxDims];
   for (int i = 0; i < ax.size(); ++i) all[i] = ax[i];
   const IntList axes(all, static_cast<std::size_t>(ax.size()));
@@ -400,13 +401,13 @@ Tensor prod_rows(const Tensor& x) {
 Tensor prod(const Tensor& x) { return reshape(prod_rows(reshape(x, Shape{1, x.numel()})), Shape{}); }
 
 Tensor prod(const Tensor& x, std::int64_t dim, bool keepdim) {
-  const Rows r = to_rows(x, normalize_axes("prod", {dim}, x.dim()), keepdim);
+  const Rows r = to_rows(x, normalize_axes("prod", {dim}, x.shape()), keepdim);
   return reshape(prod_rows(r.x), r.out);
 }
 
 Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
   if (!(p > 0)) throw std::invalid_argument("norm: p must be > 0 or inf, got " + std::to_string(p));
-  const Rows r = to_rows(x, axes_or_all("norm", dims, x.dim()), keepdim);
+  const Rows r = to_rows(x, axes_or_all("norm", dims, x.shape()), keepdim);
   const std::int64_t M = r.M, R = r.R;
   const bool inf = p == kInf;
   Tensor y = Tensor::empty({M}, x.dtype());

@@ -806,13 +806,15 @@ Tensor repeat(const Tensor& x, IntList repeats) {
     throw std::invalid_argument("repeat: " + std::to_string(repeats.size()) + " repeats for " + x.shape().str() +
                                 " (at least one per dim)");
   if (2 * repeats.size() > static_cast<std::size_t>(Shape::kMaxDims))
-    throw std::invalid_argument("repeat: at most " + std::to_string(Shape::kMaxDims / 2) + " repeats");
+    throw std::invalid_argument("repeat: " + std::to_string(repeats.size()) + " repeats for " + x.shape().str() + " (at most " +
+                                std::to_string(Shape::kMaxDims / 2) + ")");
   // x as (1, d0, 1, d1, ...) expanded to (r0, d0, r1, d1, ...), then merged pairwise.
   const int n = static_cast<int>(repeats.size()), lead = n - x.dim();
   Shape spread, tiled, out;
   for (int d = 0; d < n; ++d) {
     const std::int64_t size = d < lead ? 1 : x.shape()[d - lead];
-    if (repeats[d] < 0) throw std::invalid_argument("repeat: negative repeat " + std::to_string(repeats[d]));
+    if (repeats[d] < 0)
+      throw std::invalid_argument("repeat: negative repeat " + std::to_string(repeats[d]) + " for " + x.shape().str());
     spread.push_back(1), spread.push_back(size);
     tiled.push_back(repeats[d]), tiled.push_back(size);
     out.push_back(repeats[d] * size);
@@ -825,7 +827,8 @@ Tensor flip(const Tensor& x, IntList dims) {
   std::uint32_t seen = 0;
   for (std::int64_t dim : dims) {
     const int a = axis_of("flip", dim, x.dim(), x.shape());
-    if (seen & (1u << a)) throw std::invalid_argument("flip: dim " + std::to_string(dim) + " given twice");
+    if (seen & (1u << a))
+      throw std::invalid_argument("flip: dim " + std::to_string(dim) + " given twice for " + x.shape().str());
     seen |= 1u << a;
     const std::int64_t size = x.shape()[a];
     std::vector<std::int64_t> reversed(static_cast<std::size_t>(size));
@@ -838,11 +841,13 @@ Tensor flip(const Tensor& x, IntList dims) {
 Tensor roll(const Tensor& x, IntList shifts, IntList dims) {
   if (dims.empty()) {
     if (shifts.size() != 1)
-      throw std::invalid_argument("roll: without dims, one shift is needed, got " + std::to_string(shifts.size()));
+      throw std::invalid_argument("roll: without dims, one shift is needed, got " + std::to_string(shifts.size()) +
+                                  " for " + x.shape().str());
     return reshape(roll(reshape(x, Shape{x.numel()}), shifts, {0}), x.shape());
   }
   if (shifts.size() != dims.size())
-    throw std::invalid_argument("roll: " + std::to_string(shifts.size()) + " shifts for " + std::to_string(dims.size()) + " dims");
+    throw std::invalid_argument("roll: " + std::to_string(shifts.size()) + " shifts for " + std::to_string(dims.size()) +
+                                " dims of " + x.shape().str());
   Tensor y = x;
   for (std::size_t k = 0; k < dims.size(); ++k) {
     const int a = axis_of("roll", dims[k], x.dim(), x.shape());

@@ -363,8 +363,8 @@ const char* unary_name(Unary op) {
 
 void check_same(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
-    throw std::invalid_argument(std::string(op) + ": dtypes differ: " + std::string(dtype_name(a.dtype())) +
-                                " and " + std::string(dtype_name(b.dtype())));
+    throw std::invalid_argument(std::string(op) + ": dtypes differ: " + std::string(dtype_name(a.dtype())) + " " +
+                                a.shape().str() + " and " + std::string(dtype_name(b.dtype())) + " " + b.shape().str());
 }
 
 }  // namespace
@@ -372,6 +372,9 @@ void check_same(const char* op, const Tensor& a, const Tensor& b) {
 Tensor unary(Unary op, const Tensor& x, double param) { return unary(op, x, param, 0.0); }
 
 Tensor unary(Unary op, const Tensor& x, double param, double param2) {
+  if (!is_floating(x.dtype()))
+    throw std::invalid_argument(std::string(unary_name(op)) + ": expects a floating-point tensor, got " +
+                                std::string(dtype_name(x.dtype())) + " " + x.shape().str());
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   dispatch_floating(unary_name(op), x.dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -42,14 +42,30 @@ inline ::testing::AssertionResult passes_gradcheck(const std::function<Tensor(co
   return ::testing::AssertionSuccess();
 }
 
-/// max |a - b| over all elements, compared in double whatever the dtypes (shapes must match).
+/// The larger of a running worst error and a new one, where a NaN error is an infinite one
+/// (std::max(worst, NaN) returns worst, so a NaN result would pass an accuracy bound).
+inline double max_or_inf(double worst, double err) { return std::isnan(err) ? INFINITY : std::max(worst, err); }
+
+/// max |x - y| over all elements. Equal values (the same infinity, or NaN in both) differ by 0;
+/// a NaN in only one of them is an infinite difference (std::max would pass over it), as are
+/// different sizes.
+inline double max_abs_diff(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size()) return INFINITY;
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i]))) continue;
+    const double d = std::abs(x[i] - y[i]);
+    m = std::isnan(d) ? INFINITY : std::max(m, d);
+    if (m == INFINITY) break;
+  }
+  return m;
+}
+
+/// max_abs_diff of two tensors, compared in double whatever the dtypes (shapes must match).
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape());
   if (!(a.shape() == b.shape())) return INFINITY;
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
+  return max_abs_diff(a.to_vector<double>(), b.to_vector<double>());
 }
 
 /// gtest predicate: `text` contains `part` (the test binary does not link gmock).

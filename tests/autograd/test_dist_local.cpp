@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "autograd/dist.h"
@@ -15,13 +17,26 @@ TEST(DistLocal, WithoutALauncherTheWorldIsOneProcess) {
   EXPECT_EQ(dist::rank(), 0);
   EXPECT_EQ(dist::world_size(), 1);
   EXPECT_FALSE(dist::initialized()) << "MPI must not start outside mpirun (singleton start-up is slow)";
-  if (!dist::available()) EXPECT_EQ(dist::backend(), "built without MPI");
+  if (!dist::available()) {
+    EXPECT_EQ(dist::backend(), "built without MPI");
+  }
   Tensor t = Tensor::from_values({1.5, -2.0, 3.25}, {3}, DType::f32);
   dist::allreduce_sum(t);
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 3.25f}));
-  dist::broadcast(t, 0);
+  const void* buffer = t.data_ptr();
+  dist::broadcast(t, 0);  // rank 0's values to every rank: here, unchanged and in place
+  EXPECT_EQ(t.data_ptr(), buffer);
+  EXPECT_EQ(t.shape(), Shape{3});
+  EXPECT_EQ(t.dtype(), DType::f32);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 3.25f}));
   dist::barrier();
-  EXPECT_THROW(dist::broadcast(t, 1), std::invalid_argument);
+  try {
+    dist::broadcast(t, 1);
+    ADD_FAILURE() << "no exception for root 1 in a world of one";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("root 1 is not a rank of 1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.5f, -2.0f, 3.25f}));  // the failed call wrote nothing
   std::vector<double> got = dist::allgather(4.5, "test");
   EXPECT_EQ(got, std::vector<double>{4.5});
 }

@@ -128,8 +128,15 @@ TEST(AdditiveAttentionScores, ErrorsNameTheOpAndTheShapes) {
     EXPECT_TRUE(Contains(e.what(), "[2, 1, 4]"));
     EXPECT_TRUE(Contains(e.what(), "[2, 3, 5]"));
   }
-  EXPECT_THROW(tg::additive_attention_scores(q, Tensor::zeros({3, 3, 4}), w), std::invalid_argument);
-  EXPECT_THROW(tg::additive_attention_scores(q, k, Tensor::zeros({1, 4})), std::invalid_argument);
-  EXPECT_THROW(tg::additive_attention_scores(q, k.to(DType::f64), w), std::invalid_argument);
-  EXPECT_THROW(tg::additive_attention_scores(q, k.to(DType::i64), w), std::invalid_argument);
+  using tg::testing::expect_error;
+  expect_error([&] { tg::additive_attention_scores(q, Tensor::zeros({3, 3, 4}), w); },
+               {"additive_attention_scores: expects query (B, Q, H), keys (B, K, H) and w (H)", "query [2, 1, 4]",
+                "keys [3, 3, 4]", "w [4]"});
+  expect_error([&] { tg::additive_attention_scores(q, k, Tensor::zeros({1, 4})); },
+               {"additive_attention_scores: expects query (B, Q, H)", "query [2, 1, 4]", "keys [2, 3, 4]",
+                "w [1, 4]"});
+  expect_error([&] { tg::additive_attention_scores(q, k.to(DType::f64), w); },
+               {"additive_attention_scores: dtypes differ", "query float32", "keys float64", "w float32"});
+  expect_error([&] { tg::additive_attention_scores(q, k.to(DType::i64), w); },
+               {"additive_attention_scores: expects floating-point tensors", "keys of dtype int64"});
 }

@@ -335,6 +335,12 @@ TEST(BoolMasks, ScaledDotProductAttention) {
                                                                      logical_not(allowed), -kInfD));
   EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
   EXPECT_EQ(a.to_vector<double>(), c.to_vector<double>());
+  // is_causal (top-left aligned, as torch: query l sees keys s <= l, so key 4 is seen by none of
+  // the 4 queries). The causal kernel stops at the diagonal instead of adding exp(-inf) = 0 terms,
+  // so allow rounding; a bottom-right alignment (s <= l + 1) would differ by O(0.1).
+  const Tensor causal = scaled_dot_product_attention(q, k, v, Tensor(), 0.0, true);
+  EXPECT_EQ(causal.shape(), a.shape());
+  EXPECT_LE(tg::testing::max_abs_diff(a, causal), 1e-14);
   // Broadcast (2, 1, 5) key mask.
   const Tensor keys = bools({true, true, false, true, false, true, true, true, true, true}, {2, 1, 5});
   EXPECT_EQ(scaled_dot_product_attention(q, k, v, keys).shape(), Shape({2, 4, 2}));

@@ -32,7 +32,10 @@ TEST(ReduceOps, SumMeanMaxValues) {
 TEST(ReduceOps, LongSumIsAccurate) {
   const std::int64_t n = 1 << 20;
   Tensor x = Tensor::full({n}, 0.1, DType::f64);
-  EXPECT_NEAR(sum(x).item(), 0.1 * n, 1e-6);
+  // The kernel sums blocks of 2^15 values with 4 SIMD accumulators of 4 lanes, then adds the 32
+  // block sums: it is off by about 3.8e-9 here, where a left-to-right float64 sum is off by 1.6e-6.
+  // (It is blocked, not pairwise: 1e-9 would be tighter than its actual error.)
+  EXPECT_NEAR(sum(x).item(), 0.1 * n, 1e-8);
 }
 
 TEST(ReduceOps, Gradcheck) {
@@ -69,9 +72,12 @@ TEST(ReduceOps, TiesShareTheGradientOfAmaxButNotOfMaxAlongADim) {
   max(x).backward();  // torch.max(x): evenly among the tied maxima
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 0.5, 0.5, 0}));
   x.zero_grad();
-  amin(x * 1.0 - 2.0 * (x * 0.0 + 1.0)).backward();  // a single minimum
-  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{1, 0, 0, 0}));
+  amax(x).backward();  // torch.amax(x): evenly among the tied maxima
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{0, 0.5, 0.5, 0}));
   x.zero_grad();
+  Tensor y = Tensor::from_vector(std::vector<double>{3, 1, 2, 1}, {4}).requires_grad_();
+  amin(y).backward();  // torch.amin(y): evenly among the tied minima
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{0, 0.5, 0, 0.5}));
   auto [value, index] = max(x, 0);  // torch.max(x, dim): to the returned (first) index
   EXPECT_EQ(index.item(), 1.0);
   value.backward();
@@ -85,8 +91,9 @@ TEST(ReduceOps, BadAxesNameTheOp) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("sum"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(amax(Tensor::zeros({2, 3}), {0, 0}), std::invalid_argument);
-  EXPECT_THROW(amax(Tensor::zeros({0, 3}), {0}), std::invalid_argument);
+  tg::testing::expect_error([] { amax(Tensor::zeros({2, 3}), {0, 0}); }, {"amax: axis 0 given twice for [2, 3]"});
+  tg::testing::expect_error([] { amax(Tensor::zeros({0, 3}), {0}); },
+                            {"amax: cannot reduce [0, 3] over an empty dimension"});
 }
 
 // ---- amax/amin, max/min along a dim, var/std, logsumexp, prod, norm, cumsum/cumprod, topk/sort ----
@@ -147,7 +154,8 @@ TEST(ReduceOps, VarStdMatchTheTwoPassFormulaAndGradcheck) {
   }
   EXPECT_EQ(var(x).shape(), Shape{});
   EXPECT_EQ(var(x, {0}, true, true).shape(), (Shape{1, 5}));
-  EXPECT_TRUE(std::isinf(var(Tensor::ones({1}, DType::f64)).item()) || std::isnan(var(Tensor::ones({1}, DType::f64)).item()));
+  // One element, divisor N - 1 = 0: 0 * (1 / 0) is NaN, as torch.var(torch.ones(1)).
+  EXPECT_TRUE(std::isnan(var(Tensor::ones({1}, DType::f64)).item()));
   for (bool keep : {false, true}) {
     EXPECT_GRADCHECK([keep](const std::vector<Tensor>& in) { return var(in[0], {0}, true, keep); }, {rand64({4, 3}, gen)});
     EXPECT_GRADCHECK([keep](const std::vector<Tensor>& in) { return tg::std(in[0], {1, 2}, Correction{0}, keep); },
@@ -158,7 +166,9 @@ TEST(ReduceOps, VarStdMatchTheTwoPassFormulaAndGradcheck) {
 
 TEST(ReduceOps, LogsumexpIsStableAndGradchecks) {
   const Tensor big = Tensor::from_vector(std::vector<double>{1000, 1000, -1000}, {3});
-  EXPECT_NEAR(logsumexp(big, {0}).item(), 1000 + std::log(2.0), 1e-9);
+  // 1000 + log(1 + 1 + 0): exp and log are exact or ~1 ulp here, and adding 1000 rounds to a
+  // multiple of 2^-43 (1.1e-13), so the result is within about one ulp of 1000.
+  EXPECT_NEAR(logsumexp(big, {0}).item(), 1000 + std::log(2.0), 1e-12);
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(logsumexp(Tensor::from_vector(std::vector<double>{-inf, -inf}, {2}), {0}).item(), -inf);
   EXPECT_EQ(logsumexp(Tensor::from_vector(std::vector<double>{1, inf}, {2}), {0}).item(), inf);

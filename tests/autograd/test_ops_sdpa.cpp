@@ -52,19 +52,7 @@ std::vector<Tensor> run(bool fused, const Sdpa& c, const Tensor& q, const Tensor
 }
 
 // max |a - b| over entries that are not NaN in both; NaN in one only counts as infinite.
-double diff_with_nans(const Tensor& a, const Tensor& b) {
-  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  if (x.size() != y.size()) return INFINITY;
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) || std::isnan(y[i])) {
-      if (std::isnan(x[i]) != std::isnan(y[i])) return INFINITY;
-      continue;
-    }
-    m = std::max(m, std::abs(x[i] - y[i]));
-  }
-  return m;
-}
+double diff_with_nans(const Tensor& a, const Tensor& b) { return max_abs_diff(a.to_vector<double>(), b.to_vector<double>()); }
 
 void expect_fused_equals_composed(const Sdpa& c, DType dtype, const std::string& what) {
   SCOPED_TRACE(what + " " + std::string(tg::dtype_name(dtype)));
