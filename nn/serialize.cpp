@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -333,6 +335,18 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
     if (name.empty()) fail(what, "empty entry name");
     if (!names.insert(name).second) fail(what, "duplicate entry '" + elide(name) + "'");
     if (!t.defined()) fail(what, "entry '" + elide(name) + "' is undefined");
+    // float64 is stored as float32: a finite value beyond float32's range would come back as inf.
+    // Refused here, before anything is written. NaN and inf themselves are stored as they are.
+    if (t.dtype() == DType::f64 && t.numel() > 0) {
+      const double* p = t.data<double>();
+      for (std::int64_t i = 0; i < t.numel(); ++i)
+        if (std::isfinite(p[i]) && std::isinf(static_cast<float>(p[i]))) {
+          char value[32];
+          std::snprintf(value, sizeof value, "%g", p[i]);
+          fail(what, "entry '" + elide(name) + "' value " + value + " (element " + std::to_string(i) +
+                         ") overflows float32");
+        }
+    }
   }
   fs::path parent = fs::path(path).parent_path();
   if (parent.empty()) parent = ".";

@@ -15,6 +15,8 @@
 #include "autograd/tape.h"
 #include "nn/distributed.h"
 
+#include "../autograd/error_of.h"
+
 namespace tg {
 namespace {
 
@@ -38,10 +40,13 @@ TEST(Dist, WorldOfTwo) {
   EXPECT_NE(dist::backend().find("MPI"), std::string::npos) << dist::backend();
 }
 
-TEST(Dist, AllreduceSumIsTheRankOrderTreeOnEveryRank) {
+TEST(Dist, AllreduceSumEqualsTheTreeSumOnEveryRank) {
+  // Every rank gets, bit for bit, dist::tree_sum over all ranks' values. At -np 2 the tree is one
+  // commutative a + b, so this cannot tell one order of the ranks from another; the shape of a larger
+  // tree is checked without MPI by TreeOverFourPartsIsTheTreeOfTwoBlocks.
   const int R = dist::rank(), N = dist::world_size();
   for (DType dt : {DType::f32, DType::f64}) {
-    // Values whose sum depends on the order of the additions in float32.
+    // Values of widely different magnitudes (float32 rounds their sums).
     std::vector<double> mine(1000);
     for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = std::pow(10.0, (R * 7 + i) % 9) * (i % 3 ? 1 : -1) + 0.1 * R;
     Tensor t = Tensor::from_values(mine, {1000}, dt);
@@ -134,7 +139,12 @@ TEST(DDP, BroadcastsRankZerosParameters) {
   Net net(100 + static_cast<std::uint64_t>(dist::rank()));  // different on each rank
   Net ref(100);
   nn::DistributedDataParallel ddp(net.params());
-  EXPECT_EQ(net.w_rec.to_vector<double>(), ref.w_rec.to_vector<double>());
+  const nn::NamedTensors got = net.params(), want = ref.params();
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].first, want[i].first);
+    EXPECT_EQ(got[i].second.to_vector<double>(), want[i].second.to_vector<double>()) << got[i].first;
+  }
 }
 
 TEST(DDP, BucketedGradientsMatchOneProcessOnTheFullBatch) {
@@ -228,20 +238,42 @@ TEST(DDP, AParameterOnlyOneRankUsesGetsItsGradientOnBoth) {
 }
 
 TEST(DDP, MisuseIsAClearError) {
+  using testing::error_of;
   Generator g(12);
   const Tensor x = Tensor::normal({2, 4}, 0, 1, g, DType::f64);
   Net net(6);
+  // Constructor errors: thrown on every rank alike, before the parameters' broadcast.
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { nn::DistributedDataParallel(net.params(), nn::DDPOptions().bucket_bytes(0)); }),
+            "DistributedDataParallel: bucket_bytes must be >= 1");
+  {
+    // requires_grad_ refuses integer tensors; set_data can still swap one in under a leaf that requires grad.
+    Tensor ids = Tensor::zeros({3}, DType::f64).requires_grad_();
+    ids.set_data(Tensor::zeros({3}, DType::i64));
+    ASSERT_TRUE(ids.requires_grad());
+    ASSERT_EQ(ids.dtype(), DType::i64);
+    EXPECT_EQ(error_of<std::invalid_argument>([&] { nn::DistributedDataParallel(nn::NamedTensors{{"w_in", net.w_in}, {"ids", ids}}); }),
+              "DistributedDataParallel: parameter 'ids' has dtype int64 (f32 or f64 only)");
+    const Tensor twice = net.w_in * 2.0;  // requires grad, an op's output
+    ASSERT_TRUE(twice.requires_grad());
+    ASSERT_FALSE(twice.is_leaf());
+    EXPECT_EQ(error_of<std::invalid_argument>([&] { nn::DistributedDataParallel(nn::NamedTensors{{"twice", twice}}); }),
+              "DistributedDataParallel: parameter 'twice' is not a leaf tensor");
+  }
+  tape::reset();
   nn::DistributedDataParallel ddp(net.params());
+  // synchronize() with no last shard: refused locally on every rank, before any exchange.
+  const std::string no_backward = "DistributedDataParallel::synchronize: no backward(loss, last = true) before it";
+  EXPECT_EQ(error_of<std::logic_error>([&] { ddp.synchronize(); }), no_backward);
   ddp.backward(net.loss(x, 1));
-  EXPECT_THROW(ddp.backward(net.loss(x, 1)), std::logic_error);  // a second last shard
+  EXPECT_EQ(error_of<std::logic_error>([&] { ddp.backward(net.loss(x, 1)); }),  // a second last shard
+            "DistributedDataParallel::backward: this step's last shard already ran; call synchronize() first");
   tape::reset();
   ddp.synchronize();
-  try {  // the averaged gradient not cleared: it would be counted again
-    ddp.backward(net.loss(x, 1));
-    ADD_FAILURE() << "no error";
-  } catch (const std::logic_error& e) {
-    EXPECT_NE(std::string(e.what()).find("zero_grad"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(error_of<std::logic_error>([&] { ddp.synchronize(); }), no_backward);  // a second synchronize
+  // The averaged gradient not cleared: it would be counted again. w_in is the first parameter.
+  EXPECT_EQ(error_of<std::logic_error>([&] { ddp.backward(net.loss(x, 1)); }),
+            "DistributedDataParallel::backward: parameter 'w_in' still holds the gradient of the last synchronize(); "
+            "call zero_grad() (e.g. optimizer.zero_grad()) before the next step's backward");
   tape::reset();
   for (auto& [n, p] : net.params()) p.zero_grad();
   // A plain backward before DDP's: its gradient is part of the shard DDP runs next.

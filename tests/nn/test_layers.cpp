@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "autograd/dtype.h"
@@ -16,6 +17,7 @@
 #include "autograd/shape.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "../autograd/error_of.h"
 #include "layer_test_util.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -54,8 +56,10 @@ TEST(Layers, LinearNamesShapesAndInitBounds) {
   ASSERT_EQ(no_bias.named_parameters().size(), 1u);
   EXPECT_FALSE(no_bias.bias.defined());
   EXPECT_EQ(fc.str(), "Linear(in_features=16, out_features=5, bias=true)");
-  EXPECT_THROW(Linear(0, 3, gen), std::invalid_argument);
-  EXPECT_THROW(fc.forward(Tensor::zeros({2, 15})), std::invalid_argument);
+  EXPECT_EQ(tg::testing::error_of<std::invalid_argument>([&] { Linear(0, 3, gen); }),
+            "Linear: in_features and out_features must be positive, got 0 and 3");
+  EXPECT_EQ(tg::testing::error_of<std::invalid_argument>([&] { fc.forward(Tensor::zeros({2, 15})); }),
+            "Linear: input of shape [2, 15] does not end in in_features=16");
 }
 
 TEST(Layers, LinearValueMatchesFormula) {
@@ -105,8 +109,11 @@ TEST(Layers, EmbeddingInitAndPaddingRow) {
   EXPECT_NEAR(mean, 0.0, 0.05);  // N(0, 1): 9950 draws, standard error 0.01
   EXPECT_NEAR(stdev, 1.0, 0.05);
   EXPECT_EQ(*Embedding(10, 2, gen, -1).padding_idx(), 9);  // negative counts from the end
-  EXPECT_THROW(Embedding(10, 2, gen, 10), std::invalid_argument);
-  EXPECT_THROW(emb.forward(Tensor::from_vector(std::vector<std::int64_t>{200}, {1})), std::logic_error);
+  EXPECT_EQ(tg::testing::error_of<std::invalid_argument>([&] { Embedding(10, 2, gen, 10); }),
+            "Embedding: padding_idx 10 is out of range for num_embeddings=10");
+  // Thrown by tg::embedding (autograd/ops_index.cpp) as std::out_of_range.
+  EXPECT_EQ(tg::testing::error_of<std::out_of_range>([&] { emb.forward(Tensor::from_vector(std::vector<std::int64_t>{200}, {1})); }),
+            "embedding: index 200 is out of range for axis 0 of size 200 (shape [200, 50])");
 }
 
 TEST(Layers, EmbeddingGradcheckRepeatedIndices) {

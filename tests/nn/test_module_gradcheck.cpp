@@ -15,6 +15,8 @@
 #include "nn/normalization.h"
 #include "nn/transformer.h"
 
+#include "../autograd/error_of.h"
+
 using namespace tg;
 
 namespace {
@@ -70,6 +72,10 @@ TEST(ModuleGradcheck, FailsOnlyOnTheWrongParameter) {
   const Tensor x = Tensor::uniform({2, 3}, -1, 1, gen, DType::f64);
   const nn::ModuleGradcheckReport r = nn::gradcheck(m, {x});
   EXPECT_FALSE(r.ok);
+  // scale, fc.weight, fc.bias, then the input.
+  ASSERT_EQ(m.named_parameters().size(), 3u);
+  ASSERT_EQ(r.tensors.size(), m.named_parameters().size() + 1);
+  EXPECT_EQ(r.tensors.back().name, "input 0");
   for (const auto& t : r.tensors) EXPECT_EQ(t.ok, t.name != "scale") << t.name;
   const auto& bad = r.tensors[0];  // own parameters come first in named_parameters()
   ASSERT_EQ(bad.name, "scale");
@@ -90,9 +96,13 @@ TEST(ModuleGradcheck, SubsamplesWithAFixedSeedAndRestoresGradients) {
   const auto a = nn::gradcheck(lin, {x}, opt);
   const auto b = nn::gradcheck(lin, {x}, opt);
   EXPECT_TRUE(a.ok) << a;
+  // weight, bias, input 0 (every one larger than 4 entries).
+  ASSERT_EQ(a.tensors.size(), lin.named_parameters().size() + 1);
+  ASSERT_EQ(b.tensors.size(), a.tensors.size());
   for (std::size_t k = 0; k < a.tensors.size(); ++k) {
     EXPECT_EQ(a.tensors[k].checked, 4);
     EXPECT_EQ(a.tensors[k].max_abs_error, b.tensors[k].max_abs_error);  // same entries
+    EXPECT_EQ(a.tensors[k].worst_element, b.tensors[k].worst_element) << a.tensors[k].name;
   }
   EXPECT_EQ(lin.weight.grad().to_vector<double>(), marker.to_vector<double>());
   EXPECT_FALSE(lin.bias.grad().defined());
@@ -110,6 +120,27 @@ TEST(ModuleGradcheck, ArbitraryForwardAndMultiTensorForward) {
   EXPECT_EQ(r.tensors.size(), layer.named_parameters().size() + 1);
   const auto s = nn::gradcheck(layer, [&](const std::vector<Tensor>& in) { return sum(layer.forward(in[0])); }, {src}, opt);
   EXPECT_TRUE(s.ok) << s;
+
+  // Two tensors: forward(tgt, memory) of a decoder layer; both inputs are checked, after the parameters.
+  // (gelu: no kink for the finite differences to straddle.)
+  nn::TransformerDecoderLayer dec({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0,
+                                   .activation = nn::TransformerActivation::gelu},
+                                  gen);
+  dec.to(DType::f64);
+  const Tensor tgt = Tensor::uniform({2, 2, 4}, -1, 1, gen, DType::f64);
+  const Tensor memory = Tensor::uniform({3, 2, 4}, -1, 1, gen, DType::f64);
+  const auto d = nn::gradcheck(dec, {tgt, memory}, opt);
+  EXPECT_TRUE(d.ok) << d;
+  ASSERT_EQ(d.tensors.size(), dec.named_parameters().size() + 2);
+  EXPECT_EQ(d.tensors[d.tensors.size() - 2].name, "input 0");
+  EXPECT_EQ(d.tensors.back().name, "input 1");
+  EXPECT_EQ(d.tensors.back().numel, memory.numel());
+  EXPECT_EQ(d.tensors.back().checked, 6);
+
+  // Four tensors: the wrapper calls forward with one to three only.
+  const Tensor tgt_mask = Tensor::zeros({2, 2}, DType::f64), memory_mask = Tensor::zeros({2, 3}, DType::f64);
+  EXPECT_EQ(tg::testing::error_of<std::invalid_argument>([&] { nn::gradcheck(dec, {tgt, memory, tgt_mask, memory_mask}, opt); }),
+            "nn::gradcheck: TransformerDecoderLayer::forward does not take 4 tensors returning a Tensor; pass a function");
 }
 
 TEST(ModuleGradcheck, Float32ParameterIsRefused) {

@@ -152,5 +152,8 @@ TEST(ModuleHooks, HandleOutlivingItsModuleIsHarmless) {
       return std::optional<Tensor>();
     });
   }
-  handle.remove();
+  EXPECT_NO_THROW(handle.remove());  // the module is gone: nothing to remove from
+  EXPECT_NO_THROW(handle.remove());  // again
+  nn::ModuleHookHandle never_registered;
+  EXPECT_NO_THROW(never_registered.remove());
 }

@@ -7,7 +7,10 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/gradcheck.h"
@@ -19,6 +22,7 @@
 #include "nn/multihead_attention.h"
 #include "nn/serialize.h"
 #include "nn/transformer.h"
+#include "../autograd/error_of.h"
 #include "layer_test_util.h"
 #include "torch_mha_fixture.h"
 
@@ -147,20 +151,87 @@ TEST(ScaledDotProductAttention, ValuesMasksAndGradcheck) {
 }
 
 TEST(MultiheadAttention, ErrorsNameTheLayerAndShapes) {
+  using tg::testing::error_of;
   Generator gen(3);
-  EXPECT_THROW(MultiheadAttention(6, 4, gen), std::invalid_argument);  // 6 % 4
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { MultiheadAttention(6, 4, gen); }),  // 6 % 4
+            "MultiheadAttention: embed_dim (6) must be a positive multiple of num_heads (4)");
   MultiheadAttention mha(8, 2, gen);
-  try {
-    mha.forward(Tensor::zeros({5, 3, 7}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}));
-    FAIL();
-  } catch (const std::invalid_argument& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("MultiheadAttention"), std::string::npos) << m;
-    EXPECT_NE(m.find("[5, 3, 7]"), std::string::npos) << m;
+  EXPECT_EQ(error_of<std::invalid_argument>(
+                [&] { mha.forward(Tensor::zeros({5, 3, 7}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8})); }),
+            "MultiheadAttention: feature sizes differ from embed_dim, kdim, vdim: query [5, 3, 7], key [5, 3, 8], "
+            "value [5, 3, 8]");
+  // key_padding_mask (N, S) = (3, 5), given (3, 4).
+  EXPECT_EQ(error_of<std::invalid_argument>([&] {
+              mha.forward(Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}),
+                          Tensor::zeros({3, 4}, DType::i64));
+            }),
+            "MultiheadAttention: key_padding_mask must be [3, 5], got [3, 4]: query [5, 3, 8], key [5, 3, 8], "
+            "value [5, 3, 8]");
+}
+
+// Attention dropout (p > 0, training mode): masks from the layer's generator, so the same seed gives
+// the same output; eval() turns it off; the returned weights are taken before dropout; gradients
+// are right for a fixed mask.
+TEST(MultiheadAttention, DropoutIsSeededOffInEvalAndBeforeTheWeights) {
+  using tg::testing::max_abs_diff;
+  auto shared = std::make_shared<Generator>(0);
+  auto other = std::make_shared<Generator>(0);
+  Generator init_a(21), init_b(21), init_c(21);  // the same initial parameters in all three
+  MultiheadAttention drop(MultiheadAttentionOptions{.embed_dim = 4, .num_heads = 2, .dropout = 0.5, .generator = shared}, init_a);
+  MultiheadAttention twin(MultiheadAttentionOptions{.embed_dim = 4, .num_heads = 2, .dropout = 0.5, .generator = other}, init_b);
+  MultiheadAttention plain(MultiheadAttentionOptions{.embed_dim = 4, .num_heads = 2}, init_c);
+  for (MultiheadAttention* m : {&drop, &twin, &plain}) m->to(DType::f64);
+  const auto pd = drop.named_parameters(), pp = plain.named_parameters();
+  ASSERT_EQ(pd.size(), pp.size());
+  for (std::size_t i = 0; i < pd.size(); ++i) ASSERT_EQ(max_abs_diff(pd[i].second, pp[i].second), 0.0) << pd[i].first;
+  ASSERT_TRUE(drop.is_training());
+  Generator gen(22);
+  const Tensor q = Tensor::normal({3, 2, 4}, 0, 1, gen, DType::f64), kv = Tensor::normal({5, 2, 4}, 0, 1, gen, DType::f64);
+  const auto [ref_out, ref_w] = plain.forward(q, kv, kv);
+
+  // Same seed, same mask: the same layer reseeded, and another layer whose generator has that seed.
+  shared->seed(9);
+  const auto [out1, w1] = drop.forward(q, kv, kv);
+  shared->seed(9);
+  const auto [out2, w2] = drop.forward(q, kv, kv);
+  other->seed(9);
+  const auto [out3, w3] = twin.forward(q, kv, kv);
+  EXPECT_EQ(max_abs_diff(out1, out2), 0.0);
+  EXPECT_EQ(max_abs_diff(out1, out3), 0.0);
+  const auto [out4, w4] = drop.forward(q, kv, kv);  // not reseeded: the next mask
+  EXPECT_GT(max_abs_diff(out1, out4), 0.0);
+  EXPECT_GT(max_abs_diff(out1, ref_out), 0.0) << "dropout 0.5 changed nothing in training";
+  // The weights (need_weights) are taken before dropout: those of the dropout-0 layer, whatever the mask.
+  EXPECT_EQ(max_abs_diff(w1, ref_w), 0.0);
+  EXPECT_EQ(max_abs_diff(w4, ref_w), 0.0);
+  // Without need_weights (the fused kernel: other rounding, the same draws) the same seed gives the
+  // same mask, so the output of the composed form to rounding.
+  shared->seed(9);
+  EXPECT_LT(max_abs_diff(std::get<0>(drop.forward(q, kv, kv, Tensor(), false)), out1), 1e-12);
+
+  // eval(): no dropout, the dropout-0 layer's output and weights, bit for bit.
+  drop.eval();
+  const auto [eval_out, eval_w] = drop.forward(q, kv, kv);
+  EXPECT_EQ(max_abs_diff(eval_out, ref_out), 0.0);
+  EXPECT_EQ(max_abs_diff(eval_w, ref_w), 0.0);
+  EXPECT_EQ(max_abs_diff(std::get<0>(drop.forward(q, kv, kv, Tensor(), false)),
+                         std::get<0>(plain.forward(q, kv, kv, Tensor(), false))),
+            0.0);
+  drop.train();
+
+  // float64 gradcheck with dropout: fn reseeds the generator so every evaluation draws one mask;
+  // with and without the weights (the composed and the fused path).
+  for (bool need_weights : {false, true}) {
+    std::vector<Tensor> inputs = {q.detach().clone().requires_grad_(), kv.detach().clone().requires_grad_()};
+    for (const Tensor& p : tg::nn::testing::parameter_inputs(drop)) inputs.push_back(p);
+    EXPECT_GRADCHECK(
+        [&](const std::vector<Tensor>& in) {
+          tg::nn::testing::bind_parameters(drop, in, 2);  // the parameters' own columns, not constants
+          shared->seed(17);
+          return std::get<0>(drop.forward(in[0], in[1], in[1], Tensor(), need_weights));
+        },
+        inputs);
   }
-  EXPECT_THROW(mha.forward(Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}),
-                           Tensor::zeros({3, 4}, DType::i64)),
-               std::invalid_argument);
 }
 
 // ---- TransformerEncoderLayer -------------------------------------------------------------------

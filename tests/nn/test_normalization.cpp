@@ -63,9 +63,7 @@ std::vector<double> rms_norm_ref(const std::vector<double>& x, std::size_t n, do
 
 double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
   EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
+  return tg::testing::max_abs_diff(a, b);
 }
 
 std::vector<std::string> names_and_shapes(const tg::nn::Module& m) {

@@ -20,6 +20,7 @@
 #include "autograd/shape.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "../autograd/error_of.h"
 #include "layer_test_util.h"
 #include "nn/rnn.h"
 
@@ -116,17 +117,25 @@ TEST(Rnn, GRUParameterNamesShapesAndInit) {
 }
 
 TEST(Rnn, OptionsAndInputsAreValidated) {
+  using tg::testing::error_of;
+  using E = std::invalid_argument;
   Generator gen(2);
-  EXPECT_THROW(GRU(GRUOptions(0, 4), gen), std::invalid_argument);
-  EXPECT_THROW(GRU(GRUOptions(3, 4).num_layers(0), gen), std::invalid_argument);
-  EXPECT_THROW(LSTM(LSTMOptions(3, 4).dropout(1.0), gen), std::invalid_argument);
+  EXPECT_EQ(error_of<E>([&] { GRU(GRUOptions(0, 4), gen); }), "GRU: input_size must be positive, got 0");
+  EXPECT_EQ(error_of<E>([&] { GRU(GRUOptions(3, 4).num_layers(0), gen); }), "GRU: num_layers must be at least 1, got 0");
+  EXPECT_EQ(error_of<E>([&] { LSTM(LSTMOptions(3, 4).dropout(1.0), gen); }), "LSTM: dropout must be in [0, 1), got 1.000000");
   GRU gru(GRUOptions(3, 4).num_layers(2), gen);
-  EXPECT_THROW(gru.forward(Tensor::zeros({5, 2, 4})), std::invalid_argument);  // wrong feature size
-  EXPECT_THROW(gru.forward(Tensor::zeros({5, 3})), std::invalid_argument);     // not 3-D
-  EXPECT_THROW(gru.forward(Tensor::zeros({5, 2, 3}), Tensor::zeros({1, 2, 4})), std::invalid_argument);
-  EXPECT_THROW(gru.forward(Tensor::zeros({5, 2, 3}), Tensor(), lens_of({6, 1})), std::invalid_argument);
-  EXPECT_THROW(gru.forward(Tensor::zeros({5, 2, 3}), Tensor(), lens_of({5})), std::invalid_argument);
-  EXPECT_THROW(gru.forward(Tensor::zeros({5, 2, 3}, DType::f64)), std::invalid_argument);
+  EXPECT_EQ(error_of<E>([&] { gru.forward(Tensor::zeros({5, 2, 4})); }),  // wrong feature size
+            "GRU: input must be (T, B, 3), got [5, 2, 4]");
+  EXPECT_EQ(error_of<E>([&] { gru.forward(Tensor::zeros({5, 3})); }),  // not 3-D
+            "GRU: input must be (T, B, 3), got [5, 3]");
+  EXPECT_EQ(error_of<E>([&] { gru.forward(Tensor::zeros({5, 2, 3}), Tensor::zeros({1, 2, 4})); }),
+            "GRU: initial state must be float32 [2, 2, 4] (num_layers * directions, B, hidden_size), got float32 [1, 2, 4]");
+  EXPECT_EQ(error_of<E>([&] { gru.forward(Tensor::zeros({5, 2, 3}), Tensor(), lens_of({6, 1})); }),
+            "GRU: valid length 6 is outside [0, 5]");
+  EXPECT_EQ(error_of<E>([&] { gru.forward(Tensor::zeros({5, 2, 3}), Tensor(), lens_of({5})); }),
+            "GRU: valid_lens must be i64 of shape [2], got int64 [1]");
+  EXPECT_EQ(error_of<E>([&] { gru.forward(Tensor::zeros({5, 2, 3}, DType::f64)); }),
+            "GRU: input is float64 but the parameters are float32");
 }
 
 TEST(Rnn, GRUCellMatchesHandWrittenFormula) {

@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -110,12 +112,38 @@ TEST_F(Serialize, RoundTripIsBitwiseForFloat32AndInt64) {
 }
 
 TEST_F(Serialize, Float64IsWrittenAsFloat32) {
-  const std::vector<double> values{0.1, -1.0 / 3.0, 1e300, 2.5};
-  save_npz(path("d.npz"), {{"x", Tensor::from_vector(values, {2, 2})}});
+  // 3e38 is in float32's range; just above FLT_MAX still rounds to FLT_MAX, not to inf.
+  const double above_max = std::nextafter(static_cast<double>(std::numeric_limits<float>::max()), INFINITY);
+  const std::vector<double> values{0.1, -1.0 / 3.0, 3e38, 2.5, above_max, INFINITY, -INFINITY, NAN};
+  save_npz(path("d.npz"), {{"x", Tensor::from_vector(values, {2, 4})}});
   const auto loaded = load_npz(path("d.npz"));
   ASSERT_EQ(loaded[0].second.dtype(), DType::f32);
   const auto got = loaded[0].second.to_vector<float>();
-  for (std::size_t i = 0; i < values.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(values[i]));
+  ASSERT_EQ(got.size(), values.size());
+  for (std::size_t i = 0; i + 1 < values.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(values[i])) << i;
+  EXPECT_EQ(got[4], std::numeric_limits<float>::max());
+  EXPECT_EQ(got[5], INFINITY);  // inf and NaN are float32 values: saved as they are
+  EXPECT_EQ(got[6], -INFINITY);
+  EXPECT_TRUE(std::isnan(got[7]));
+}
+
+// A finite float64 beyond float32's range would load back as inf: refused, naming the file and the
+// entry, before anything is written (no new file, an existing one untouched, no temporary left).
+TEST_F(Serialize, Float64BeyondFloat32IsRefusedBeforeWriting) {
+  const Tensor ok = Tensor::from_vector(std::vector<double>{1, 2}, {2});
+  const Tensor big = Tensor::from_vector(std::vector<double>{0.1, -1.0 / 3.0, 1e300, 2.5}, {2, 2});
+  EXPECT_EQ(error_of<std::runtime_error>([&] { save_npz(path("d.npz"), {{"ok", ok}, {"x", big}}); }),
+            "save_npz " + path("d.npz") + ": entry 'x' value 1e+300 (element 2) overflows float32");
+  EXPECT_FALSE(fs::exists(path("d.npz")));
+  EXPECT_TRUE(listing().empty());
+
+  save_npz(path("d.npz"), {{"ok", ok}});
+  const std::string before = read_bytes(path("d.npz"));
+  const Tensor negative = Tensor::from_vector(std::vector<double>{-1e300}, {1});
+  EXPECT_EQ(error_of<std::runtime_error>([&] { save_npz(path("d.npz"), {{"ok", ok}, {"y", negative}}); }),
+            "save_npz " + path("d.npz") + ": entry 'y' value -1e+300 (element 0) overflows float32");
+  EXPECT_EQ(read_bytes(path("d.npz")), before);
+  EXPECT_EQ(listing(), std::vector<std::string>{"d.npz"});
 }
 
 TEST_F(Serialize, NpyHeaderIsNumpyLayout) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../autograd/gradcheck_util.h"  // max_abs_diff
 #include "autograd/tensor.h"
 #include "nn/module.h"
 #include "nn/serialize.h"
@@ -53,13 +54,10 @@ inline Tensor as_i64_mask(const Tensor& m) {
   return Tensor::from_vector(out, m.shape());
 }
 
-/// max |got - want| (shapes must match).
+/// max |got - want| (shapes must match; a NaN in only one of them is an infinite error).
 inline double fixture_error(const Tensor& got, const Tensor& want) {
   EXPECT_EQ(got.shape(), want.shape());
-  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double err = 0;
-  for (std::size_t i = 0; i < g.size() && i < w.size(); ++i) err = std::max(err, std::abs(g[i] - w[i]));
-  return err;
+  return tg::testing::max_abs_diff(got.to_vector<double>(), want.to_vector<double>());
 }
 
 }  // namespace tg::nn::testing
