@@ -937,22 +937,7 @@ int run_plot(const PlotArgs& a) {
     if (const std::size_t bad = count_unplottable({s}, a.log))
       std::cerr << "bahdanau plot: " << a.csv[i] << ": skipped " << bad << " of " << s.y.size()
                 << (a.log ? " points (non-finite, or not positive on the log axis)\n" : " points (non-finite)\n");
-    if (a.smooth > 1) {  // trailing moving average over the last N finite values: per-batch losses are noisy
-      std::vector<double> y(s.y.size()), window;
-      double acc = 0;
-      std::size_t oldest = 0;
-      for (std::size_t k = 0; k < s.y.size(); ++k) {
-        if (!std::isfinite(s.y[k])) {
-          y[k] = s.y[k];  // stays unplottable
-          continue;
-        }
-        window.push_back(s.y[k]);
-        acc += s.y[k];
-        if (window.size() - oldest > static_cast<std::size_t>(a.smooth)) acc -= window[oldest++];
-        y[k] = acc / static_cast<double>(window.size() - oldest);
-      }
-      s.y = std::move(y);
-    }
+    if (a.smooth > 1) s.y = trailing_mean(s.y, a.smooth);  // per-batch losses are noisy
     series.push_back(std::move(s));
   }
   PlotOptions o;

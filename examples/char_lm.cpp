@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
     std::string bytes = kBuiltinText;
     if (!file.empty()) {
       std::ifstream in(file, std::ios::binary);
+      if (!in) throw std::runtime_error(file + ": cannot open for reading");
       std::ostringstream ss;
       ss << in.rdbuf();
       bytes = ss.str();

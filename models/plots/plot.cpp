@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 #include "autograd/error_text.h"
 #include "models/plots/heatmap.h"  // svg_begin, svg_number, xml_escape
@@ -140,6 +141,24 @@ std::size_t count_unplottable(const std::vector<Series>& series, bool log_y) {
   for (const Series& s : series)
     for (std::size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) n += !plottable(s.x[i], s.y[i], log_y);
   return n;
+}
+
+std::vector<double> trailing_mean(const std::vector<double>& y, int window) {
+  if (window < 1) throw std::invalid_argument("trailing_mean: window must be >= 1, got " + std::to_string(window));
+  std::vector<double> out(y.size()), finite;
+  double acc = 0;
+  std::size_t oldest = 0;
+  for (std::size_t k = 0; k < y.size(); ++k) {
+    if (!std::isfinite(y[k])) {
+      out[k] = y[k];
+      continue;
+    }
+    finite.push_back(y[k]);
+    acc += y[k];
+    if (finite.size() - oldest > static_cast<std::size_t>(window)) acc -= finite[oldest++];
+    out[k] = acc / static_cast<double>(finite.size() - oldest);
+  }
+  return out;
 }
 
 Series read_csv_series(const std::string& path, const std::string& x_column, const std::string& y_column) {

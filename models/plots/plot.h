@@ -28,6 +28,12 @@ std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& 
 /// Number of points line_plot_svg skips: a non-finite x or y, or y <= 0 when log_y.
 std::size_t count_unplottable(const std::vector<Series>& series, bool log_y);
 
+/// Trailing moving average of y over its last `window` finite values (`bahdanau plot --smooth`):
+/// each finite y[k] becomes the mean of itself and the finite values before it, at most `window`
+/// in all; a non-finite value stays as it is and enters no mean. Throws std::invalid_argument if
+/// window < 1.
+std::vector<double> trailing_mean(const std::vector<double>& y, int window);
+
 /// Reads columns `x_column` and `y_column` of a CSV with a header line (as written by
 /// `bahdanau train --log-csv`); errors name the file and line.
 Series read_csv_series(const std::string& path, const std::string& x_column, const std::string& y_column);

@@ -1,6 +1,7 @@
 // End-to-end tests of build/bin/bahdanau, run as a child process.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
@@ -45,7 +46,7 @@ class Cli : public ::testing::Test {
     return tg::testing::run_command(kBinary + " " + args, dir(), input);
   }
 
-  /// A tiny reverse-task model, trained once for the whole suite.
+  /// A tiny reverse-task model, trained once per test process (ctest runs each test in its own).
   static const fs::path& checkpoint() {
     static const fs::path ck = [] {
       const fs::path p = dir() / "ck";
@@ -480,6 +481,28 @@ TEST_F(Cli, LongValuesGiveAShortFirstLine) {
   EXPECT_EQ(err[2].rfind("  known keys: ablation, ", 0), 0u) << err[2];
 }
 
+TEST_F(Cli, PlotSmoothsAndUsesALogAxis) {
+  // --smooth 2 over y = 4, 2, 6, 8 plots the trailing means 4, 3, 4, 7: the same SVG as those values.
+  const fs::path raw = dir() / "raw.csv", means = dir() / "means.csv";
+  std::ofstream(raw) << "step,loss\n1,4\n2,2\n3,6\n4,8\n";
+  std::ofstream(means) << "step,loss\n1,4\n2,3\n3,4\n4,7\n";
+  const fs::path a = dir() / "smoothed.svg", b = dir() / "means.svg", c = dir() / "log.svg";
+  CliRun r = run("plot --csv " + raw.string() + " --label x --smooth 2 --out " + a.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("plot --csv " + means.string() + " --label x --out " + b.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_file(a), read_file(b));
+  // --log: a different drawing, and a y of 0 cannot be on it.
+  r = run("plot --csv " + means.string() + " --label x --log --out " + c.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(c), read_file(b));
+  std::ofstream(raw, std::ios::trunc) << "step,loss\n1,4\n2,0\n3,6\n";
+  r = run("plot --csv " + raw.string() + " --log --out " + c.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find(raw.string() + ": skipped 1 of 3 points (non-finite, or not positive on the log axis)"),
+            std::string::npos) << r.err;
+}
+
 TEST_F(Cli, BleuSacrebleuAndChrfModes) {
   // The committed corpus of tests/models/decoding/test_sacrebleu.cpp, whose values are worked out there.
   const std::string files = std::string("--hyp ") + TG_TEST_DATA_DIR "/sacrebleu_hyp.txt --ref " TG_TEST_DATA_DIR
@@ -490,7 +513,11 @@ TEST_F(Cli, BleuSacrebleuAndChrfModes) {
                    "76.5/64.3/45.5/37.5 (BP = 1.000 ratio = 1.062 hyp_len = 17 ref_len = 16)\n");
   r = run("bleu " + files + " --metric sacrebleu --tokenize none");
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|", 0), 0u) << r.out;
+  // Matches 7/12, 4/9, 2/6, 1/4 and 12 words each side (worked out in test_sacrebleu.cpp).
+  char none[32];
+  std::snprintf(none, sizeof none, "%.2f", 100.0 * std::pow(7.0 / 12 * 4.0 / 9 * 2.0 / 6 * 1.0 / 4, 0.25));
+  EXPECT_EQ(r.out, std::string("BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2.x-tapegrad = ") + none +
+                       " 58.3/44.4/33.3/25.0 (BP = 1.000 ratio = 1.000 hyp_len = 12 ref_len = 12)\n");
   r = run("bleu " + files + " --metric chrf");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.rfind("chrF2|nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:2.x-tapegrad = ", 0), 0u) << r.out;
@@ -535,8 +562,14 @@ TEST_F(Cli, BleuByLengthScoresEachBucketForEverySystem) {
   const auto rows = lines(read_file(csv));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0], "bucket,min_words,max_words,sentences,mean_words,copy,B");
-  EXPECT_EQ(rows[1].rfind("1-2,1,2,2,1.50,100.0000,", 0), 0u) << rows[1];
-  EXPECT_EQ(rows[2].rfind("3+,3,,2,4.00,100.0000,", 0), 0u) << rows[2];
+  // B, by hand (13a splits off the "?"): bucket 1-2 matches 9/10, 6/8, 4/6, 2/4 n-grams, 10 words
+  // against 10 (BP 1); bucket 3+ matches 5/6, 4/4, 3/3, 2/2 ("rien" matches nothing), 6 words
+  // against 9: BP = exp(1 - 9/6).
+  char b12[32], b3[32];
+  std::snprintf(b12, sizeof b12, "%.4f", 100 * std::pow(0.9 * 0.75 * (4.0 / 6) * 0.5, 0.25));
+  std::snprintf(b3, sizeof b3, "%.4f", 100 * std::exp(-0.5) * std::pow(5.0 / 6, 0.25));
+  EXPECT_EQ(rows[1], std::string("1-2,1,2,2,1.50,100.0000,") + b12);
+  EXPECT_EQ(rows[2], std::string("3+,3,,2,4.00,100.0000,") + b3);
   const std::string plot = read_file(svg);
   EXPECT_NE(plot.find("data-label=\"copy\""), std::string::npos);
   EXPECT_NE(plot.find("data-label=\"B\""), std::string::npos);
@@ -656,6 +689,56 @@ TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find((bad / "tokenizer.model").string() + ": not a valid SentencePiece model"), std::string::npos)
       << r.err;
+}
+
+// Validation and model flags reach training.json / config.json and take effect; the thread count
+// changes no number.
+TEST_F(Cli, ValidationFlagsAreRecordedAndThreadsChangeNoNumber) {
+  const std::vector<std::string> all = lines(read_file(TG_TEST_DATA_DIR "/fra_head80.tsv"));
+  ASSERT_EQ(all.size(), 80u);
+  const fs::path train_tsv = dir() / "flags_train.tsv", dev_tsv = dir() / "flags_dev.tsv";
+  {
+    std::ofstream t(train_tsv), d(dev_tsv);
+    for (std::size_t i = 0; i < all.size(); ++i) (i < 64 ? t : d) << all[i] << "\n";
+  }
+  const bool subword = run("train --data " + train_tsv.string() + " --subword 120 --steps 1 --quiet").err.find(
+                           "no SentencePiece") == std::string::npos;
+  const fs::path ck = dir() / "ck_flags", log = dir() / "flags_log.csv";
+  CliRun r = run("train --data " + train_tsv.string() + " --dev " + dev_tsv.string() +
+                 (subword ? " --subword 120 --subword-type bpe" : "") +
+                 " --model rnnsearch --embed-size 8 --num-hiddens 8 --num-steps 8 --steps 6 --batch-size 4 "
+                 "--validate-every 2 --select-by loss --lr-patience 3 --dropout 0.1 --dev-bleu-pairs 4 --threads 1 --out " +
+                 ck.string() + " --log-csv " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  if (subword) EXPECT_NE(r.err.find("SentencePiece bpe model of"), std::string::npos) << r.err;
+  const std::string state = read_file(ck / "training.json"), config = read_file(ck / "config.json");
+  EXPECT_NE(state.find("\"select_by\": \"loss\""), std::string::npos) << state;
+  EXPECT_NE(state.find("\"validate_every\": 2"), std::string::npos) << state;
+  EXPECT_NE(state.find("\"lr_patience\": 3"), std::string::npos) << state;
+  EXPECT_NE(config.find("\"dropout\": 0.1"), std::string::npos) << config;
+  const std::vector<std::string> rows = lines(read_file(log));
+  ASSERT_EQ(rows.size(), 7u);  // the header and 6 steps (16 batches of 4 per epoch: no epoch end)
+  for (std::size_t step = 1; step <= 6; ++step)
+    EXPECT_EQ(rows[step].back() != ',', step % 2 == 0) << "validated every 2 steps: " << rows[step];
+  // The same run without validation at 1 and 2 threads: the same log but for the elapsed time.
+  auto numbers = [&](const std::string& threads) {
+    const fs::path csv = dir() / ("threads" + threads + ".csv");
+    const CliRun t = run("train --data " + train_tsv.string() + " --model rnnsearch --embed-size 8 --num-hiddens 8 "
+                         "--num-steps 8 --steps 6 --batch-size 4 --dropout 0.1 --quiet --threads " + threads +
+                         " --out " + (dir() / ("ck_threads" + threads)).string() + " --log-csv " + csv.string());
+    EXPECT_EQ(t.status, 0) << t.err;
+    std::vector<std::string> out;
+    for (const std::string& row : lines(read_file(csv))) {  // every column but elapsed_s, the 7th
+      std::size_t begin = 0;
+      for (int k = 0; k < 6 && begin != std::string::npos; ++k) begin = row.find(',', begin) + 1;
+      const std::size_t end = row.find(',', begin);
+      out.push_back(row.substr(0, begin) + (end == std::string::npos ? "" : row.substr(end)));
+    }
+    return out;
+  };
+  const std::vector<std::string> one = numbers("1");
+  EXPECT_EQ(one.size(), 7u);
+  EXPECT_EQ(one, numbers("2"));
 }
 
 // train --dev: validation lines, dev columns in the CSV, the best checkpoint beside --out, token

@@ -108,7 +108,10 @@ TEST_F(Examples, CharLmVocabularyIsCodePoints) {
 }
 
 TEST_F(Examples, CharLmRejectsMissingFilesAndInvalidUtf8) {
-  EXPECT_NE(run("char_lm", (dir() / "no_such_file.txt").string()).status, 0);
+  const Result missing = run("char_lm", (dir() / "no_such_file.txt").string());
+  EXPECT_NE(missing.status, 0);  // CLI11's check of the argument
+  EXPECT_NE(missing.err.find("File does not exist: " + (dir() / "no_such_file.txt").string()), std::string::npos)
+      << missing.err;
   std::ofstream(dir() / "latin1.txt", std::ios::binary) << std::string(50, 'a') + "\xE9t\xE9\n";
   const Result r = run("char_lm", (dir() / "latin1.txt").string() + " --steps 1");
   EXPECT_EQ(r.status, 1);

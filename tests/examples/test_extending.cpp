@@ -127,7 +127,13 @@ TEST(Softplus, Gradgradcheck) {
   // With create_graph, the gradient is itself differentiable: d/dx sigmoid(x) = sigmoid'(x).
   const Tensor x = rand64({4}, gen);
   const Tensor g = grad({sum(stable_softplus(x))}, {x}, {}, {.create_graph = true})[0];
-  EXPECT_TRUE(g.requires_grad());
+  ASSERT_TRUE(g.requires_grad());
+  const Tensor gg = grad({sum(g)}, {x})[0];
+  const std::vector<double> xs = x.to_vector<double>(), got = gg.to_vector<double>();
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double s = 1.0 / (1.0 + std::exp(-xs[i]));
+    EXPECT_NEAR(got[i], s * (1.0 - s), 1e-12) << i;
+  }
 }
 
 }  // namespace tg::docs_example

@@ -24,15 +24,19 @@ TEST(Metrics, D2lSentenceBleu) {
   EXPECT_NEAR(bleu_d2l("il est bon .", "il est calme .", 2), 0.6580370064762462, 1e-12);
   // Short prediction: p1 = p2 = 1, penalty exp(1 - 4/2) = e^-1.
   EXPECT_NEAR(bleu_d2l("il est", "il est calme .", 2), std::exp(-1.0), 1e-15);
-  // Long prediction is not penalised; clipping: "a b a b" vs "a b a b a", k = 3 → exp(1 - 5/4)
-  // (Python d2l bleu gives 0.7788007830714049).
+  // A shorter prediction is penalised: "a b a b" vs "a b a b a", k = 3, every n-gram matches →
+  // exp(1 - 5/4) (Python d2l bleu gives 0.7788007830714049).
   EXPECT_NEAR(bleu_d2l("a b a b", "a b a b a", 3), 0.7788007830714049, 1e-15);
+  // A longer one is not, and repeated n-grams are clipped: "a b a b a" vs "a b a b", k = 2 →
+  // p1 = 4/5 (the third "a" finds no label "a" left), p2 = 3/4 (the second "b a" none), BP 1.
+  EXPECT_NEAR(bleu_d2l("a b a b a", "a b a b", 2), std::sqrt(0.8) * std::pow(0.75, 0.25), 1e-15);
   // Clipping: "je je je" vs "je suis ici": p1 = 1/3, p2 = 0 → 0.
   EXPECT_EQ(bleu_d2l("je je je", "je suis ici", 2), 0.0);
   EXPECT_NEAR(bleu_d2l("je je je", "je suis ici", 1), std::pow(1.0 / 3.0, 0.5), 1e-15);
   // No 4-gram in the label → p4 = 0 (d2l: 0.0).
   EXPECT_EQ(bleu_d2l("a b c d", "a b c", 4), 0.0);
-  // A 1-token prediction with k = 2: d2l divides by zero, we return 0.
+  // A 1-token prediction with k = 2: d2l's loop over n = 1..k (the form this follows; later d2l
+  // stops at min(k, len_pred)) divides by zero at n = 2; we return 0.
   EXPECT_EQ(bleu_d2l("va", "va !", 2), 0.0);
   EXPECT_EQ(bleu_d2l(Tokens{}, Tokens{"a"}, 1), 0.0);
   EXPECT_THROW(bleu_d2l("a", "a", -1), std::invalid_argument);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "../attention_sample.h"
+#include "../test_dirs.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
 #include "models/plots/attention_bars.h"
@@ -77,8 +78,7 @@ TEST(AttentionBars, ColumnsAndErrors) {
 }
 
 TEST(AttentionBars, SvgIsWellFormedXmlAndRenders) {
-  const auto dir = std::filesystem::temp_directory_path() / "tg_attention_bars_test";
-  std::filesystem::create_directories(dir);
+  const auto dir = tg::models::testing::per_test_dir("tg_attention_bars", true);
   const auto path = dir / "bars.svg";
   std::ofstream(path) << attention_bars_svg(sample(), "À l'œil & <co>");
   bool checked = false;

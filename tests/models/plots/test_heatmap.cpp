@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "../attention_sample.h"
+#include "../test_dirs.h"
 #include "autograd/ops_elementwise.h"
 #include "models/plots/heatmap.h"
 
@@ -33,8 +34,7 @@ TEST(Heatmap, SvgCellsCarryTheWeights) {
 }
 
 TEST(Heatmap, SvgIsWellFormedXmlAndRenders) {
-  const auto dir = std::filesystem::temp_directory_path() / "tg_heatmap_test";
-  std::filesystem::create_directories(dir);
+  const auto dir = tg::models::testing::per_test_dir("tg_heatmap", true);
   const auto path = dir / "map.svg";
   std::ofstream(path) << attention_heatmap_svg(sample(), "À l'œil & <co>");
   if (have("/usr/bin/python3")) {
@@ -47,6 +47,7 @@ TEST(Heatmap, SvgIsWellFormedXmlAndRenders) {
     EXPECT_EQ(std::system(cmd.c_str()), 0);
     EXPECT_GT(std::filesystem::file_size(png), 1000u);
   }
+  std::filesystem::remove_all(dir);
   if (!have("/usr/bin/python3") && !have("rsvg-convert")) GTEST_SKIP() << "neither python3 nor rsvg-convert to validate with";
 }
 

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <string>
 
 #include "autograd/ops_elementwise.h"
 #include "models/plots/plot.h"
@@ -12,11 +14,24 @@
 using namespace tg::models;
 
 namespace {
+/// This process's scratch directory (ctest runs the tests of this file as concurrent processes),
+/// removed when the process ends.
+const std::filesystem::path& scratch_dir() {
+  struct Dir {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("tg_plot_test_" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
+}
+
 std::filesystem::path temp_file(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / "tg_plot_test";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / name) << text;
-  return dir / name;
+  std::ofstream(scratch_dir() / name) << text;
+  return scratch_dir() / name;
 }
 }  // namespace
 
@@ -39,6 +54,21 @@ TEST(Plot, CsvSeriesAndSvg) {
       EXPECT_EQ(std::system(cmd.c_str()), 0) << "not well-formed XML";
     }
   }
+}
+
+TEST(Plot, TrailingMeanSkipsNonFiniteValues) {
+  const double nan = std::nan("");
+  const std::vector<double> y{4, 2, 6, nan, 8};
+  const std::vector<double> m = trailing_mean(y, 2);
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0], 4.0);
+  EXPECT_EQ(m[1], 3.0);
+  EXPECT_EQ(m[2], 4.0);
+  EXPECT_TRUE(std::isnan(m[3]));
+  EXPECT_EQ(m[4], 7.0);  // (6 + 8) / 2: the NaN is not in the window
+  EXPECT_EQ(trailing_mean({4, 2, 6}, 1), (std::vector<double>{4, 2, 6}));
+  EXPECT_EQ(trailing_mean({4, 2, 6}, 10), (std::vector<double>{4, 3, 4}));
+  EXPECT_THROW(trailing_mean(y, 0), std::invalid_argument);
 }
 
 TEST(Plot, ErrorsNameFileAndLine) {

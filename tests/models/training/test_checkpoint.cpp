@@ -12,6 +12,7 @@
 
 #include "../../autograd/error_of.h"
 #include "../test_dirs.h"
+#include "autograd/memory.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
@@ -490,8 +491,12 @@ TEST(Checkpoint, ConfigSizesThatDoNotMatchTheWeightsAreRefusedBeforeBuildingTheM
   big.num_layers = 4;
   write_file(ck / "config.json", config_to_json(big));
   ::testing::internal::CaptureStderr();
+  const std::int64_t peak_before = memory::cache_stats().peak_in_use_bytes;
   const std::string err = load_error(ck);
+  const std::int64_t peak_after = memory::cache_stats().peak_in_use_bytes;
   ::testing::internal::GetCapturedStderr();
+  // Nothing near the model's size was allocated: the high-water mark moved by less than 64 MiB.
+  EXPECT_LT(peak_after - peak_before, std::int64_t{64} << 20);
   EXPECT_EQ(err.rfind((ck / "weights.npz").string() + ": holds " + std::to_string(model->num_parameters()) +
                           " values but " + (ck / "config.json").string() + "'s sizes give ",
                       0),

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/gradcheck_util.h"  // max_or_inf
 #include "../../autograd/error_of.h"
 #include "../test_dirs.h"
 #include "autograd/random.h"
@@ -103,7 +104,7 @@ void expect_close(const Weights& got, const std::vector<std::vector<double>>& wa
   for (std::size_t k = 0; k < got.size(); ++k) {
     ASSERT_EQ(got[k].size(), want[k].size());
     for (std::size_t i = 0; i < got[k].size(); ++i)
-      worst = std::max(worst, std::abs(got[k][i] - want[k][i]) / std::max(1.0, std::abs(want[k][i])));
+      worst = tg::testing::max_or_inf(worst, std::abs(got[k][i] - want[k][i]) / std::max(1.0, std::abs(want[k][i])));
   }
   EXPECT_LT(worst, 1e-6);  // float32 arithmetic against double
 }

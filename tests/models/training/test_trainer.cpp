@@ -16,7 +16,9 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
+#include "models/decoding/decode.h"
 #include "models/decoding/metrics.h"
+#include "models/decoding/sacrebleu.h"
 #include "models/text/data.h"
 #include "models/text/tasks.h"
 #include "models/training/checkpoint.h"
@@ -498,6 +500,18 @@ std::vector<std::string> csv_without_elapsed(const fs::path& p) {
   return out;
 }
 
+/// sacreBLEU of `model`'s translations of the first n dev pairs, as the trainer scores them.
+double dev_bleu_of(Seq2Seq& model, const TranslationData& data, const DevSet& dev, std::size_t n, const DecodeOptions& decode) {
+  const std::vector<std::vector<std::string>> sources(dev.pairs.src.begin(), dev.pairs.src.begin() + static_cast<std::ptrdiff_t>(n));
+  std::vector<std::string> hyps;
+  for (const Translation& t : translate_tokens(model, sources, data.src_vocab, data.tgt_vocab, decode)) {
+    std::string line;
+    for (const std::string& w : t.tokens) line += (line.empty() ? "" : " ") + w;
+    hyps.push_back(line);
+  }
+  return sacre_bleu(hyps, dev_references(dev, n)).score;
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -559,12 +573,29 @@ TEST(Trainer, ValidationLogsDevColumnsAndKeepsTheBestEpochsCheckpoint) {
   auto reference = make_model(tiny_config(data, "rnnsearch"), gen_b);
   const auto upto = train(*reference, data, TrainOptions(options).epochs(static_cast<std::int64_t>(best + 1)));
   EXPECT_TRUE(weights(*ck.model) == weights(*reference));
+  // Its dev BLEU is sacreBLEU of greedy translations of the first 20 dev pairs by those weights.
+  const DevSet dev = reverse_dev(30);
+  EXPECT_EQ(dev_bleu_of(*ck.model, data, dev, 20, DecodeOptions()), r.validations[best].dev_bleu);
+  EXPECT_GT(r.validations[best].dev_bleu, 0.0);  // so the BLEU comparisons above decided something
   // Validation draws no random numbers: the losses are those of a run without it, bit for bit.
   Generator gen_c(1);
   auto plain = make_model(tiny_config(data, "rnnsearch"), gen_c);
   EXPECT_EQ(losses(train(*plain, data, options)), losses(r));
   EXPECT_TRUE(weights(*plain) == weights(*model));
   fs::remove_all(root);
+}
+
+// TrainOptions::dev_decode (the CLI's --dev-beam): dev BLEU is that of beam-search translations.
+TEST(Trainer, DevBleuUsesTheDevDecodeOptions) {
+  const TranslationData data = reverse_data(50);
+  const DevSet dev = reverse_dev(30);
+  const DecodeOptions beam = DecodeOptions().beam_size(3);
+  Generator gen(1);
+  auto model = make_model(tiny_config(data, "rnnsearch"), gen);
+  const auto r = train(*model, data, TrainOptions().batch_size(16).lr(0.02).seed(9).progress(false).epochs(3).dev(dev)
+                                         .dev_bleu_pairs(20).dev_decode(beam));
+  ASSERT_EQ(r.validations.size(), 3u);
+  EXPECT_EQ(dev_bleu_of(*model, data, dev, 20, beam), r.validations.back().dev_bleu);  // the final weights
 }
 
 // lr 1e-30 changes no float32 weight, so the dev loss stays exactly the same: a plateau from the

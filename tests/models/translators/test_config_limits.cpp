@@ -250,6 +250,12 @@ TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
   st.select_by = "loss";
   st.batch_tokens = 4000;
   const TrainingState back = training_from_json(training_to_json(st));
+  EXPECT_EQ(training_to_json(back), training_to_json(st));  // every field, as written
+  EXPECT_EQ(back.step, 8);
+  EXPECT_EQ(back.validations, 3);
+  EXPECT_EQ(back.best_step, 4);
+  EXPECT_EQ(back.best_dev_loss, 2.25);
+  EXPECT_EQ(back.bad_validations, 2);
   EXPECT_EQ(back.best_dev_bleu, 12.5);
   EXPECT_EQ(back.lr_scale, 0.25);
   EXPECT_EQ(back.select_by, "loss");
