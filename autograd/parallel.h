@@ -22,8 +22,9 @@ int num_threads();
 /// sets it itself.
 template <class Task> void run_tasks(int n, Task&& task);
 
-/// Grain sizes for parallel_for: a task pays off above ~16K elements of transcendental work and
-/// ~256K of cheap work on the machines this project is tuned on (docs/performance.md).
+/// Grain sizes for parallel_for: the fewest elements of transcendental (exp, tanh, ...) or cheap
+/// (add, copy, ...) element-wise work worth a task of its own; set by hand, not from a recorded
+/// measurement.
 inline constexpr std::int64_t kGrainTranscendental = 4096;
 inline constexpr std::int64_t kGrainCheap = 65536;
 

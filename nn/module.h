@@ -26,9 +26,11 @@
 // modules whose forward takes and returns tensors (Linear, Embedding, Dropout, LayerNorm, RMSNorm,
 // the activations, Sequential, TransformerEncoderLayer, TransformerDecoderLayer), and for every
 // member a Sequential runs.
-// Modules returning several tensors (GRU, LSTM, MultiheadAttention) or taking non-tensor
-// arguments have no hooked call. A module of your own gets hooks by calling through
-// with_forward_hooks():
+// Modules returning several tensors (GRU, LSTM, MultiheadAttention), taking non-tensor arguments
+// or more than one tensor (GRUCell, AdditiveAttention, TransformerEncoder/Decoder) have no hooked
+// call, and the library's composite layers call their children's forward() directly, so a hook on
+// such a child (a TransformerEncoderLayer's linear1) does not run; PyTorch's would. A module of
+// your own gets hooks by calling through with_forward_hooks():
 //
 //   tg::Tensor operator()(const tg::Tensor& x) { return with_forward_hooks(x, [&](const tg::Tensor& v) { return forward(v); }); }
 #include <cstdint>
@@ -101,7 +103,9 @@ class Module {
   }
 
   /// Parameters with hierarchical names ("encoder.rnn.weight_ih_l0"), own parameters first, then
-  /// each child's in registration order: exactly the keys of PyTorch's state_dict.
+  /// each child's in registration order: the parameter keys of PyTorch's state_dict (PyTorch also
+  /// lists persistent buffers, such as its tutorial PositionalEncoding's "pe", which have no
+  /// counterpart here and load() reports as unexpected).
   NamedTensors named_parameters(bool recurse = true) const;
   /// The tensors of named_parameters(), same order.
   std::vector<Tensor> parameters(bool recurse = true) const;
@@ -122,10 +126,12 @@ class Module {
   /// Whether this module is in training mode (the default).
   bool is_training() const { return training_; }
 
-  /// Converts every floating parameter to `dtype` in place (same handles, same names; gradients
-  /// are dropped), e.g. to gradcheck a model in float64. Returns *this.
+  /// Converts every floating parameter to `dtype` in place (same handles, same names; a converted
+  /// parameter's gradient is dropped), e.g. to gradcheck a model in float64. Returns *this.
   Module& to(DType dtype);
-  /// Drops the accumulated gradient of every parameter (zero_grad(set_to_none=True)).
+  /// Drops the accumulated gradient of every parameter: zero_grad(set_to_none=True), PyTorch 2.0's
+  /// default (1.13's zeroes them in place); dropping saves a pass over every gradient and its
+  /// memory between steps, and an absent gradient reads as undefined, not as zeros.
   void zero_grad();
   /// Total number of elements over all parameters (only trainable ones if `trainable_only`).
   std::int64_t num_parameters(bool trainable_only = false) const;
@@ -134,7 +140,8 @@ class Module {
   NamedTensors state_dict() const { return named_parameters(); }
   /// Copies `entries` into the parameters (converted to each parameter's dtype). Checks every name
   /// and shape first and throws one std::runtime_error, prefixed by `source`, listing all missing,
-  /// unexpected and shape-mismatched entries; nothing is modified unless every check passes.
+  /// unexpected, duplicated and shape-mismatched entries; nothing is modified unless every check
+  /// passes.
   void load_state_dict(const NamedTensors& entries, const std::string& source = "load_state_dict");
   /// Writes the parameters to a NumPy .npz file (float32 for floating tensors; see serialize.h).
   void save(const std::string& path) const;
@@ -183,7 +190,6 @@ class Module {
   std::shared_ptr<ForwardHookRegistry> hooks_;  // null until a hook is registered
 };
 
-/// Writes module.str().
 /// RAII: puts a module in eval mode for its lifetime and restores its previous mode after
 /// (decoding and evaluation inside a training loop).
 class EvalModeGuard {
@@ -198,6 +204,7 @@ class EvalModeGuard {
   bool was_training_;
 };
 
+/// Writes module.str().
 std::ostream& operator<<(std::ostream& os, const Module& module);
 
 }  // namespace tg::nn

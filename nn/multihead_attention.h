@@ -31,7 +31,7 @@ Tensor additive_mask(const Tensor& mask, DType dtype);
 struct MultiheadAttentionOptions {
   std::int64_t embed_dim;
   std::int64_t num_heads;
-  double dropout = 0.0;
+  double dropout = 0.0;  ///< on the attention weights; in [0, 1), as nn::Dropout (PyTorch also takes 1)
   bool bias = true;
   std::int64_t kdim = 0;  ///< 0: embed_dim
   std::int64_t vdim = 0;  ///< 0: embed_dim

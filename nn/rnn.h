@@ -43,7 +43,8 @@ class RNNOptions {
   RNNOptions& bias(bool v) { bias_ = v; return *this; }
   /// Input and output as (B, T, feature) instead of (T, B, feature). h0/h_n stay (L*D, B, H).
   RNNOptions& batch_first(bool v) { batch_first_ = v; return *this; }
-  /// Dropout on the outputs of every layer except the last (training mode only).
+  /// Dropout on the outputs of every layer except the last (training mode only); p in [0, 1), as
+  /// nn::Dropout (PyTorch also takes 1).
   RNNOptions& dropout(double v) { dropout_ = v; return *this; }
   /// Adds a reverse-direction pass per layer (D = 2); outputs are [forward, reverse] concatenated.
   RNNOptions& bidirectional(bool v) { bidirectional_ = v; return *this; }

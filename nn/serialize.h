@@ -21,7 +21,9 @@ namespace tg::nn {
 
 /// Writes `entries` to `path` as .npz. The archive is written to `path + ".tmp-XXXXXX"`, flushed
 /// to disk and renamed over `path`, so an interrupted or failed save never destroys an existing
-/// checkpoint. Throws std::runtime_error naming the file on any failure (nothing is left behind).
+/// checkpoint. Throws std::runtime_error naming the file on any failure (nothing is left behind),
+/// among them a finite float64 value beyond float32's range, which would read back as inf (checked
+/// before anything is written).
 void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& entries);
 
 /// Reads every entry of the .npz at `path`, in archive order, with the dtype stored in the file
