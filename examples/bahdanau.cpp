@@ -303,6 +303,7 @@ struct TrainArgs {
   // Validation, batching by tokens, time limit.
   std::string dev, best, select_by = "bleu";
   std::int64_t dev_bleu_pairs = 0, dev_beam = 1, validate_every = 0, patience = 0, lr_patience = 1, batch_tokens = 0;
+  std::int64_t lr_anneal_from = 0, lr_anneal_to = 0;
   double lr_decay = 1.0, max_minutes = 0.0;
   double ema_decay = 0.0;  // weight EMA (0 = off)
   std::string write_batches;  // --write-batches DIR: export what the run would train on, then stop
@@ -364,6 +365,10 @@ int run_train(TrainArgs& a) {
       if (!given("lr") && t.lr > 0) a.lr = t.lr;
       if (!given("clip")) a.clip = t.clip;
       if (!given("warmup-steps")) a.warmup_steps = t.warmup_steps;
+      if (!given("lr-anneal-from") && !given("lr-anneal-to")) {
+        a.lr_anneal_from = t.lr_anneal_from;
+        a.lr_anneal_to = t.lr_anneal_to;
+      }
       if (!given("label-smoothing")) a.label_smoothing = t.label_smoothing;
       if (!given("ema-decay")) a.ema_decay = t.ema_decay;
       if (!given("no-shuffle")) a.no_shuffle = !t.shuffle;
@@ -480,7 +485,8 @@ int run_train(TrainArgs& a) {
   }
   TrainOptions opts;
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
-      .warmup_steps(a.warmup_steps).label_smoothing(a.label_smoothing).ema_decay(a.ema_decay)
+      .warmup_steps(a.warmup_steps).lr_anneal(a.lr_anneal_from, a.lr_anneal_to).label_smoothing(a.label_smoothing)
+      .ema_decay(a.ema_decay)
       .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(notes).subword(subword)
       .batch_tokens(a.batch_tokens).max_seconds(a.max_minutes * 60.0);
   if (dev) {
@@ -1211,6 +1217,16 @@ int main(int argc, char** argv) {
                                               "Multiply the lr by this factor in (0, 1] after --lr-patience validations "
                                               "without a new best (1 = off)")
                             ->check(CLI::Range(1e-9, 1.0));
+  ta.opts["lr-anneal-from"] = train_cmd->add_option("--lr-anneal-from", ta.lr_anneal_from,
+                                                    "Anneal the lr linearly to 0 after this many steps (with "
+                                                    "--lr-anneal-to; as torch's LinearLR)")
+                                  ->check(int_range(0, limits::kMaxCount));
+  ta.opts["lr-anneal-to"] = train_cmd->add_option("--lr-anneal-to", ta.lr_anneal_to,
+                                                  "The step at which the annealed lr reaches 0 (give --steps "
+                                                  "the same; 0 = no annealing)")
+                                ->check(int_range(0, limits::kMaxCount))
+                                ->needs(ta.opts["lr-anneal-from"]);
+  ta.opts["lr-anneal-from"]->needs(ta.opts["lr-anneal-to"]);
   ta.opts["lr-patience"] = train_cmd->add_option("--lr-patience", ta.lr_patience,
                                                  "Validations without a new best before each lr decay")
                                ->check(int_range(1, limits::kMaxCount));

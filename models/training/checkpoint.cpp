@@ -249,6 +249,10 @@ std::string training_to_json(const TrainingState& s) {
   j["lr"] = s.lr;
   j["clip"] = s.clip;
   j["warmup_steps"] = s.warmup_steps;
+  if (s.lr_anneal_to > 0) {  // absent = off, so files of runs without it read as before
+    j["lr_anneal_from"] = s.lr_anneal_from;
+    j["lr_anneal_to"] = s.lr_anneal_to;
+  }
   j["label_smoothing"] = s.label_smoothing;
   j["shuffle"] = s.shuffle;
   j["shards"] = s.shards;
@@ -275,7 +279,7 @@ std::string training_to_json(const TrainingState& s) {
 TrainingState training_from_json(const std::string& text, const std::string& source) {
   const json j = parse_object(text, source);
   check_known_keys(j, {"step", "epoch", "batch_in_epoch", "elapsed_s", "last_loss", "seed", "batch_size", "lr",
-                       "clip", "warmup_steps", "label_smoothing", "shuffle", "shards", "batch_tokens",
+                       "clip", "warmup_steps", "lr_anneal_from", "lr_anneal_to", "label_smoothing", "shuffle", "shards", "batch_tokens",
                        "validations", "last_validation_step", "best_step", "best_dev_bleu", "best_dev_loss",
                        "bad_validations", "lr_bad_validations", "lr_scale", "select_by", "patience", "lr_decay",
                        "lr_patience", "validate_every", "ema_decay", "ema_updates", "notes"},
@@ -291,6 +295,8 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("lr")) s.lr = get_double(j, "lr", source);
   if (j.contains("clip")) s.clip = get_double(j, "clip", source);
   if (j.contains("warmup_steps")) s.warmup_steps = get_int(j, "warmup_steps", source);
+  if (j.contains("lr_anneal_from")) s.lr_anneal_from = get_int(j, "lr_anneal_from", source);
+  if (j.contains("lr_anneal_to")) s.lr_anneal_to = get_int(j, "lr_anneal_to", source);
   if (j.contains("label_smoothing")) s.label_smoothing = get_double(j, "label_smoothing", source);
   if (j.contains("shuffle")) s.shuffle = get_bool(j, "shuffle", source);
   if (j.contains("shards")) s.shards = get_int(j, "shards", source);
@@ -326,6 +332,10 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
   check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
   check_count("warmup_steps", s.warmup_steps, limits::kMaxCount);
+  check_count("lr_anneal_to", s.lr_anneal_to, limits::kMaxCount);
+  if ((s.lr_anneal_from != 0 || s.lr_anneal_to != 0) && !(s.lr_anneal_from >= 0 && s.lr_anneal_from < s.lr_anneal_to))
+    bad(source, "lr_anneal_from = " + std::to_string(s.lr_anneal_from) + " is out of range [0, lr_anneal_to = " +
+                    std::to_string(s.lr_anneal_to) + ")");
   check_count("batch_tokens", s.batch_tokens, limits::kMaxCount);
   check_count("validations", s.validations, limits::kMaxCount);
   check_count("last_validation_step", s.last_validation_step, s.step);

@@ -100,6 +100,8 @@ struct TrainingState : TrainingProgress {
   double lr = 0.0;
   double clip = 0.0;
   std::int64_t warmup_steps = 0;    ///< 0 = constant lr (absent in older training.json)
+  /// TrainOptions::lr_anneal's steps (both 0 = off; absent in older training.json).
+  std::int64_t lr_anneal_from = 0, lr_anneal_to = 0;
   double label_smoothing = 0.0;
   bool shuffle = true;
   /// Fixed shards each global batch was split into (TrainOptions::shards; 1 before data parallelism).

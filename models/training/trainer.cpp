@@ -235,6 +235,12 @@ void TrainOptions::validate() const {
   if (!(lr_decay_ > 0 && lr_decay_ <= 1)) fail("lr_decay must be in (0, 1] (1 = no decay)");
   if (lr_patience_ < 1 || lr_patience_ > limits::kMaxCount) fail("lr_patience must be >= 1");
   if (lr_decay_ < 1 && warmup_steps_ > 0) fail("lr_decay cannot be combined with warmup_steps (the schedule sets the lr)");
+  if (lr_anneal_from_ != 0 || lr_anneal_to_ != 0) {
+    if (lr_anneal_from_ < 0 || lr_anneal_to_ <= lr_anneal_from_ || lr_anneal_to_ > limits::kMaxCount)
+      fail("lr_anneal from " + std::to_string(lr_anneal_from_) + " to " + std::to_string(lr_anneal_to_) +
+           " must satisfy 0 <= from < to <= " + std::to_string(limits::kMaxCount));
+    if (warmup_steps_ > 0) fail("lr_anneal cannot be combined with warmup_steps (the schedule sets the lr)");
+  }
   if (!(ema_decay_ == 0 || (ema_decay_ > 0 && ema_decay_ < 1))) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", ema_decay_);
@@ -338,6 +344,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   st.lr = options.lr();
   st.clip = options.clip();
   st.warmup_steps = options.warmup_steps();
+  st.lr_anneal_from = options.lr_anneal_from();
+  st.lr_anneal_to = options.lr_anneal_to();
   st.label_smoothing = options.label_smoothing();
   st.shuffle = options.shuffle();
   st.batch_tokens = options.batch_tokens();
@@ -553,6 +561,11 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         batch_tokens = sum_i64(b.tgt_valid_len);
       }
       const double grad_norm = nn::clip_grad_norm(params, max_norm);
+      if (options.lr_anneal_to() > 0) {  // a function of the step alone, so a resume repeats it
+        const double left = static_cast<double>(options.lr_anneal_to() - st.step) /
+                            static_cast<double>(options.lr_anneal_to() - options.lr_anneal_from());
+        optimizer.set_lr(options.lr() * st.lr_scale * std::clamp(left, 0.0, 1.0));
+      }
       const double lr = optimizer.lr();
       optimizer.step();
       if (ema) {

@@ -77,6 +77,15 @@ class TrainOptions {
   /// 0 (default): lr is constant. > 0: nn::WarmupInverseSqrtLR, rising linearly to lr at this step
   /// and decaying as 1/sqrt(step) after it (the Transformer's schedule).
   TrainOptions& warmup_steps(std::int64_t v) { warmup_steps_ = v; return *this; }
+  /// Linear lr annealing for a fixed budget (as torch.optim.lr_scheduler.LinearLR to 0): after
+  /// `from` steps, step s + 1 (s steps done) uses lr × (to - s) / (to - from), reaching 0 at `to`;
+  /// give steps(to) with it. Both 0 (default): off. Multiplies the plateau decay's factor; not
+  /// combinable with warmup_steps().
+  TrainOptions& lr_anneal(std::int64_t from, std::int64_t to) {
+    lr_anneal_from_ = from;
+    lr_anneal_to_ = to;
+    return *this;
+  }
   /// Label smoothing ε in [0, 1) of the training loss (default 0; sequence_loss). Evaluation losses
   /// are never smoothed.
   TrainOptions& label_smoothing(double v) { label_smoothing_ = v; return *this; }
@@ -169,6 +178,8 @@ class TrainOptions {
   std::int64_t batch_size() const { return batch_size_; }
   double lr() const { return lr_; }
   std::int64_t warmup_steps() const { return warmup_steps_; }
+  std::int64_t lr_anneal_from() const { return lr_anneal_from_; }
+  std::int64_t lr_anneal_to() const { return lr_anneal_to_; }
   double label_smoothing() const { return label_smoothing_; }
   double clip() const { return clip_; }
   std::uint64_t seed() const { return seed_; }
@@ -205,6 +216,7 @@ class TrainOptions {
   std::int64_t batch_size_ = 64;
   double lr_ = 0.005;
   std::int64_t warmup_steps_ = 0;
+  std::int64_t lr_anneal_from_ = 0, lr_anneal_to_ = 0;
   double label_smoothing_ = 0.0;
   double clip_ = 1.0;
   std::uint64_t seed_ = 0;

@@ -691,6 +691,35 @@ TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
       << r.err;
 }
 
+// --lr-anneal-from/--lr-anneal-to: the logged lr falls linearly, and --init-from continues the anneal.
+TEST_F(Cli, LinearLrAnnealingIsLoggedAndContinued) {
+  const fs::path ck = dir() / "ck_anneal", log = dir() / "anneal.csv";
+  const std::string model = "train --task reverse --num-examples 64 --max-len 5 --num-steps 8 --embed-size 8 --num-hiddens 8 "
+                            "--batch-size 16 --lr 0.01 --quiet ";
+  CliRun r = run(model + "--steps 4 --lr-anneal-from 2 --lr-anneal-to 6 --out " + ck.string() + " --log-csv " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string state = read_file(ck / "training.json");
+  EXPECT_NE(state.find("\"lr_anneal_from\": 2"), std::string::npos) << state;
+  EXPECT_NE(state.find("\"lr_anneal_to\": 6"), std::string::npos) << state;
+  r = run("train --init-from " + ck.string() + " --steps 6 --quiet --log-csv " + log.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> rows = lines(read_file(log));
+  ASSERT_EQ(rows.size(), 7u);
+  // lr is the 6th column; step s uses 0.01 * min(1, (6 - (s - 1)) / 4).
+  const std::vector<std::string> want{"0.01", "0.01", "0.01", "0.0075", "0.005", "0.0025"};
+  for (std::size_t s = 1; s <= 6; ++s) {
+    std::size_t begin = 0;
+    for (int k = 0; k < 5; ++k) begin = rows[s].find(',', begin) + 1;
+    EXPECT_EQ(rows[s].substr(begin, rows[s].find(',', begin) - begin), want[s - 1]) << rows[s];
+  }
+  r = run(model + "--steps 2 --lr-anneal-to 6");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--lr-anneal-to requires --lr-anneal-from"), std::string::npos) << r.err;
+  r = run(model + "--steps 2 --lr-anneal-from 6 --lr-anneal-to 6");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("lr_anneal from 6 to 6 must satisfy"), std::string::npos) << r.err;
+}
+
 // Validation and model flags reach training.json / config.json and take effect; the thread count
 // changes no number.
 TEST_F(Cli, ValidationFlagsAreRecordedAndThreadsChangeNoNumber) {
@@ -710,7 +739,9 @@ TEST_F(Cli, ValidationFlagsAreRecordedAndThreadsChangeNoNumber) {
                  "--validate-every 2 --select-by loss --lr-patience 3 --dropout 0.1 --dev-bleu-pairs 4 --threads 1 --out " +
                  ck.string() + " --log-csv " + log.string());
   ASSERT_EQ(r.status, 0) << r.err;
-  if (subword) EXPECT_NE(r.err.find("SentencePiece bpe model of"), std::string::npos) << r.err;
+  if (subword) {
+    EXPECT_NE(r.err.find("SentencePiece bpe model of"), std::string::npos) << r.err;
+  }
   const std::string state = read_file(ck / "training.json"), config = read_file(ck / "config.json");
   EXPECT_NE(state.find("\"select_by\": \"loss\""), std::string::npos) << state;
   EXPECT_NE(state.find("\"validate_every\": 2"), std::string::npos) << state;

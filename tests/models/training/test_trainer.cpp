@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../../autograd/error_of.h"
 #include "../scripted_model.h"
 #include "../test_dirs.h"
 #include "autograd/ops_elementwise.h"
@@ -23,9 +24,11 @@
 #include "models/text/tasks.h"
 #include "models/training/checkpoint.h"
 #include "models/training/trainer.h"
+#include "models/translators/limits.h"
 
 using namespace tg;
 using namespace tg::models;
+using tg::testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -165,6 +168,43 @@ TEST(Trainer, WarmupScheduleAndLabelSmoothingResumeExactly) {
   EXPECT_NE(unsmoothed.steps.front().loss, full.steps.front().loss);
   EXPECT_THROW(train(*plain, data, TrainOptions(options).label_smoothing(1.0)), std::invalid_argument);
   EXPECT_THROW(train(*plain, data, TrainOptions(options).warmup_steps(-1)), std::invalid_argument);
+  fs::remove_all(root);
+}
+
+// Linear annealing (lr_anneal): the logged lr follows (to - s) / (to - from) after `from` steps,
+// training.json keeps the steps, and a run resumed in the middle of the anneal repeats the straight one.
+TEST(Trainer, LinearLrAnnealingResumesExactly) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);
+  const auto options = TrainOptions().batch_size(16).lr(0.02).lr_anneal(3, 8).seed(9).progress(false);
+  Generator gen_a(1);
+  auto straight = make_model(tiny_config(data, "rnnsearch"), gen_a);
+  const auto full = train(*straight, data, TrainOptions(options).steps(8));
+  ASSERT_EQ(full.steps.size(), 8u);
+  const std::vector<double> factor{1, 1, 1, 1, 4.0 / 5, 3.0 / 5, 2.0 / 5, 1.0 / 5};  // step s: (8 - (s - 1)) / 5, at most 1
+  for (std::size_t k = 0; k < 8; ++k) EXPECT_EQ(full.steps[k].lr, 0.02 * factor[k]) << "step " << k + 1;
+  Generator gen_b(1);
+  auto first = make_model(tiny_config(data, "rnnsearch"), gen_b);
+  const auto part1 = train(*first, data, TrainOptions(options).steps(5).out_dir((root / "ck").string()));
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_TRUE(ck.training);
+  EXPECT_EQ(ck.training->lr_anneal_from, 3);
+  EXPECT_EQ(ck.training->lr_anneal_to, 8);
+  const auto part2 = train(*ck.model, data, TrainOptions(options).steps(8).resume_from(ck.dir));
+  std::vector<double> resumed = losses(part1);
+  for (double l : losses(part2)) resumed.push_back(l);
+  EXPECT_EQ(resumed, losses(full));
+  EXPECT_TRUE(weights(*ck.model) == weights(*straight));
+  // Without annealing the same steps differ (the lr is constant).
+  Generator gen_c(1);
+  auto constant = make_model(tiny_config(data, "rnnsearch"), gen_c);
+  const auto flat = train(*constant, data, TrainOptions(options).lr_anneal(0, 0).steps(8));
+  EXPECT_EQ(flat.steps.back().lr, 0.02);
+  EXPECT_NE(losses(flat), losses(full));
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { train(*constant, data, TrainOptions(options).lr_anneal(5, 5)); }),
+            "train: lr_anneal from 5 to 5 must satisfy 0 <= from < to <= " + std::to_string(limits::kMaxCount));
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { train(*constant, data, TrainOptions(options).warmup_steps(2)); }),
+            "train: lr_anneal cannot be combined with warmup_steps (the schedule sets the lr)");
   fs::remove_all(root);
 }
 

@@ -231,6 +231,12 @@ TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
   EXPECT_EQ(training_error(R"({"batch_tokens": -5})"),
             "ck/training.json: batch_tokens = -5 is out of range [0, " + std::to_string(kMaxCount) + "]");
   EXPECT_EQ(training_error(R"({"select_by": "chrf"})"), "ck/training.json: select_by = 'chrf' is not 'bleu' or 'loss'");
+  EXPECT_EQ(training_error(R"({"lr_anneal_from": 5, "lr_anneal_to": 5})"),
+            "ck/training.json: lr_anneal_from = 5 is out of range [0, lr_anneal_to = 5)");
+  EXPECT_EQ(training_error(R"({"lr_anneal_from": 3})"), "ck/training.json: lr_anneal_from = 3 is out of range [0, lr_anneal_to = 0)");
+  EXPECT_EQ(training_error(R"({"lr_anneal_to": -1})"),
+            "ck/training.json: lr_anneal_to = -1 is out of range [0, " + std::to_string(kMaxCount) + "]");
+  EXPECT_EQ(training_error(R"({"lr_anneal_from": 3, "lr_anneal_to": 8})"), "(no exception)");
   EXPECT_EQ(training_error(R"({"best_dev_bleu": 101})"), "ck/training.json: best_dev_bleu = 101.000000 is out of range [0, 100]");
   EXPECT_EQ(training_error(R"({"step": 8, "validations": 3, "last_validation_step": 8, "best_step": 4, "best_dev_bleu": 12.5,
                                "best_dev_loss": 2.25, "bad_validations": 1, "lr_bad_validations": 0, "lr_scale": 0.5,
@@ -249,6 +255,8 @@ TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
   st.lr_scale = 0.25;
   st.select_by = "loss";
   st.batch_tokens = 4000;
+  st.lr_anneal_from = 3;
+  st.lr_anneal_to = 8;
   const TrainingState back = training_from_json(training_to_json(st));
   EXPECT_EQ(training_to_json(back), training_to_json(st));  // every field, as written
   EXPECT_EQ(back.step, 8);
@@ -256,6 +264,8 @@ TEST(ConfigLimits, TrainingStateFieldsAreRangeChecked) {
   EXPECT_EQ(back.best_step, 4);
   EXPECT_EQ(back.best_dev_loss, 2.25);
   EXPECT_EQ(back.bad_validations, 2);
+  EXPECT_EQ(back.lr_anneal_from, 3);
+  EXPECT_EQ(back.lr_anneal_to, 8);
   EXPECT_EQ(back.best_dev_bleu, 12.5);
   EXPECT_EQ(back.lr_scale, 0.25);
   EXPECT_EQ(back.select_by, "loss");
