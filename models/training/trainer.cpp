@@ -357,6 +357,12 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   if (!options.dev()) st.lr_scale = 1.0;  // no plateau decisions without a dev set
   if (st.lr_scale != 1.0) optimizer.set_lr(options.lr() * st.lr_scale);
   // Continues from the steps already done (a resumed run's optimizer holds options.lr()).
+  // lr_anneal: the lr of the next step, a function of the step alone, so a resume repeats it.
+  auto annealed_lr = [&] {
+    const double left = static_cast<double>(options.lr_anneal_to() - st.step) /
+                        static_cast<double>(options.lr_anneal_to() - options.lr_anneal_from());
+    return options.lr() * st.lr_scale * std::clamp(left, 0.0, 1.0);
+  };
   std::optional<nn::WarmupInverseSqrtLR> schedule;
   if (options.warmup_steps() > 0) schedule.emplace(optimizer, options.warmup_steps(), st.step);
   st.notes = options.notes();
@@ -480,7 +486,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         v.lr_decayed = true;
       }
     }
-    v.lr = optimizer.lr();
+    v.lr = options.lr_anneal_to() > 0 ? annealed_lr() : optimizer.lr();  // what the next step uses
     st.elapsed_s = elapsed_before + seconds();
     if (v.best && lead && !options.best_dir().empty()) save_to(options.best_dir());
     v.seconds = std::chrono::duration<double>(Clock::now() - v0).count();
@@ -561,11 +567,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         batch_tokens = sum_i64(b.tgt_valid_len);
       }
       const double grad_norm = nn::clip_grad_norm(params, max_norm);
-      if (options.lr_anneal_to() > 0) {  // a function of the step alone, so a resume repeats it
-        const double left = static_cast<double>(options.lr_anneal_to() - st.step) /
-                            static_cast<double>(options.lr_anneal_to() - options.lr_anneal_from());
-        optimizer.set_lr(options.lr() * st.lr_scale * std::clamp(left, 0.0, 1.0));
-      }
+      if (options.lr_anneal_to() > 0) optimizer.set_lr(annealed_lr());
       const double lr = optimizer.lr();
       optimizer.step();
       if (ema) {
