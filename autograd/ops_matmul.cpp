@@ -1,6 +1,5 @@
 // Matrix products. Every product goes through kernels::gemm, with transposes expressed as
 // gemm flags (no transposed copies), so forward and backward share one tuned kernel.
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -119,15 +118,6 @@ Tensor folded(const Tensor& a, const Tensor& b, const Tensor& bs, bool tb) {
   });
 }
 
-/// Whether batch shapes a and b broadcast (numpy's rule, aligned on the right).
-bool broadcastable(const Shape& a, const Shape& b) {
-  for (int i = 1; i <= std::min(a.size(), b.size()); ++i) {
-    const std::int64_t x = a[a.size() - i], y = b[b.size() - i];
-    if (x != y && x != 1 && y != 1) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -148,8 +138,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (b.dim() == 2) return folded(a, b, tb ? b_src : b, tb);
   // Batch dimensions broadcast. A right operand with a single matrix folds into one GEMM.
   const Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
-  if (!broadcastable(batch_a, batch_b)) shape_error("matmul", a, b, "batch dimensions do not broadcast");
-  const Shape batch = broadcast_shapes("matmul", batch_a, batch_b);
+  Shape batch;
+  try {
+    batch = broadcast_shapes("matmul", batch_a, batch_b);
+  } catch (const std::invalid_argument&) {  // its message names the batch parts only
+    shape_error("matmul", a, b, "batch dimensions do not broadcast");
+  }
   Shape out = batch;
   out.push_back(M), out.push_back(N);
   if (batch_b.numel() == 1) {

@@ -41,6 +41,23 @@ class Cli : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir()); }
 
+  /// tests/data/fra_head80.tsv cut into PREFIX_train.tsv (its first 64 pairs) and PREFIX_dev.tsv
+  /// (the other 16) in dir(). Call through ASSERT_NO_FATAL_FAILURE.
+  static void split_fra_head80(const std::string& prefix, fs::path& train_tsv, fs::path& dev_tsv) {
+    const std::vector<std::string> all = lines(read_file(TG_TEST_DATA_DIR "/fra_head80.tsv"));
+    ASSERT_EQ(all.size(), 80u);
+    train_tsv = dir() / (prefix + "_train.tsv");
+    dev_tsv = dir() / (prefix + "_dev.tsv");
+    std::ofstream t(train_tsv), d(dev_tsv);
+    for (std::size_t i = 0; i < all.size(); ++i) (i < 64 ? t : d) << all[i] << "\n";
+  }
+
+  /// Whether this build trains SentencePiece models (built with libsentencepiece-dev).
+  static bool have_sentencepiece() {
+    return run("train --data " TG_TEST_DATA_DIR "/fra_head80.tsv --subword 120 --steps 1 --quiet").err.find(
+               "no SentencePiece") == std::string::npos;
+  }
+
   /// Runs `bahdanau ARGS` through the shell (ARGS already quoted), stdin from `input`.
   static CliRun run(const std::string& args, const std::string& input = "") {
     return tg::testing::run_command(kBinary + " " + args, dir(), input);
@@ -642,9 +659,7 @@ TEST_F(Cli, SplitWritesTheSameFilesEveryTimeAndReverseSwapsColumns) {
 }
 
 TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
-  if (run("train --data " TG_TEST_DATA_DIR "/fra_head80.tsv --subword 120 --steps 1 --quiet").err.find(
-          "no SentencePiece") != std::string::npos)
-    GTEST_SKIP() << "built without SentencePiece (libsentencepiece-dev)";
+  if (!have_sentencepiece()) GTEST_SKIP() << "built without SentencePiece (libsentencepiece-dev)";
   const fs::path ck = dir() / "ck_subword";
   const std::string data = TG_TEST_DATA_DIR "/fra_head80.tsv";
   CliRun r = run("train --data " + data + " --subword 120 --holdout 10 --model rnnsearch --embed-size 8 --num-hiddens 8 "
@@ -723,15 +738,9 @@ TEST_F(Cli, LinearLrAnnealingIsLoggedAndContinued) {
 // Validation and model flags reach training.json / config.json and take effect; the thread count
 // changes no number.
 TEST_F(Cli, ValidationFlagsAreRecordedAndThreadsChangeNoNumber) {
-  const std::vector<std::string> all = lines(read_file(TG_TEST_DATA_DIR "/fra_head80.tsv"));
-  ASSERT_EQ(all.size(), 80u);
-  const fs::path train_tsv = dir() / "flags_train.tsv", dev_tsv = dir() / "flags_dev.tsv";
-  {
-    std::ofstream t(train_tsv), d(dev_tsv);
-    for (std::size_t i = 0; i < all.size(); ++i) (i < 64 ? t : d) << all[i] << "\n";
-  }
-  const bool subword = run("train --data " + train_tsv.string() + " --subword 120 --steps 1 --quiet").err.find(
-                           "no SentencePiece") == std::string::npos;
+  fs::path train_tsv, dev_tsv;
+  ASSERT_NO_FATAL_FAILURE(split_fra_head80("flags", train_tsv, dev_tsv));
+  const bool subword = have_sentencepiece();
   const fs::path ck = dir() / "ck_flags", log = dir() / "flags_log.csv";
   CliRun r = run("train --data " + train_tsv.string() + " --dev " + dev_tsv.string() +
                  (subword ? " --subword 120 --subword-type bpe" : "") +
@@ -776,15 +785,9 @@ TEST_F(Cli, ValidationFlagsAreRecordedAndThreadsChangeNoNumber) {
 // batches, lr decay and patience, continued by --init-from from training.json; subword pieces are
 // decoded before dev BLEU.
 TEST_F(Cli, TrainWithDevSetKeepsTheBestAndContinues) {
-  const std::vector<std::string> all = lines(read_file(TG_TEST_DATA_DIR "/fra_head80.tsv"));
-  ASSERT_EQ(all.size(), 80u);
-  const fs::path train_tsv = dir() / "dev_train.tsv", dev_tsv = dir() / "dev_dev.tsv";
-  {
-    std::ofstream t(train_tsv), d(dev_tsv);
-    for (std::size_t i = 0; i < all.size(); ++i) (i < 64 ? t : d) << all[i] << "\n";
-  }
-  const bool subword = run("train --data " + train_tsv.string() + " --subword 120 --steps 1 --quiet").err.find(
-                           "no SentencePiece") == std::string::npos;
+  fs::path train_tsv, dev_tsv;
+  ASSERT_NO_FATAL_FAILURE(split_fra_head80("dev", train_tsv, dev_tsv));
+  const bool subword = have_sentencepiece();
   const fs::path ck = dir() / "ck_dev", log = dir() / "dev_log.csv";
   CliRun r = run("train --data " + train_tsv.string() + " --dev " + dev_tsv.string() + (subword ? " --subword 120" : "") +
                  " --model rnnsearch --embed-size 8 --num-hiddens 8 --num-steps 8 --epochs 3 --batch-tokens 64 "
@@ -833,12 +836,8 @@ TEST_F(Cli, TrainWithDevSetKeepsTheBestAndContinues) {
 // epoch equal those of the log), the dev rows and references and the initialised model, and trains
 // nothing; dev BLEU then plots against wall time.
 TEST_F(Cli, WriteBatchesExportsTheBatchesTrainingRunsOn) {
-  const std::vector<std::string> all = lines(read_file(TG_TEST_DATA_DIR "/fra_head80.tsv"));
-  const fs::path train_tsv = dir() / "wb_train.tsv", dev_tsv = dir() / "wb_dev.tsv";
-  {
-    std::ofstream t(train_tsv), d(dev_tsv);
-    for (std::size_t i = 0; i < all.size(); ++i) (i < 64 ? t : d) << all[i] << "\n";
-  }
+  fs::path train_tsv, dev_tsv;
+  ASSERT_NO_FATAL_FAILURE(split_fra_head80("wb", train_tsv, dev_tsv));
   const std::string common = "train --data " + train_tsv.string() + " --dev " + dev_tsv.string() +
                              " --model rnnsearch --embed-size 8 --num-hiddens 8 --num-steps 8 --epochs 3 "
                              "--batch-tokens 64 --dev-bleu-pairs 10 --seed 3 --quiet";

@@ -66,6 +66,35 @@ std::vector<std::vector<float>> weights(const Seq2Seq& model) {
   return out;
 }
 
+/// A run of `total` steps straight, and the same run stopped after `split` steps (checkpoint in
+/// `dir`) and resumed from it to `total`.
+struct SplitRun {
+  TrainResult full;   ///< the straight run
+  TrainResult part2;  ///< the resumed steps
+  Checkpoint ck;      ///< the checkpoint after `split` steps; its model then trained on to `total`
+};
+
+/// Runs both (each model initialised by Generator(1)) and expects the resumed run to repeat the
+/// straight one: the same losses and the same final weights.
+SplitRun expect_resume_repeats_straight(const ModelConfig& c, const TranslationData& data, const TrainOptions& options,
+                                        std::int64_t split, std::int64_t total, const fs::path& dir) {
+  SplitRun r;
+  Generator gen_a(1);
+  auto straight = make_model(c, gen_a);
+  r.full = train(*straight, data, TrainOptions(options).steps(total));
+  Generator gen_b(1);
+  auto first = make_model(c, gen_b);
+  const auto part1 = train(*first, data, TrainOptions(options).steps(split).out_dir(dir.string()));
+  r.ck = load_checkpoint(dir.string());
+  EXPECT_TRUE(r.ck.training);
+  r.part2 = train(*r.ck.model, data, TrainOptions(options).steps(total).resume_from(r.ck.dir));
+  std::vector<double> resumed = losses(part1);
+  for (double l : losses(r.part2)) resumed.push_back(l);
+  EXPECT_EQ(resumed, losses(r.full));
+  EXPECT_TRUE(weights(*r.ck.model) == weights(*straight));
+  return r;
+}
+
 class ThreadReset {
  public:
   ~ThreadReset() { set_num_threads(0); }
@@ -142,25 +171,15 @@ TEST(Trainer, WarmupScheduleAndLabelSmoothingResumeExactly) {
   ModelConfig c = tiny_config(data, "transformer");
   c.num_heads = 2;
   const auto options = TrainOptions().batch_size(16).lr(0.01).warmup_steps(4).label_smoothing(0.1).seed(9).progress(false);
-  Generator gen_a(1);
-  auto straight = make_model(c, gen_a);
-  const auto full = train(*straight, data, TrainOptions(options).steps(8));
+  const SplitRun run = expect_resume_repeats_straight(c, data, options, 5, 8, root / "ck");
+  const TrainResult& full = run.full;
   ASSERT_EQ(full.steps.size(), 8u);
   for (const StepRecord& r : full.steps)
     EXPECT_DOUBLE_EQ(r.lr, 0.01 * std::min(r.step / 4.0, std::sqrt(4.0 / static_cast<double>(r.step))));
-  Generator gen_b(1);
-  auto first = make_model(c, gen_b);
-  const auto part1 = train(*first, data, TrainOptions(options).steps(5).out_dir((root / "ck").string()));
-  Checkpoint ck = load_checkpoint((root / "ck").string());
-  ASSERT_TRUE(ck.training);
-  EXPECT_EQ(ck.training->warmup_steps, 4);
-  EXPECT_EQ(ck.training->label_smoothing, 0.1);
-  const auto part2 = train(*ck.model, data, TrainOptions(options).steps(8).resume_from(ck.dir));
-  std::vector<double> resumed = losses(part1);
-  for (double l : losses(part2)) resumed.push_back(l);
-  EXPECT_EQ(resumed, losses(full));
-  EXPECT_EQ(part2.steps.front().lr, full.steps[5].lr);
-  EXPECT_TRUE(weights(*ck.model) == weights(*straight));
+  ASSERT_TRUE(run.ck.training);
+  EXPECT_EQ(run.ck.training->warmup_steps, 4);
+  EXPECT_EQ(run.ck.training->label_smoothing, 0.1);
+  EXPECT_EQ(run.part2.steps.front().lr, full.steps[5].lr);
   // Smoothing changes the loss being minimised: the first step's loss differs from the plain one.
   Generator gen_c(1);
   auto plain = make_model(c, gen_c);
@@ -177,24 +196,14 @@ TEST(Trainer, LinearLrAnnealingResumesExactly) {
   const fs::path root = temp_dir();
   const TranslationData data = reverse_data(50);
   const auto options = TrainOptions().batch_size(16).lr(0.02).lr_anneal(3, 8).seed(9).progress(false);
-  Generator gen_a(1);
-  auto straight = make_model(tiny_config(data, "rnnsearch"), gen_a);
-  const auto full = train(*straight, data, TrainOptions(options).steps(8));
+  const SplitRun run = expect_resume_repeats_straight(tiny_config(data, "rnnsearch"), data, options, 5, 8, root / "ck");
+  const TrainResult& full = run.full;
   ASSERT_EQ(full.steps.size(), 8u);
   const std::vector<double> factor{1, 1, 1, 1, 4.0 / 5, 3.0 / 5, 2.0 / 5, 1.0 / 5};  // step s: (8 - (s - 1)) / 5, at most 1
   for (std::size_t k = 0; k < 8; ++k) EXPECT_EQ(full.steps[k].lr, 0.02 * factor[k]) << "step " << k + 1;
-  Generator gen_b(1);
-  auto first = make_model(tiny_config(data, "rnnsearch"), gen_b);
-  const auto part1 = train(*first, data, TrainOptions(options).steps(5).out_dir((root / "ck").string()));
-  Checkpoint ck = load_checkpoint((root / "ck").string());
-  ASSERT_TRUE(ck.training);
-  EXPECT_EQ(ck.training->lr_anneal_from, 3);
-  EXPECT_EQ(ck.training->lr_anneal_to, 8);
-  const auto part2 = train(*ck.model, data, TrainOptions(options).steps(8).resume_from(ck.dir));
-  std::vector<double> resumed = losses(part1);
-  for (double l : losses(part2)) resumed.push_back(l);
-  EXPECT_EQ(resumed, losses(full));
-  EXPECT_TRUE(weights(*ck.model) == weights(*straight));
+  ASSERT_TRUE(run.ck.training);
+  EXPECT_EQ(run.ck.training->lr_anneal_from, 3);
+  EXPECT_EQ(run.ck.training->lr_anneal_to, 8);
   // Without annealing the same steps differ (the lr is constant).
   Generator gen_c(1);
   auto constant = make_model(tiny_config(data, "rnnsearch"), gen_c);
