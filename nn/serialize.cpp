@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -209,8 +210,28 @@ void write_archive(const std::string& tmp, const std::vector<std::pair<std::stri
 
 // ---- .npy -------------------------------------------------------------------------------------
 
+namespace {
+
+// "value V (element I) overflows float32" for the first finite float64 value that float32 cannot
+// hold (it would be written as inf), or nothing.
+std::optional<std::string> float32_overflow(const Tensor& t) {
+  if (t.dtype() != DType::f64 || t.numel() == 0) return std::nullopt;
+  const double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    if (std::isfinite(p[i]) && std::isinf(static_cast<float>(p[i]))) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", p[i]);
+      return std::string("value ") + value + " (element " + std::to_string(i) + ") overflows float32";
+    }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::string npy_encode(const Tensor& tensor) {
   if (!tensor.defined()) throw std::invalid_argument("npy_encode: undefined tensor");
+  if (auto bad = float32_overflow(tensor))
+    throw std::invalid_argument("npy_encode: " + tensor.shape().str() + " float64 tensor: " + *bad);
   const bool floating = is_floating(tensor.dtype());
   const bool boolean = tensor.dtype() == DType::b8;
   std::string dict = std::string("{'descr': '") + (floating ? "<f4" : boolean ? "|b1" : "<i8") +
@@ -337,16 +358,7 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
     if (!t.defined()) fail(what, "entry '" + elide(name) + "' is undefined");
     // float64 is stored as float32: a finite value beyond float32's range would come back as inf.
     // Refused here, before anything is written. NaN and inf themselves are stored as they are.
-    if (t.dtype() == DType::f64 && t.numel() > 0) {
-      const double* p = t.data<double>();
-      for (std::int64_t i = 0; i < t.numel(); ++i)
-        if (std::isfinite(p[i]) && std::isinf(static_cast<float>(p[i]))) {
-          char value[32];
-          std::snprintf(value, sizeof value, "%g", p[i]);
-          fail(what, "entry '" + elide(name) + "' value " + value + " (element " + std::to_string(i) +
-                         ") overflows float32");
-        }
-    }
+    if (auto bad = float32_overflow(t)) fail(what, "entry '" + elide(name) + "' " + *bad);
   }
   fs::path parent = fs::path(path).parent_path();
   if (parent.empty()) parent = ".";

@@ -33,7 +33,8 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path);
 
 /// The .npy bytes of one tensor (header version 1.0, or 2.0 if the header needs it; floating
-/// tensors as '<f4').
+/// tensors as '<f4'). Throws std::invalid_argument for a float64 tensor holding a finite value
+/// beyond float32's range (it would read back as inf).
 std::string npy_encode(const Tensor& tensor);
 
 /// Parses .npy bytes; `what` names the source in error messages (e.g. "model.npz: entry 'w'").

@@ -146,6 +146,20 @@ TEST_F(Serialize, Float64BeyondFloat32IsRefusedBeforeWriting) {
   EXPECT_EQ(listing(), std::vector<std::string>{"d.npz"});
 }
 
+TEST_F(Serialize, NpyEncodeRefusesFloat64BeyondFloat32) {
+  // npy_encode is public (the CLI writes attention matrices with it): the range check is its own,
+  // not only save_npz's.
+  const Tensor big = Tensor::from_vector(std::vector<double>{0.5, 1e39}, {1, 2});
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::nn::npy_encode(big); }),
+            "npy_encode: [1, 2] float64 tensor: value 1e+39 (element 1) overflows float32");
+  const Tensor special = Tensor::from_vector(
+      std::vector<double>{std::numeric_limits<double>::infinity(), std::nan(""), 3.4e38}, {3});
+  const Tensor back = tg::nn::npy_decode(tg::nn::npy_encode(special), "t");
+  EXPECT_TRUE(std::isinf(back.to_vector<float>()[0]));
+  EXPECT_TRUE(std::isnan(back.to_vector<float>()[1]));
+  EXPECT_EQ(back.to_vector<float>()[2], 3.4e38f);
+}
+
 TEST_F(Serialize, NpyHeaderIsNumpyLayout) {
   const std::string npy = tg::nn::npy_encode(Tensor::zeros({2, 3}));
   ASSERT_GE(npy.size(), 10u);
