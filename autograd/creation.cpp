@@ -23,13 +23,15 @@ Tensor empty_like(const Tensor& x) { return Tensor::empty(x.shape(), x.dtype());
 
 Tensor rand_like(const Tensor& x, Generator& gen) {
   if (!is_floating(x.dtype()))
-    throw std::invalid_argument("rand_like: needs a floating dtype, got " + std::string(dtype_name(x.dtype())));
+    throw std::invalid_argument("rand_like: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
+                                x.shape().str());
   return Tensor::uniform(x.shape(), 0.0, 1.0, gen, x.dtype());
 }
 
 Tensor randn_like(const Tensor& x, Generator& gen) {
   if (!is_floating(x.dtype()))
-    throw std::invalid_argument("randn_like: needs a floating dtype, got " + std::string(dtype_name(x.dtype())));
+    throw std::invalid_argument("randn_like: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
+                                x.shape().str());
   return Tensor::normal(x.shape(), 0.0, 1.0, gen, x.dtype());
 }
 

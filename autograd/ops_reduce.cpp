@@ -304,7 +304,9 @@ Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extr
 
 Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
   const kernels::Axes ax = axes_or_all("var", dims, x.shape());
-  if (!is_floating(x.dtype())) throw std::invalid_argument("var: needs a floating tensor, got " + std::string(dtype_name(x.dtype())));
+  if (!is_floating(x.dtype()))
+    throw std::invalid_argument("var: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
+                                x.shape().str());
   std::int64_t all[Shape::kMaxDims];
   std::int64_t n = 1;
   for (int i = 0; i < ax.size(); ++i) all[i] = ax[i], n *= x.shape()[ax[i]];

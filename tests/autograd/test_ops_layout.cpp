@@ -158,8 +158,8 @@ TEST(Creation, LikeFunctionsAndRanges) {
   EXPECT_EQ(values(randn_like(x, a)), normal);
   EXPECT_NE(normal[0], normal[1]);
   // creation.cpp's messages name the dtype, not the shape.
-  expect_error([&] { rand_like(Tensor::zeros({2}, DType::i64), a); }, {"rand_like: needs a floating dtype, got int64"});
-  expect_error([&] { randn_like(Tensor::zeros({2}, DType::i64), a); }, {"randn_like: needs a floating dtype, got int64"});
+  expect_error([&] { rand_like(Tensor::zeros({2}, DType::i64), a); }, {"rand_like: needs a floating tensor, got int64 [2]"});
+  expect_error([&] { randn_like(Tensor::zeros({2}, DType::i64), a); }, {"randn_like: needs a floating tensor, got int64 [2]"});
   EXPECT_EQ(arange(4).dtype(), DType::i64);
   EXPECT_EQ(values(arange(4)), (std::vector<double>{0, 1, 2, 3}));
   EXPECT_EQ(values(arange(1.0, 2.0, 0.25, DType::f64)), (std::vector<double>{1, 1.25, 1.5, 1.75}));

@@ -94,6 +94,10 @@ TEST(ReduceOps, BadAxesNameTheOp) {
   tg::testing::expect_error([] { amax(Tensor::zeros({2, 3}), {0, 0}); }, {"amax: axis 0 given twice for [2, 3]"});
   tg::testing::expect_error([] { amax(Tensor::zeros({0, 3}), {0}); },
                             {"amax: cannot reduce [0, 3] over an empty dimension"});
+  tg::testing::expect_error([] { mean(Tensor::zeros({2, 3}, DType::i64), {0}); },
+                            {"mean: needs a floating tensor, got int64 [2, 3]"});
+  tg::testing::expect_error([] { var(Tensor::zeros({2, 3}, DType::i64), {1}); },
+                            {"var: needs a floating tensor, got int64 [2, 3]"});
 }
 
 // ---- amax/amin, max/min along a dim, var/std, logsumexp, prod, norm, cumsum/cumprod, topk/sort ----
