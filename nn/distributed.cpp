@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "autograd/compact_grad.h"
+#include "autograd/ops_shape.h"
 #include "autograd/tape.h"
 
 namespace tg::nn {
@@ -71,7 +72,10 @@ struct DistributedDataParallel::Bucket {
   std::vector<std::size_t> params;
   std::size_t numel = 0;
   std::size_t chunk = 0;            // elements per rank's chunk; the buffers hold N chunks
-  std::vector<unsigned char> send, gathered, mine, recv;
+  std::vector<unsigned char> send, gathered, mine;
+  // The allgathered sum, a new tensor every step: the parameters' gradients are views of it, so
+  // synchronize() copies nothing and a gradient kept from an earlier step is never overwritten.
+  Tensor recv;
   dist::Request scatter, gather;
   std::size_t pending = 0;          // parameters not yet written this step
   // Rows (one compact-capable parameter, `sparse` decided for the step from the last one).
@@ -130,7 +134,6 @@ DistributedDataParallel::DistributedDataParallel(NamedTensors params, const DDPO
     b.send.assign(b.chunk_bytes() * world, 0);  // the padding past numel stays zero
     b.gathered.resize(b.chunk_bytes() * world);
     b.mine.resize(b.chunk_bytes());
-    b.recv.resize(b.chunk_bytes() * world);
     b.counts.resize(world);
   }
   for (std::size_t i = 0; i < params_.size(); ++i)
@@ -186,7 +189,8 @@ void DistributedDataParallel::reduce_chunk(std::size_t k) {
   });
   stats_.sum_seconds += since(t0);
   stats_.wire_bytes += static_cast<std::int64_t>((world - 1) * b.chunk_bytes());
-  b.gather = dist::iallgather(b.mine.data(), b.chunk_bytes(), b.recv.data(), "DDP bucket " + std::to_string(k) + " gather", 2);
+  b.recv = Tensor::empty({static_cast<std::int64_t>(b.chunk * world)}, b.dtype);
+  b.gather = dist::iallgather(b.mine.data(), b.chunk_bytes(), b.recv.data_ptr(), "DDP bucket " + std::to_string(k) + " gather", 2);
 }
 
 void DistributedDataParallel::advance(bool block) {
@@ -454,10 +458,17 @@ void DistributedDataParallel::synchronize() {
     b.gather.wait();
     stats_.wait_seconds += since(t0);
     const auto t1 = Clock::now();
-    for (std::size_t i : b.params) {
-      Param& p = params_[i];
+    PooledVector<Tensor> views;  // one per parameter of a dense bucket, in offset order
+    if (!b.sparse) {
+      std::vector<std::int64_t> sizes;
+      for (std::size_t i : b.params) sizes.push_back(static_cast<std::int64_t>(params_[i].numel));
+      if (const std::size_t padding = b.chunk * world - b.numel) sizes.push_back(static_cast<std::int64_t>(padding));
+      views = split_with_sizes(b.recv, sizes);
+    }
+    for (std::size_t j = 0; j < b.params.size(); ++j) {
+      Param& p = params_[b.params[j]];
       bool any = false;
-      for (std::size_t r = 0; r < world; ++r) any = any || all_ctl[r * 2 * P + 2 * i] != 0;
+      for (std::size_t r = 0; r < world; ++r) any = any || all_ctl[r * 2 * P + 2 * b.params[j]] != 0;
       if (!any) {
         p.tensor.zero_grad();
         continue;
@@ -466,17 +477,17 @@ void DistributedDataParallel::synchronize() {
         finish_sparse(k, divisor);
         continue;
       }
-      Tensor out = Tensor::empty(p.tensor.shape(), p.tensor.dtype());
-      with_type(p.tensor.dtype(), [&](auto* tag) {
-        using T = std::remove_pointer_t<decltype(tag)>;
-        T* o = out.template data<T>();
-        std::memcpy(o, reinterpret_cast<const T*>(b.recv.data()) + p.offset, p.numel * sizeof(T));
-        if (divisor != 1.0)
-          for (std::size_t j = 0; j < p.numel; ++j) o[j] = static_cast<T>(o[j] / static_cast<T>(divisor));
-      });
+      Tensor out = reshape(views[j], p.tensor.shape());
+      if (divisor != 1.0)
+        with_type(p.tensor.dtype(), [&](auto* tag) {
+          using T = std::remove_pointer_t<decltype(tag)>;
+          T* o = out.template data<T>();
+          for (std::size_t e = 0; e < p.numel; ++e) o[e] = static_cast<T>(o[e] / static_cast<T>(divisor));
+        });
       p.tensor.set_grad(out);
       p.synced = out.impl_ptr();
     }
+    b.recv = Tensor();  // the gradients hold it now
     stats_.sum_seconds += since(t1);
   }
   // Next step's form of each compact-capable bucket: rows when every rank sent rows this step and

@@ -126,7 +126,9 @@ class DistributedDataParallel {
   /// Waits for every bucket (at most dist::timeout() each), sums the ranks' contributions in rank
   /// order, averages if the options say so, and sets each parameter's grad(): the same on every
   /// rank. A parameter this rank's shards did not reach contributes zeros; when some rank reached
-  /// it, every rank gets the reduced gradient, and when no rank did, none.
+  /// it, every rank gets the reduced gradient, and when no rank did, none. The gradients of a dense
+  /// bucket are views of one buffer the allgather wrote (nothing is copied); every step gathers
+  /// into a new buffer, so a gradient kept from an earlier step does not change.
   void synchronize();
 
   const DDPStats& stats() const { return stats_; }

@@ -207,6 +207,40 @@ TEST(DDP, AGraphThatChangesEveryStepStillOverlapsAndStaysRight) {
   EXPECT_EQ(ddp.stats().late_buckets, 0);
 }
 
+TEST(DDP, GradientsAreTheirOwnAcrossStepsAndParameters) {
+  // synchronize() hands out views of each bucket's gathered sum, a new buffer every step: a
+  // gradient kept from one step must survive the next, and an in-place change to one parameter's
+  // gradient (clipping) must not reach the others of its bucket.
+  const int R = dist::rank(), N = dist::world_size();
+  Generator g(9);
+  const Tensor x = Tensor::normal({8, 4}, 0, 1, g, DType::f64);
+  Net net(3);
+  nn::DistributedDataParallel ddp(net.params(), nn::DDPOptions().average(false));
+  ASSERT_EQ(ddp.num_buckets(), 1);  // the default 4 MiB holds all four: they share one buffer
+  const std::int64_t rows = 8 / N;
+  auto step = [&](int uses) {
+    for (auto& [n, p] : net.params()) p.zero_grad();
+    ddp.backward(net.loss(batch_rows(x, R * rows, (R + 1) * rows), uses) * 0.125);
+    ddp.synchronize();
+  };
+  step(1);
+  const Tensor kept = net.w_rec.grad();
+  const std::vector<double> kept_values = kept.to_vector<double>();
+  const std::vector<double> w_in_values = net.w_in.grad().to_vector<double>();
+  const std::vector<double> w_out_values = net.w_out.grad().to_vector<double>();
+  Tensor clipped = net.w_rec.grad();
+  clipped.copy_(clipped * 0.5);  // clip one gradient in place
+  EXPECT_EQ(net.w_in.grad().to_vector<double>(), w_in_values);
+  EXPECT_EQ(net.w_out.grad().to_vector<double>(), w_out_values);
+  std::vector<double> halved = kept_values;
+  for (double& v : halved) v *= 0.5;
+  EXPECT_EQ(kept.to_vector<double>(), halved);
+  step(3);  // other gradients, gathered into a new buffer
+  EXPECT_EQ(kept.to_vector<double>(), halved);
+  EXPECT_NE(net.w_rec.grad().to_vector<double>(), kept_values);
+  EXPECT_EQ(net.w_rec.grad().shape(), net.w_rec.shape());
+}
+
 TEST(DDP, AParameterOnlyOneRankUsesGetsItsGradientOnBoth) {
   // w_out used only on rank 0: rank 1 contributes zeros. With and without the graph walk.
   const int R = dist::rank(), N = dist::world_size();
