@@ -111,6 +111,24 @@ double StepLR::next_lr(double current, std::int64_t epoch) const {
   return epoch % step_size_ == 0 ? current * gamma_ : current;
 }
 
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor, std::int64_t total_iters)
+    : LRScheduler(optimizer), start_(start_factor), end_(end_factor), total_(total_iters) {
+  if (!(start_factor > 0.0 && start_factor <= 1.0) || !(end_factor >= 0.0 && end_factor <= 1.0)) {
+    std::ostringstream os;
+    os << "LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got " << start_factor << " and "
+       << end_factor;
+    throw std::invalid_argument(os.str());
+  }
+  if (total_iters < 1) throw std::invalid_argument("LinearLR: total_iters must be >= 1, got " + std::to_string(total_iters));
+  set_initial_lr(optimizer.lr() * start_);
+}
+
+double LinearLR::next_lr(double current, std::int64_t epoch) const {
+  if (epoch > total_) return current;
+  const double e = static_cast<double>(epoch), n = static_cast<double>(total_);
+  return current * (1.0 + (end_ - start_) / (n * start_ + (e - 1.0) * (end_ - start_)));
+}
+
 ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
   if (!(gamma >= 0.0)) {
     std::ostringstream os;

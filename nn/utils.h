@@ -90,6 +90,25 @@ class WarmupInverseSqrtLR : public LRScheduler {
   std::int64_t warmup_, start_;
 };
 
+/// The lr's factor moves linearly from start_factor to end_factor over total_iters epochs, then
+/// stays (torch.optim.lr_scheduler.LinearLR, same defaults): construction sets lr = base_lr *
+/// start_factor, epoch e sets base_lr * (start + (end - start) * min(e, total_iters) / total_iters),
+/// computed by PyTorch's chainable recurrence (so it follows outside changes to the lr as PyTorch
+/// does). start_factor in (0, 1] (0 divides by zero in that recurrence; PyTorch 2 refuses it too),
+/// end_factor in [0, 1], total_iters >= 1. LinearLR(opt, 1.0, 0.0, n) is a linear decay to 0.
+class LinearLR : public LRScheduler {
+ public:
+  explicit LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
+                    std::int64_t total_iters = 5);
+
+ protected:
+  double next_lr(double current, std::int64_t epoch) const override;
+
+ private:
+  double start_, end_;
+  std::int64_t total_;
+};
+
 /// lr *= gamma every epoch (torch.optim.lr_scheduler.ExponentialLR).
 class ExponentialLR : public LRScheduler {
  public:

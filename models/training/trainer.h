@@ -77,7 +77,8 @@ class TrainOptions {
   /// 0 (default): lr is constant. > 0: nn::WarmupInverseSqrtLR, rising linearly to lr at this step
   /// and decaying as 1/sqrt(step) after it (the Transformer's schedule).
   TrainOptions& warmup_steps(std::int64_t v) { warmup_steps_ = v; return *this; }
-  /// Linear lr annealing for a fixed budget (as torch.optim.lr_scheduler.LinearLR to 0): after
+  /// Linear lr annealing for a fixed budget (nn::LinearLR(optimizer, 1, 0, to - from) begun after
+  /// `from` steps, here a function of the step, so a resume repeats it): after
   /// `from` steps, step s + 1 (s steps done) uses lr × (to - s) / (to - from), reaching 0 at `to`;
   /// give steps(to) with it. Both 0 (default): off. Multiplies the plateau decay's factor; not
   /// combinable with warmup_steps().

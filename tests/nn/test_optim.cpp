@@ -311,6 +311,44 @@ TEST(Optim, LearningRateSchedules) {
   }
 }
 
+TEST(Optim, LinearLRFollowsTorchsRecurrence) {
+  Tensor p = Tensor::zeros({1}).requires_grad_();
+  // torch: LinearLR(SGD(lr=0.1), start_factor=0.5, total_iters=4): construction sets 0.05, epochs
+  // 1..6 give 0.0625, 0.075, 0.0875, 0.1, then 0.1 stays.
+  tg::nn::SGD sgd(std::vector<Tensor>{p}, SGDOptions(0.1));
+  tg::nn::LinearLR warm(sgd, 0.5, 1.0, 4);
+  EXPECT_DOUBLE_EQ(sgd.lr(), 0.05);
+  EXPECT_DOUBLE_EQ(warm.get_last_lr(), 0.05);
+  const std::vector<double> want{0.0625, 0.075, 0.0875, 0.1, 0.1, 0.1};
+  for (std::size_t e = 0; e < want.size(); ++e) {
+    warm.step();
+    EXPECT_NEAR(sgd.lr(), want[e], 1e-16) << "epoch " << e + 1;
+  }
+  // Linear decay to 0 (the schedule of the trainer's --lr-anneal-from/--lr-anneal-to): 1 - e / n,
+  // exactly 0 at n.
+  tg::nn::Adam adam(std::vector<Tensor>{p}, AdamOptions(0.002));
+  tg::nn::LinearLR decay(adam, 1.0, 0.0, 8);
+  EXPECT_EQ(adam.lr(), 0.002);
+  for (int e = 1; e <= 10; ++e) {
+    decay.step();
+    EXPECT_NEAR(adam.lr(), 0.002 * std::max(0.0, 1.0 - e / 8.0), 1e-17) << "epoch " << e;  // 8 roundings at most
+  }
+  EXPECT_EQ(adam.lr(), 0.0);
+  // The defaults are PyTorch's: start 1/3, end 1, 5 iterations.
+  tg::nn::SGD sgd3(std::vector<Tensor>{p}, SGDOptions(0.3));
+  tg::nn::LinearLR defaults(sgd3);
+  EXPECT_DOUBLE_EQ(sgd3.lr(), 0.1);
+  for (int e = 0; e < 5; ++e) defaults.step();
+  EXPECT_NEAR(sgd3.lr(), 0.3, 1e-15);
+
+  using tg::testing::error_of;
+  EXPECT_EQ(error_of([&] { tg::nn::LinearLR(sgd, 0.0, 1.0, 4); }),
+            "LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got 0 and 1");
+  EXPECT_EQ(error_of([&] { tg::nn::LinearLR(sgd, 0.5, 1.5, 4); }),
+            "LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got 0.5 and 1.5");
+  EXPECT_EQ(error_of([&] { tg::nn::LinearLR(sgd, 0.5, 1.0, 0); }), "LinearLR: total_iters must be >= 1, got 0");
+}
+
 TEST(Optim, WarmupInverseSqrtSchedule) {
   Tensor p = Tensor::zeros({1}).requires_grad_();
   tg::nn::Adam adam(std::vector<Tensor>{p}, AdamOptions(0.01));
