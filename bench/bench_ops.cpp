@@ -15,6 +15,7 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
 #include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/parallel.h"
@@ -61,6 +62,17 @@ void BM_Mul(benchmark::State& state) {
   set_num_threads(0);
 }
 BENCHMARK(BM_Mul)->ArgsProduct({{2048, 1 << 22}, {1, 2}})->UseRealTime();
+
+// dropout(p = 0.1) in training: its decisions are drawn per element from a splitmix64 stream.
+void BM_Dropout(benchmark::State& state) {
+  set_num_threads(static_cast<int>(state.range(1)));
+  Tensor a = rand_tensor({state.range(0)});
+  Generator gen(3);
+  for (auto _ : state) benchmark::DoNotOptimize(dropout(a, 0.1, gen, true));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * 8);
+  set_num_threads(0);
+}
+BENCHMARK(BM_Dropout)->ArgsProduct({{2048, 1 << 18, 1 << 22}, {1, 2}})->UseRealTime();
 
 // args: rows, cols, axis, threads
 void BM_Sum(benchmark::State& state) {

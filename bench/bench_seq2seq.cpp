@@ -2,7 +2,7 @@
 //
 //   build/bin/bench_seq2seq --config A|B|C|T [--readout linear|maxout] [--threads N] [--steps N]
 //                           [--warmup N] [--seed S] [--profile] [--only train|decode1|decode64]
-//                           [--memory-trace] [--compact-grads on|off|auto] [--no-decode]
+//                           [--memory-trace] [--compact-grads on|off|auto] [--no-decode] [--cache-limit-mib M]
 //   mpirun -np N build/bin/bench_seq2seq --config B --no-decode [--bucket-mib M]   (data parallel)
 //
 // Workloads (bench/pytorch_reference.py implements the same ones in PyTorch, with the same data):
@@ -137,6 +137,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed training steps (default A 100, B 10, C 3, T 3)");
   app.add_option("--warmup", warmup, "untimed steps before (default A 10, B 2, C 1, T 1)");
   app.add_option("--seed", seed, "seed of the weights and of the data");
+  double cache_limit_mib = -1;
+  app.add_option("--cache-limit-mib", cache_limit_mib,
+                 "the caching allocator's limit on in-use + cached MiB (tg::memory::set_cache_limit; default: its own)");
   app.add_flag("--profile", profile, "also report seconds per phase of a step");
   app.add_flag("--memory-trace", memory_trace,
                "print live tensor bytes, allocator state and peak RSS after each phase of each step to stderr");
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
     if (warmup < 0) warmup = w.default_warmup;
     if (steps < 1) throw std::invalid_argument("--steps must be >= 1");
     tg::set_num_threads(threads);
+    if (cache_limit_mib >= 0) tg::memory::set_cache_limit(static_cast<std::int64_t>(cache_limit_mib * (1 << 20)));
 
     tg::Generator gen(seed);
     auto model = tg::models::make_model(c, gen);
