@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -229,6 +230,38 @@ TEST(IndexOps, DropoutDeterminismAndIdentity) {
   EXPECT_EQ(dropout(x, 0.0, g4).to_vector<double>(), x.to_vector<double>());
   Generator fresh(9);
   EXPECT_EQ(g4.next_u64(), fresh.next_u64());
+}
+
+TEST(IndexOps, DropoutFloatKernelIsTheScalarStream) {
+  // float32 takes 8 elements at a time (AVX2); every element must match the stream's scalar rule,
+  // at sizes around the vector width, odd sizes, thread splits, and for inf/NaN inputs (a dropped
+  // inf still gives NaN, as inf * 0).
+  for (const int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const std::int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 100003}) {
+      for (const double p : {0.1, 0.5, 0.9}) {
+        Generator data(static_cast<std::uint64_t>(n));
+        Tensor x = Tensor::uniform({n}, -2.0, 2.0, data, DType::f32);
+        float* xs = x.data<float>();
+        xs[0] = std::numeric_limits<float>::infinity();
+        if (n > 5) xs[5] = std::numeric_limits<float>::quiet_NaN();
+        Generator g(31), ref(31);
+        const F y = dropout(x, p, g).to_vector<float>();
+        const std::uint64_t seed = ref.next_u64();
+        const float scale = static_cast<float>(1.0 / (1.0 - p));
+        const auto threshold = static_cast<std::uint64_t>(p * 0x1.0p32);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::uint64_t r = SplitMix64::at(seed, static_cast<std::uint64_t>(i / 2));
+          const std::uint64_t u = i % 2 == 0 ? (r & 0xFFFFFFFFULL) : (r >> 32);
+          const float want = xs[i] * (u < threshold ? 0.0f : scale);
+          const float got = y[static_cast<std::size_t>(i)];
+          if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << "n " << n << " p " << p << " element " << i;
+          else EXPECT_EQ(got, want) << "n " << n << " p " << p << " element " << i << " threads " << threads;
+        }
+      }
+    }
+  }
+  set_num_threads(0);
 }
 
 TEST(IndexOps, DropoutGradcheck) {
