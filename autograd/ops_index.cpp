@@ -232,9 +232,6 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 namespace {
 
-// out = in * (0 or 1 / (1 - p)) with dropout's decisions for the splitmix64 stream `seed`: its
-// output k decides elements 2k (low 32 bits) and 2k + 1 (high 32 bits), and u < p 2^32 drops.
-// Reading the stream at any k lets threads split the work with the same bits for any thread count.
 #ifdef __AVX2__
 /// Stream outputs k0 .. k0 + 3 of SplitMix64::at(seed, k): as 8 x 32 bits in memory order, the
 /// decisions of elements 2 k0 .. 2 k0 + 7. AVX2 has no 64-bit multiply: three 32 x 32 -> 64 ones.
@@ -255,6 +252,9 @@ inline __m256i splitmix4(std::uint64_t seed, std::uint64_t k0) {
 }
 #endif
 
+// out = in * (0 or 1 / (1 - p)) with dropout's decisions for the splitmix64 stream `seed`: its
+// output k decides elements 2k (low 32 bits) and 2k + 1 (high 32 bits), and u < p 2^32 drops.
+// Reading the stream at any k lets threads split the work with the same bits for any thread count.
 void apply_dropout(const Tensor& in, Tensor& out, std::uint64_t seed, double p) {
   kernels::dispatch_floating("dropout", in.dtype(), [&](auto tag) {
     using T = decltype(tag);
