@@ -926,3 +926,30 @@ TEST_F(Cli, GradcheckSubsamplesAndFailsWithStatusOne) {
   EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("failed"), std::string::npos) << r.out;
 }
+
+TEST_F(Cli, ExperimentRoundsSeedAndDataMaxLenReachTheExperiment) {
+  // --rounds and --seed: one line per (length, variant, round) in the rounds CSV, round r seeded
+  // seed + r - 1.
+  const fs::path ablation = dir() / "exp_ablation";
+  CliRun r = run("experiment ablation --quick --max-lens 5 --rounds 3 --seed 7 --steps 2 --train-pairs 20 "
+                 "--test-pairs 5 --num-hiddens 8 --embed-size 8 --quiet --out-dir " + ablation.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> rows = lines(read_file(ablation / "ablation_rounds.csv"));
+  ASSERT_GE(rows.size(), 4u);
+  ASSERT_EQ((rows.size() - 1) % 3, 0u) << "three rounds per variant";
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const std::string round = std::to_string((i - 1) % 3 + 1), seed = std::to_string(7 + (i - 1) % 3);
+    EXPECT_EQ(rows[i].rfind("5,", 0), 0u) << rows[i];
+    EXPECT_NE(rows[i].find("," + round + "," + seed + ","), std::string::npos) << rows[i];
+  }
+  // --data-max-len: the data section's buckets stop at that many tokens.
+  const fs::path length = dir() / "exp_length";
+  r = run("experiment length --quick --data " TG_TEST_DATA_DIR "/fra_head80.tsv --data-max-len 4 --steps 2 "
+          "--train-pairs 20 --test-pairs 5 --num-hiddens 8 --embed-size 8 --quiet --out-dir " + length.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> data = lines(read_file(length / "length_data.csv"));
+  ASSERT_EQ(data.size(), 6u) << "header, lengths 1-4, all";
+  for (int len = 1; len <= 4; ++len) EXPECT_EQ(data[static_cast<std::size_t>(len)].rfind(std::to_string(len) + ",", 0), 0u);
+  EXPECT_EQ(data[5].rfind("all,5,", 0), 0u) << data[5];
+  EXPECT_NE(read_file(length / "length.md").find("sentences of 1–4 tokens"), std::string::npos);
+}
