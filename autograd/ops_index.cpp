@@ -236,18 +236,18 @@ namespace {
 /// Stream outputs k0 .. k0 + 3 of SplitMix64::at(seed, k): as 8 x 32 bits in memory order, the
 /// decisions of elements 2 k0 .. 2 k0 + 7. AVX2 has no 64-bit multiply: three 32 x 32 -> 64 ones.
 inline __m256i splitmix4(std::uint64_t seed, std::uint64_t k0) {
-  constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
-  const std::uint64_t z0 = seed + (k0 + 1) * kGolden;
-  __m256i z = _mm256_set_epi64x(static_cast<long long>(z0 + 3 * kGolden), static_cast<long long>(z0 + 2 * kGolden),
-                                static_cast<long long>(z0 + kGolden), static_cast<long long>(z0));
+  constexpr std::uint64_t kStep = SplitMix64::kIncrement;
+  const std::uint64_t z0 = seed + (k0 + 1) * kStep;
+  __m256i z = _mm256_set_epi64x(static_cast<long long>(z0 + 3 * kStep), static_cast<long long>(z0 + 2 * kStep),
+                                static_cast<long long>(z0 + kStep), static_cast<long long>(z0));
   auto mul = [](__m256i a, std::uint64_t c) {
     const __m256i c_lo = _mm256_set1_epi64x(static_cast<long long>(c & 0xFFFFFFFFULL));
     const __m256i c_hi = _mm256_set1_epi64x(static_cast<long long>(c >> 32));
     const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo), _mm256_mul_epu32(a, c_hi));
     return _mm256_add_epi64(_mm256_mul_epu32(a, c_lo), _mm256_slli_epi64(cross, 32));
   };
-  z = mul(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), 0xBF58476D1CE4E5B9ULL);
-  z = mul(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), 0x94D049BB133111EBULL);
+  z = mul(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), SplitMix64::kMix1);
+  z = mul(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), SplitMix64::kMix2);
   return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
 }
 #endif

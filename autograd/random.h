@@ -11,16 +11,20 @@ namespace tg {
 /// other languages. Dropout runs one per call, seeded from a Generator; the benchmarks draw their
 /// batches from it so that bench/pytorch_reference.py can draw the same ones.
 struct SplitMix64 {
+  /// The state's step, and the output function's two multipliers (also used by dropout's AVX2
+  /// kernel, which runs this stream on four lanes).
+  static constexpr std::uint64_t kIncrement = 0x9E3779B97F4A7C15ULL;
+  static constexpr std::uint64_t kMix1 = 0xBF58476D1CE4E5B9ULL, kMix2 = 0x94D049BB133111EBULL;
   std::uint64_t state;
   /// The output function: a well-mixed 64-bit value from any 64-bit input.
   static std::uint64_t finalize(std::uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z = (z ^ (z >> 30)) * kMix1;
+    z = (z ^ (z >> 27)) * kMix2;
     return z ^ (z >> 31);
   }
-  std::uint64_t next() { return finalize(state += 0x9E3779B97F4A7C15ULL); }
+  std::uint64_t next() { return finalize(state += kIncrement); }
   /// Output k (from 0) of the stream that starts at `seed`, without drawing the k before it.
-  static std::uint64_t at(std::uint64_t seed, std::uint64_t k) { return finalize(seed + (k + 1) * 0x9E3779B97F4A7C15ULL); }
+  static std::uint64_t at(std::uint64_t seed, std::uint64_t k) { return finalize(seed + (k + 1) * kIncrement); }
   /// Uniform-ish integer in [0, n) (modulo: the benchmarks' batches, not statistics).
   std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
 };
