@@ -114,6 +114,9 @@ struct FreeBlock {
 };
 
 constexpr int kThreadClasses = size_class(std::size_t{64} << 10).index + 1;  // classes up to 64 KiB
+// Blocks from 1 MiB up are mapped from the kernel (system_allocate).
+constexpr std::size_t kMapMin = std::size_t{1} << 20;
+constexpr int kFirstMappedClass = size_class(kMapMin).index;
 // Blocks a thread may park per class: 256 KiB worth, at least 8 and at most 64 (so at most
 // 6.3 MiB per thread over all classes). A decoding step of a batch of 64 frees more than 8 handles
 // and small buffers of a class at once, so a fixed 8 per class is too few.
@@ -169,6 +172,25 @@ struct Pool {
       }
     }
     return out;
+  }
+  /// Unlinks the cached mapped block whose class is nearest to `index` (a larger one on a tie:
+  /// shrinking it maps nothing new), or returns null when no mapped block is cached.
+  FreeBlock* take_mapped_near(int index) {
+    const int lowest = kFirstMappedClass;
+    for (int d = 1; d < kClasses; ++d) {
+      for (int j : {index + d, index - d}) {
+        if (j < lowest || j >= kClasses || !lists[j]) continue;
+        FreeBlock* b = lists[j];
+        lists[j] = b->next;
+        b->bytes = class_bytes(j);
+        stats.cached_bytes -= static_cast<std::int64_t>(b->bytes);
+        --stats.cached_blocks;
+        ++stats.system_frees;
+        return b;
+      }
+      if (index + d >= kClasses && index - d < lowest) break;
+    }
+    return nullptr;
   }
   /// Blocks parked in a thread cache (in use, for the pool) join the free lists. Hits counted by
   /// the thread cache carry over.
@@ -250,7 +272,6 @@ ThreadCache* thread_cache() {
 // glibc keeps freed chunks below its mmap threshold (which grows to 32 MiB once large chunks have
 // been freed) resident in its arenas, as RSS beyond every block this allocator knows of. Smaller blocks come from ::operator new, which a replaced global
 // operator new (tests/models/training/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
-constexpr std::size_t kMapMin = std::size_t{1} << 20;
 // allocate_at_least may hand out a cached block this many classes up (6.25% each from 1 MiB).
 constexpr int kFitClasses = 2;
 
@@ -267,6 +288,20 @@ void system_free(void* p, std::size_t bytes) noexcept {
   // later mapped again would read as poisoned. Nothing of an unmapped block may stay poisoned.
   TG_UNPOISON(p, bytes);
   ::munmap(p, bytes);
+}
+
+/// A mapped block of `new_bytes` made from the cached mapped block `b`: the kernel moves its
+/// pages instead of unmapping them and zeroing fresh ones (only the growth, if any, is new
+/// memory). Null if the kernel refuses; `b` is gone either way.
+void* remap(FreeBlock* b, std::size_t new_bytes) noexcept {
+  const std::size_t old_bytes = b->bytes;
+  TG_UNPOISON(b, old_bytes);  // as in system_free: the old range must not stay poisoned
+  void* p = ::mremap(b, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  if (p == MAP_FAILED) {
+    ::munmap(b, old_bytes);
+    return nullptr;
+  }
+  return p;
 }
 
 void free_list(FreeBlock* b) noexcept {
@@ -337,6 +372,7 @@ void* allocate_at_least(std::size_t bytes, std::size_t* block_bytes) {
   const auto size = static_cast<std::int64_t>(c.bytes);
   Pool& p = pool();
   FreeBlock* evicted;
+  FreeBlock* recycled = nullptr;
   {
     std::lock_guard lock(p.mutex);
     p.stats.in_use_bytes += size;
@@ -367,12 +403,18 @@ void* allocate_at_least(std::size_t bytes, std::size_t* block_bytes) {
       }
     }
     ++p.stats.system_allocs;
+    // A cached mapped block of another class is resized into the new one rather than unmapped
+    // by take_to_fit: the pages it already has are not zeroed again by the kernel.
+    if (c.bytes >= kMapMin) recycled = p.take_mapped_near(c.index);
+    if (recycled) ++p.stats.remaps;
     // Room for the new block under the limit: cached blocks of other classes go back first.
     evicted = p.take_to_fit(0);
     p.stats.peak_reserved_bytes =
         std::max(p.stats.peak_reserved_bytes, p.stats.in_use_bytes + p.stats.cached_bytes);
   }
   free_list(evicted);
+  if (recycled)
+    if (void* q = remap(recycled, c.bytes)) return q;
   try {
     return system_allocate(c.bytes);
   } catch (const std::bad_alloc&) {

@@ -24,8 +24,9 @@ std::int64_t live_buffers();
 inline constexpr std::size_t kAlignment = 64;
 
 /// A block of at least `bytes` (0 is allowed), kAlignment-aligned: a cached block of the same size
-/// class when there is one, otherwise a fresh one from the system (::operator new, or mmap from
-/// 1 MiB). Thread-safe.
+/// class when there is one, otherwise one from the system (::operator new, or mmap from 1 MiB).
+/// A mapped block is made by resizing (mremap) the cached mapped block nearest in size when there
+/// is one, so its pages are reused instead of unmapped and zeroed afresh. Thread-safe.
 /// Throws std::bad_alloc when the system has no memory left (after releasing the cache).
 void* allocate(std::size_t bytes);
 /// allocate(bytes), except that a block of 1 MiB or more may come from a cached block of one of
@@ -52,6 +53,7 @@ struct CacheStats {
   std::int64_t system_allocs = 0;      ///< blocks taken from the system since the start
   std::int64_t system_frees = 0;       ///< blocks given back to the system since the start
   std::int64_t hits = 0;               ///< allocations served from the cache since the start
+  std::int64_t remaps = 0;             ///< system_allocs made by resizing a cached block of another class (mremap)
   std::int64_t limit = 0;              ///< cache_limit()
 };
 CacheStats cache_stats();

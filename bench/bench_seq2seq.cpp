@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
     js << ",\"alloc_peak_in_use_mib\":" << num(static_cast<double>(cache.peak_in_use_bytes) / (1 << 20))
        << ",\"alloc_peak_reserved_mib\":" << num(static_cast<double>(cache.peak_reserved_bytes) / (1 << 20))
        << ",\"alloc_cached_mib\":" << num(static_cast<double>(cache.cached_bytes) / (1 << 20))
-       << ",\"alloc_system_allocs\":" << cache.system_allocs;
+       << ",\"alloc_system_allocs\":" << cache.system_allocs << ",\"alloc_remaps\":" << cache.remaps;
     if (profile)
       js << ",\"profile_s\":{\"forward_and_loss\":" << num(t_fwd) << ",\"backward\":"
          << num(t_bwd) << ",\"clip\":" << num(t_clip) << ",\"adam\":" << num(t_adam) << "}";

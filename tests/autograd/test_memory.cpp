@@ -177,15 +177,17 @@ TEST(CachingAllocator, AllocateAtLeastReusesASlightlyLargerCachedBlock) {
   EXPECT_EQ(c, a);
   EXPECT_EQ(got, big);
   memory::deallocate(c, got);
-  void* d = memory::allocate(2 * kMiB);
-  EXPECT_NE(d, a);
+  const auto before_exact = memory::cache_stats();
+  void* d = memory::allocate(2 * kMiB);  // not a hit: a is resized to 2 MiB instead
+  EXPECT_EQ(memory::cache_stats().hits, before_exact.hits);
+  EXPECT_EQ(memory::cache_stats().remaps, before_exact.remaps + 1);
   memory::deallocate(d, 2 * kMiB);
   void* small = memory::allocate(5000);
   memory::deallocate(small, 5000);
   void* e = memory::allocate_at_least(4000, &got);
   EXPECT_EQ(got, memory::size_class_bytes(4000));
   memory::deallocate(e, got);
-  // Three classes up is too far: a fresh block.
+  // Three classes up is too far for a hit: f is resized into a new 2 MiB block.
   memory::empty_cache();
   const std::size_t far = memory::size_class_bytes(2 * kMiB + 3 * (kMiB / 8) + 1);
   void* f = memory::allocate(far);
@@ -194,7 +196,58 @@ TEST(CachingAllocator, AllocateAtLeastReusesASlightlyLargerCachedBlock) {
   void* g = memory::allocate_at_least(2 * kMiB, &got);
   EXPECT_EQ(got, 2 * kMiB);
   EXPECT_EQ(memory::cache_stats().system_allocs, before_far.system_allocs + 1);
+  EXPECT_EQ(memory::cache_stats().remaps, before_far.remaps + 1);
   memory::deallocate(g, got);
+  memory::empty_cache();
+}
+
+// A mapped block (from 1 MiB) that no cached block of its class or the next two can serve is made
+// from the cached mapped block nearest in size, resized by the kernel: its pages come along with
+// their contents (a fresh mapping would read as zeros), and the accounting is that of freeing the
+// cached block and mapping a new one. Smaller blocks never take a mapped block.
+TEST(CachingAllocator, AMappedBlockIsResizedFromACachedOneOfAnotherClass) {
+  memory::empty_cache();
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  auto* a = static_cast<unsigned char*>(memory::allocate(4 * kMiB));
+  std::memset(a, 0x5A, 4 * kMiB);
+  memory::deallocate(a, 4 * kMiB);
+
+  // Shrinking: 2 MiB from the cached 4 MiB block.
+  const auto before = memory::cache_stats();
+  auto* b = static_cast<unsigned char*>(memory::allocate(2 * kMiB));
+  const auto shrunk = memory::cache_stats();
+  EXPECT_EQ(shrunk.remaps, before.remaps + 1);
+  EXPECT_EQ(shrunk.system_allocs, before.system_allocs + 1);
+  EXPECT_EQ(shrunk.system_frees, before.system_frees + 1);
+  EXPECT_EQ(shrunk.cached_bytes, before.cached_bytes - static_cast<std::int64_t>(4 * kMiB));
+  EXPECT_EQ(shrunk.in_use_bytes, before.in_use_bytes + static_cast<std::int64_t>(2 * kMiB));
+  EXPECT_EQ(b[4096], 0x5A);  // the start holds the free list's link
+  EXPECT_EQ(b[2 * kMiB - 1], 0x5A);
+  memory::deallocate(b, 2 * kMiB);
+
+  // Growing: 6 MiB from the cached 2 MiB block; the first 2 MiB keep their bytes, all 6 are usable.
+  auto* c = static_cast<unsigned char*>(memory::allocate(6 * kMiB));
+  EXPECT_EQ(memory::cache_stats().remaps, before.remaps + 2);
+  EXPECT_EQ(c[4096], 0x5A);
+  EXPECT_EQ(c[2 * kMiB - 1], 0x5A);
+  std::memset(c, 0x3C, 6 * kMiB);
+  EXPECT_EQ(c[6 * kMiB - 1], 0x3C);
+  memory::deallocate(c, 6 * kMiB);
+
+  // A block below 1 MiB leaves the cached mapped block alone.
+  const auto mapped_cached = memory::cache_stats();
+  void* small = memory::allocate(100000);
+  EXPECT_EQ(memory::cache_stats().remaps, mapped_cached.remaps);
+  EXPECT_EQ(memory::cache_stats().cached_bytes, mapped_cached.cached_bytes);
+  memory::deallocate(small, 100000);
+
+  // Nothing mapped in the cache: a fresh mapping.
+  memory::empty_cache();
+  const auto empty = memory::cache_stats();
+  void* d = memory::allocate(3 * kMiB);
+  EXPECT_EQ(memory::cache_stats().remaps, empty.remaps);
+  EXPECT_EQ(memory::cache_stats().system_allocs, empty.system_allocs + 1);
+  memory::deallocate(d, 3 * kMiB);
   memory::empty_cache();
 }
 
