@@ -152,8 +152,9 @@ class TransformerTranslator : public Seq2Seq {
       Tensor* slot = &state.cache[kCachePerLayer * i];
       Tensor* fixed = &state.shared[kSharedPerLayer * i];
       nn::TransformerDecoderLayerCache cache{.self_key = slot[0], .self_value = slot[1], .memory_key = slot[2],
-                                             .memory_value = slot[3]};
-      for (std::size_t j = 0; j < 4; ++j) cache.projection_weights[j] = fixed[j], cache.projection_biases[j] = fixed[4 + j];
+                                             .memory_value = slot[3],
+                                             .projection_weights = {fixed[0], fixed[1], fixed[2], fixed[3]},
+                                             .projection_biases = {fixed[4], fixed[5], fixed[6], fixed[7]}};
       x = decoder->stack->layer(static_cast<std::int64_t>(i))
               ->forward_step(x, state.memory, cache, pad,
                              static_cast<std::int64_t>(i) == attention_layer_ ? &weights : nullptr);
