@@ -3,6 +3,8 @@
 //   build-gemm/bin/bench_gemm --benchmark_repetitions=3 --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -135,6 +137,61 @@ void double_shapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMicrosecond);
 }
 
+// The FMA ceiling every GEMM figure is read against: 12 independent chains of float FMAs in
+// registers (enough to cover the latency on both FMA pipes), no memory traffic. Run with
+// ->Threads(2) for the two cores together. The 512-bit variant runs only where the CPU has
+// AVX-512F; the library itself is built for AVX2 (x86-64-v3), and this shows what a 512-bit
+// kernel could gain.
+constexpr int kFmaChains = 12;
+constexpr int64_t kFmaSteps = 1 << 16;
+
+void set_fma_counter(benchmark::State& state, int lanes) {
+  state.counters["GFLOPS"] = benchmark::Counter(double(state.iterations()) * kFmaSteps * kFmaChains * lanes * 2,
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void BM_fma_peak_avx2(benchmark::State& state) {
+  __m256 acc[kFmaChains];
+  for (auto& a : acc) a = _mm256_set1_ps(0.999f);
+  const __m256 b = acc[0], c = acc[0];
+  for (auto _ : state) {
+    for (int64_t n = 0; n < kFmaSteps; ++n) {
+#pragma GCC unroll 12
+      for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], b, c);
+    }
+    for (auto& a : acc) benchmark::DoNotOptimize(a);
+  }
+  set_fma_counter(state, 8);
+}
+
+__attribute__((target("avx512f"))) void fma_chains_avx512(benchmark::State& state) {
+  __m512 acc[kFmaChains];
+  for (auto& a : acc) a = _mm512_set1_ps(0.999f);
+  const __m512 b = acc[0], c = acc[0];
+  for (auto _ : state) {
+    for (int64_t n = 0; n < kFmaSteps; ++n) {
+#pragma GCC unroll 12
+      for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], b, c);
+    }
+    float sink[16];
+    for (auto& a : acc) {
+      _mm512_storeu_ps(sink, a);
+      benchmark::DoNotOptimize(sink[0]);
+    }
+  }
+}
+
+void BM_fma_peak_avx512(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("no AVX-512F on this CPU");
+    return;
+  }
+  fma_chains_avx512(state);
+  set_fma_counter(state, 16);
+}
+
+BENCHMARK(BM_fma_peak_avx2)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(BM_fma_peak_avx512)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_tapegrad_sgemm)->Apply(shapes);
 BENCHMARK(BM_tapegrad_dgemm)->Apply(double_shapes);
 #ifdef TG_HAVE_OPENBLAS
