@@ -114,7 +114,12 @@ struct FreeBlock {
 };
 
 constexpr int kThreadClasses = size_class(std::size_t{64} << 10).index + 1;  // classes up to 64 KiB
-// Blocks from 1 MiB up are mapped from the kernel (system_allocate).
+// Blocks of 1 MiB and more are mapped from the kernel directly, and unmapped when they go back (or
+// resized into a block of another class, remap() below):
+// glibc keeps freed chunks below its mmap threshold (which grows to 32 MiB once large chunks have
+// been freed) resident in its arenas, as RSS beyond every block this allocator knows of. Smaller
+// blocks come from ::operator new, which a replaced global operator new
+// (tests/models/training/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
 constexpr std::size_t kMapMin = std::size_t{1} << 20;
 constexpr int kFirstMappedClass = size_class(kMapMin).index;
 // Blocks a thread may park per class: 256 KiB worth, at least 8 and at most 64 (so at most
@@ -268,10 +273,6 @@ ThreadCache* thread_cache() {
   return &owner.cache;
 }
 
-// Blocks of 1 MiB and more are mapped from the kernel directly, and unmapped when they go back:
-// glibc keeps freed chunks below its mmap threshold (which grows to 32 MiB once large chunks have
-// been freed) resident in its arenas, as RSS beyond every block this allocator knows of. Smaller blocks come from ::operator new, which a replaced global
-// operator new (tests/models/training/test_allocations.cpp) sees; system_allocs in cache_stats() counts both.
 // allocate_at_least may hand out a cached block this many classes up (6.25% each from 1 MiB).
 constexpr int kFitClasses = 2;
 
@@ -413,8 +414,11 @@ void* allocate_at_least(std::size_t bytes, std::size_t* block_bytes) {
         std::max(p.stats.peak_reserved_bytes, p.stats.in_use_bytes + p.stats.cached_bytes);
   }
   free_list(evicted);
-  if (recycled)
+  if (recycled) {
     if (void* q = remap(recycled, c.bytes)) return q;
+    std::lock_guard lock(p.mutex);
+    --p.stats.remaps;  // the kernel refused: a fresh mapping below
+  }
   try {
     return system_allocate(c.bytes);
   } catch (const std::bad_alloc&) {

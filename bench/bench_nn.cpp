@@ -3,7 +3,9 @@
 //   - GRU over a whole sequence (input projection hoisted, then the time loop), tokens/s = steps *
 //     batch per second, and the GFLOP/s of its matrix products;
 //   - one decoder step of additive (Bahdanau) attention with projected keys: forward_projected
-//     (masked by valid lengths) and backward, items/s = queries (batch entries) per second.
+//     (masked by valid lengths) and backward, items/s = queries (batch entries) per second;
+//   - PackedTokens::unpack and pack at workload T's sizes (64 rows of 3..40 tokens, d_model 256),
+//     beside the index_add-on-zeros / index_select they replaced; bytes/s = the padded tensor's.
 // Sizes: d2l's small translator (hidden 32) and the paper's RNNsearch (hidden 1000, embeddings 620).
 //   build/bin/bench_nn --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -15,7 +17,9 @@
 #include "autograd/gradcheck.h"
 #include "autograd/memory.h"
 #include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
 #include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/shape.h"
@@ -86,5 +90,42 @@ BENCHMARK(BM_AdditiveAttentionStep)
     ->Args({80, 30, 1000, 2})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+// args: threads. The layouts of workload T: 64 rows of 3..40 tokens (about 1500), d_model 256.
+struct PackedBatch {
+  Tensor lengths = Tensor::empty({64}, DType::i64);
+  std::int64_t total = 0;
+  PackedBatch() {
+    for (std::int64_t i = 0; i < 64; ++i) total += lengths.data<std::int64_t>()[i] = 3 + (i * 37) % 38;
+  }
+};
+enum class PackOp { unpack, unpack_by_index_add, pack, pack_by_index_select };
+
+void BM_PackedTokens(benchmark::State& state, PackOp op) {
+  set_num_threads(static_cast<int>(state.range(0)));
+  const PackedBatch batch;
+  const nn::PackedTokens tokens(batch.lengths, 40);
+  Generator gen(3);
+  const Tensor packed = Tensor::uniform({batch.total, 256}, -1, 1, gen);
+  const Tensor padded = tokens.unpack(packed);
+  for (auto _ : state) {
+    switch (op) {
+      case PackOp::unpack: benchmark::DoNotOptimize(tokens.unpack(packed)); break;
+      case PackOp::unpack_by_index_add:
+        benchmark::DoNotOptimize(index_add(Tensor::zeros({64 * 40, 256}), 0, tokens.index(), packed));
+        break;
+      case PackOp::pack: benchmark::DoNotOptimize(tokens.pack(padded)); break;
+      case PackOp::pack_by_index_select:
+        benchmark::DoNotOptimize(index_select(reshape(padded, {64 * 40, 256}), 0, tokens.index()));
+        break;
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * padded.numel() * 4);
+  set_num_threads(0);
+}
+BENCHMARK_CAPTURE(BM_PackedTokens, unpack, PackOp::unpack)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PackedTokens, unpack_by_index_add, PackOp::unpack_by_index_add)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PackedTokens, pack, PackOp::pack)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_PackedTokens, pack_by_index_select, PackOp::pack_by_index_select)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
 
 }  // namespace

@@ -27,7 +27,8 @@ class PackedTokens {
   /// (tokens) int64: the flat position n * length + t of each token, in row-major order.
   const Tensor& index() const { return index_; }
 
-  /// (N, length, ...) -> (tokens, ...): the rows of the tokens. Differentiable.
+  /// (N, length, ...) -> (tokens, ...): the rows of the tokens. Differentiable (twice: the
+  /// gradient of each is the other).
   Tensor pack(const Tensor& padded) const;
   /// (tokens, ...) -> (N, length, ...), zeros at the padding. Differentiable.
   Tensor unpack(const Tensor& packed) const;
@@ -35,6 +36,7 @@ class PackedTokens {
  private:
   std::int64_t batch_, length_;
   Tensor index_;
+  Tensor offsets_;  // (N + 1) int64: row n's tokens are packed rows offsets_[n] .. offsets_[n + 1] - 1
 };
 
 }  // namespace tg::nn

@@ -9,7 +9,10 @@
 #include "../autograd/error_of.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops_elementwise.h"
+#include "autograd/ops_index.h"
 #include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
+#include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "layer_test_util.h"
 #include "nn/packed_tokens.h"
@@ -89,9 +92,38 @@ TEST(PackedTokens, PacksTheValidRowsInOrderAndUnpacksWithZeros) {
   const tg::GradcheckReport report = tg::gradcheck(
       [&](const std::vector<Tensor>& in) { return tokens.unpack(tokens.pack(in[0]) * 2.0); }, {x});
   EXPECT_TRUE(report.ok) << report;
+  const tg::GradcheckReport second = tg::gradgradcheck(
+      [&](const std::vector<Tensor>& in) { return tokens.unpack(tokens.pack(in[0] * in[0])); }, {x});
+  EXPECT_TRUE(second.ok) << second;
   const PackedTokens empty(lengths({0, 0}), 4);
   EXPECT_EQ(empty.tokens(), 0);
   EXPECT_EQ(empty.unpack(Tensor::zeros({0, 3})).shape(), (tg::Shape{2, 4, 3}));
+}
+
+// pack and unpack are block copies; they give the bits of the gather / scatter they replace
+// (index_select of the token rows; index_add into zeros), forward and backward, on every thread
+// count, with rows of several shapes and an empty row in the middle.
+TEST(PackedTokens, CopiesEqualTheGatherAndScatterTheyReplace) {
+  const PackedTokens tokens(lengths({5, 0, 2, 7, 1}), 7);
+  const Tensor index = tokens.index();
+  for (int threads : {1, 2}) {
+    tg::set_num_threads(threads);
+    Generator gen(4);
+    const Tensor padded = Tensor::uniform({5, 7, 3, 2}, -1, 1, gen).requires_grad_();
+    const Tensor packed = tokens.pack(padded);
+    const Tensor rows = tg::reshape(padded, {35, 3, 2});
+    EXPECT_EQ(packed.to_vector<float>(), tg::index_select(rows, 0, index).to_vector<float>());
+    const Tensor unpacked = tokens.unpack(packed);
+    EXPECT_EQ(tg::reshape(unpacked, {35, 3, 2}).to_vector<float>(),
+              tg::index_add(Tensor::zeros({35, 3, 2}), 0, index, packed).to_vector<float>());
+    const Tensor w = Tensor::uniform({5, 7, 3, 2}, -1, 1, gen);
+    tg::sum(unpacked * w).backward();
+    // d/d padded of sum(unpack(pack(padded)) * w) is w at the tokens and zero at the padding.
+    EXPECT_EQ(padded.grad().to_vector<float>(),
+              tg::reshape(tg::index_add(Tensor::zeros({35, 3, 2}), 0, index, tg::index_select(tg::reshape(w, {35, 3, 2}), 0, index)),
+                          {5, 7, 3, 2}).to_vector<float>());
+  }
+  tg::set_num_threads(0);
 }
 
 TEST(PackedTokens, BadInputIsAClearError) {
