@@ -44,14 +44,8 @@ namespace {
                               std::to_string(batch) + " rows of length " + std::to_string(length));
 }
 
-}  // namespace
-
-// pack and unpack are two copies: a row's tokens are consecutive both in the packed matrix and at
-// the start of its padded row, so each batch row is one block copy (and unpack's padding one
-// fill). Built as index_select / index_add on a zero tensor, unpack cost a fill, a copy of the
-// zeros and a scatter per call; the transformer layers make three per attention.
-namespace {
-
+// pack and unpack are copies: a row's tokens are consecutive both in the packed matrix and at the
+// start of its padded row, so each batch row is one block copy (and unpack's padding one fill).
 enum class Direction { pack, unpack };
 
 /// Copies between packed (tokens, ...) and padded (N, length, ...) data; `row_bytes` per token.

@@ -101,27 +101,29 @@ TEST(PackedTokens, PacksTheValidRowsInOrderAndUnpacksWithZeros) {
 }
 
 // pack and unpack are block copies; they give the bits of the gather / scatter they replace
-// (index_select of the token rows; index_add into zeros), forward and backward, on every thread
-// count, with rows of several shapes and an empty row in the middle.
+// (index_select of the token rows; index_add into zeros), forward and backward, at 1 and 2 threads
+// (rows of 7 x 96 x 128 floats are large enough to be split between the threads), with rows of
+// several lengths and an empty row in the middle.
 TEST(PackedTokens, CopiesEqualTheGatherAndScatterTheyReplace) {
   const PackedTokens tokens(lengths({5, 0, 2, 7, 1}), 7);
   const Tensor index = tokens.index();
   for (int threads : {1, 2}) {
     tg::set_num_threads(threads);
     Generator gen(4);
-    const Tensor padded = Tensor::uniform({5, 7, 3, 2}, -1, 1, gen).requires_grad_();
+    const Tensor padded = Tensor::uniform({5, 7, 96, 128}, -1, 1, gen).requires_grad_();
     const Tensor packed = tokens.pack(padded);
-    const Tensor rows = tg::reshape(padded, {35, 3, 2});
+    const Tensor rows = tg::reshape(padded, {35, 96, 128});
     EXPECT_EQ(packed.to_vector<float>(), tg::index_select(rows, 0, index).to_vector<float>());
     const Tensor unpacked = tokens.unpack(packed);
-    EXPECT_EQ(tg::reshape(unpacked, {35, 3, 2}).to_vector<float>(),
-              tg::index_add(Tensor::zeros({35, 3, 2}), 0, index, packed).to_vector<float>());
-    const Tensor w = Tensor::uniform({5, 7, 3, 2}, -1, 1, gen);
+    EXPECT_EQ(tg::reshape(unpacked, {35, 96, 128}).to_vector<float>(),
+              tg::index_add(Tensor::zeros({35, 96, 128}), 0, index, packed).to_vector<float>());
+    const Tensor w = Tensor::uniform({5, 7, 96, 128}, -1, 1, gen);
     tg::sum(unpacked * w).backward();
     // d/d padded of sum(unpack(pack(padded)) * w) is w at the tokens and zero at the padding.
     EXPECT_EQ(padded.grad().to_vector<float>(),
-              tg::reshape(tg::index_add(Tensor::zeros({35, 3, 2}), 0, index, tg::index_select(tg::reshape(w, {35, 3, 2}), 0, index)),
-                          {5, 7, 3, 2}).to_vector<float>());
+              tg::reshape(tg::index_add(Tensor::zeros({35, 96, 128}), 0, index,
+                                        tg::index_select(tg::reshape(w, {35, 96, 128}), 0, index)),
+                          {5, 7, 96, 128}).to_vector<float>());
   }
   tg::set_num_threads(0);
 }
