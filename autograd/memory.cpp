@@ -159,6 +159,17 @@ struct Pool {
     return limit >= 0 ? limit
                       : std::max(kMinDefaultLimit, stats.peak_in_use_bytes + std::min(stats.peak_in_use_bytes / 4, kMaxHeadroom));
   }
+  /// Unlinks the first cached block of class `c` (non-empty) to go back to the system: its size
+  /// is set for system_free (or remap) and it leaves the cache's counts.
+  FreeBlock* unlink_for_system(int c) {
+    FreeBlock* b = lists[c];
+    lists[c] = b->next;
+    b->bytes = class_bytes(c);
+    stats.cached_bytes -= static_cast<std::int64_t>(b->bytes);
+    --stats.cached_blocks;
+    ++stats.system_frees;
+    return b;
+  }
   /// Unlinks cached blocks, largest classes first, until `need` more bytes fit under the limit
   /// (or the cache is empty); the caller frees them outside the lock.
   FreeBlock* take_to_fit(std::int64_t need) {
@@ -166,12 +177,7 @@ struct Pool {
     const std::int64_t cap = effective_limit();
     for (int c = kClasses - 1; c >= 0 && stats.in_use_bytes + stats.cached_bytes + need > cap; --c) {
       while (lists[c] && stats.in_use_bytes + stats.cached_bytes + need > cap) {
-        FreeBlock* b = lists[c];
-        lists[c] = b->next;
-        b->bytes = class_bytes(c);
-        stats.cached_bytes -= static_cast<std::int64_t>(b->bytes);
-        --stats.cached_blocks;
-        ++stats.system_frees;
+        FreeBlock* b = unlink_for_system(c);
         b->next = out;
         out = b;
       }
@@ -185,13 +191,7 @@ struct Pool {
     for (int d = 1; d < kClasses; ++d) {
       for (int j : {index + d, index - d}) {
         if (j < lowest || j >= kClasses || !lists[j]) continue;
-        FreeBlock* b = lists[j];
-        lists[j] = b->next;
-        b->bytes = class_bytes(j);
-        stats.cached_bytes -= static_cast<std::int64_t>(b->bytes);
-        --stats.cached_blocks;
-        ++stats.system_frees;
-        return b;
+        return unlink_for_system(j);
       }
       if (index + d >= kClasses && index - d < lowest) break;
     }
@@ -218,16 +218,12 @@ struct Pool {
   FreeBlock* take_all() {
     FreeBlock* all = nullptr;
     for (int c = 0; c < kClasses; ++c) {
-      while (FreeBlock* b = lists[c]) {
-        lists[c] = b->next;
-        b->bytes = class_bytes(c);
+      while (lists[c]) {
+        FreeBlock* b = unlink_for_system(c);
         b->next = all;
         all = b;
-        ++stats.system_frees;
       }
     }
-    stats.cached_bytes = 0;
-    stats.cached_blocks = 0;
     return all;
   }
 };
