@@ -460,7 +460,7 @@ void DistributedDataParallel::synchronize() {
     const auto t1 = Clock::now();
     PooledVector<Tensor> views;  // one per parameter of a dense bucket, in offset order
     if (!b.sparse) {
-      std::vector<std::int64_t> sizes;
+      PooledVector<std::int64_t> sizes;  // from the caching allocator: a step allocates nothing
       for (std::size_t i : b.params) sizes.push_back(static_cast<std::int64_t>(params_[i].numel));
       if (const std::size_t padding = b.chunk * world - b.numel) sizes.push_back(static_cast<std::int64_t>(padding));
       views = split_with_sizes(b.recv, sizes);
