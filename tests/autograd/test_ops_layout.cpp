@@ -157,7 +157,7 @@ TEST(Creation, LikeFunctionsAndRanges) {
   const std::vector<double> normal = values(Tensor::normal({2, 3}, 0.0, 1.0, b, DType::f64));
   EXPECT_EQ(values(randn_like(x, a)), normal);
   EXPECT_NE(normal[0], normal[1]);
-  // creation.cpp's messages name the dtype, not the shape.
+  // creation.cpp's messages name the dtype and the shape.
   expect_error([&] { rand_like(Tensor::zeros({2}, DType::i64), a); }, {"rand_like: needs a floating tensor, got int64 [2]"});
   expect_error([&] { randn_like(Tensor::zeros({2}, DType::i64), a); }, {"randn_like: needs a floating tensor, got int64 [2]"});
   EXPECT_EQ(arange(4).dtype(), DType::i64);
