@@ -120,6 +120,8 @@ void shapes(benchmark::internal::Benchmark* b) {
       {1000, 1280, 3000, 1, 0},
       // Batch-1 decoding: one row through the readout of B ([s; Ey; c] = 1024 -> 8000) and C (3620 -> 30000).
       {1, 1024, 8000, 0, 1},  {1, 3620, 30000, 0, 1},
+      // T's batch-1 decoding: its attention projections, feed-forward layers and readout (d_model 256).
+      {1, 256, 256, 0, 1},    {1, 256, 1024, 0, 1},   {1, 1024, 256, 0, 1},   {1, 256, 8000, 0, 1},
   };
   for (auto& s : list)
     for (int64_t threads : {1, 2}) b->Args({s[0], s[1], s[2], s[3], s[4], threads});
