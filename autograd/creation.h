@@ -30,7 +30,8 @@ Tensor randn_like(const Tensor& x, Generator& gen);
 
 /// [0, end) in steps of 1 (torch.arange(end)); i64 by default, as PyTorch for integer bounds.
 Tensor arange(std::int64_t end, DType dtype = DType::i64);
-/// [start, end) in steps of `step` (torch.arange(start, end, step)).
+/// [start, end) in steps of `step` (torch.arange(start, end, step)); float32 unless `dtype` says
+/// otherwise, also for integer bounds such as arange(0, 5) (torch: int64).
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32);
 /// `steps` evenly spaced values from start to end, both included (torch.linspace); steps >= 0.
 Tensor linspace(double start, double end, std::int64_t steps, DType dtype = DType::f32);

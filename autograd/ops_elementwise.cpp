@@ -100,8 +100,7 @@ Tensor mul(const Tensor& a, double s) {
 }
 
 Tensor div(const Tensor& a, double s) {
-  if (s == 0) throw std::invalid_argument("div: division by the scalar 0");
-  return mul(a, 1.0 / s);
+  return mul(a, 1.0 / s);  // s = 0 gives inf, -inf and NaN (0 / 0) as torch.div
 }
 
 Tensor rsub(double s, const Tensor& a) {
@@ -180,11 +179,20 @@ Tensor square(const Tensor& x) {
 
 Tensor pow(const Tensor& x, double exponent) {
   if (exponent == 2.0) return square(x);
+  // d x^p / dx = p x^(p-1), and 0 for p = 0 as PyTorch's pow_backward (not 0 * 0^-1 = NaN at x = 0).
   return record("pow", unary(Unary::pow_scalar, x, exponent), {x}, [x = x.detach(), exponent](BackwardContext& ctx) {
-    // d x^p / dx = p x^(p-1)
+    if (exponent == 0.0) {
+      ctx.accumulate(0, Tensor::zeros(x.shape(), x.dtype()));
+      return;
+    }
     const Tensor d = unary(Unary::mul_scalar, unary(Unary::pow_scalar, x, exponent - 1.0), exponent);
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), d));
-  }, [x, exponent](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (pow(x, exponent - 1.0) * exponent)); });
+  }, [x, exponent](GradGraphContext& ctx) {
+    if (exponent == 0.0)
+      ctx.accumulate(0, Tensor::zeros(x.shape(), x.dtype()));
+    else
+      ctx.accumulate(0, ctx.grad_output() * (pow(x, exponent - 1.0) * exponent));
+  });
 }
 
 // ---- PyTorch's everyday elementwise ops. Gradients follow tools/autograd/derivatives.yaml of

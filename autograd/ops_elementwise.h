@@ -16,7 +16,7 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double s);
 Tensor sub(const Tensor& a, double s);
 Tensor mul(const Tensor& a, double s);
-Tensor div(const Tensor& a, double s);
+Tensor div(const Tensor& a, double s);  // s = 0: inf, -inf or NaN (0 / 0), as torch.div
 Tensor rsub(double s, const Tensor& a);  // s - a
 Tensor rdiv(double s, const Tensor& a);  // s / a
 Tensor neg(const Tensor& x);

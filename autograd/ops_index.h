@@ -1,7 +1,8 @@
 #pragma once
 // Indexing, masking and dropout.
 // Implemented beside their backward in autograd/ops_index.cpp; each
-// validates its arguments and throws std::invalid_argument naming the op and the shapes.
+// validates its arguments and throws std::invalid_argument naming the op and the shapes, or
+// std::out_of_range for an index value outside its axis.
 #include <cstdint>
 
 #include "autograd/tensor.h"
@@ -25,12 +26,14 @@ Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const T
 /// (torch.take_along_dim).
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::int64_t dim);
 /// weight (V, D) gathered at i64 ids of any shape -> ids.shape + (D); backward scatter-adds.
+/// The table comes first, as in tg::nn::Embedding's state (F.embedding takes (input, weight)).
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// cond ? a : b elementwise with broadcasting of all three (torch.where). cond is bool, as PyTorch;
 /// a cond of another dtype is read as nonzero = true (PyTorch refuses it), which older callers use.
 /// a and b must have one dtype (PyTorch promotes them).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-/// x with `value` wherever mask (broadcast to x) is true (torch.masked_fill); no gradient flows
+/// x with `value` wherever mask (broadcast to x; torch also broadcasts x to the mask) is true
+/// (torch.masked_fill); no gradient flows
 /// there. A mask of another dtype than bool is read as nonzero = true (PyTorch refuses it).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when

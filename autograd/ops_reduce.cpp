@@ -286,6 +286,8 @@ std::tuple<Tensor, Tensor> extreme_along(const char* op, const Tensor& x, std::i
 
 Tensor arg_extreme(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
   const int a = normalize_axis(op, dim, x.dim());
+  if (x.shape()[a] == 0)
+    throw std::invalid_argument(std::string(op) + ": cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
   Tensor idx;
   kernels::max(signed_for(x, is_max), a, keepdim, &idx);
   return idx;
@@ -302,8 +304,18 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, std::int64_t dim, bool keepdim) 
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extreme("argmax", x, dim, keepdim, true); }
 Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extreme("argmin", x, dim, keepdim, false); }
 
+namespace {
+/// Refuses a reduction of x over `ax` when one of them has size 0 (PyTorch: NaN or -inf), naming `op`.
+void require_nonempty(const char* op, const Tensor& x, const kernels::Axes& ax) {
+  for (int i = 0; i < ax.size(); ++i)
+    if (x.shape()[ax[i]] == 0)
+      throw std::invalid_argument(std::string(op) + ": cannot reduce " + x.shape().str() + " over an empty dimension");
+}
+}  // namespace
+
 Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
   const kernels::Axes ax = axes_or_all("var", dims, x.shape());
+  require_nonempty("var", x, ax);
   if (!is_floating(x.dtype()))
     throw std::invalid_argument("var: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
                                 x.shape().str());
@@ -329,14 +341,16 @@ Tensor std_of_var(const Tensor& v) {
 }  // namespace
 
 Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
+  require_nonempty("std", x, axes_or_all("std", dims, x.shape()));
   return std_of_var(var(x, dims, correction, keepdim));
 }
 Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
-  return std_of_var(var(x, dims, unbiased, keepdim));
+  return std(x, dims, Correction{unbiased ? 1 : 0}, keepdim);
 }
 
 Tensor logsumexp(const Tensor& x, IntList dims, bool keepdim) {
   const kernels::Axes ax = axes_or_all("logsumexp", dims, x.shape());
+  require_nonempty("logsumexp", x, ax);
   std::int64_t all[Shape::kMaxDims];
   for (int i = 0; i < ax.size(); ++i) all[i] = ax[i];
   const IntList axes(all, static_cast<std::size_t>(ax.size()));
@@ -429,7 +443,7 @@ Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
     });
   });
   Tensor out = record("norm", y, {r.x}, [x = r.x.detach(), y, p, inf, M, R](BackwardContext& ctx) {
-    // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); 0 where the norm is 0. For p = inf, sign(x)
+    // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); 0 where the norm or x is 0. For p = inf, sign(x)
     // shared evenly among the elements whose |x| is the max, as torch.norm.
     Tensor gx = Tensor::empty({M, R}, x.dtype());
     dispatch_floating("norm", x.dtype(), [&](auto tag) {
@@ -449,7 +463,8 @@ Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
         }
         for (std::int64_t j = 0; j < R; ++j) {
           const double v = px[m * R + j], s = (v > 0) - (v < 0);
-          out[m * R + j] = static_cast<T>(p == 1.0 ? pg[m] * s : scale * s * std::pow(std::abs(v), p - 1));
+          // A zero element adds 0 (for p < 1 its |x|^(p-1) is inf), as PyTorch's norm_backward.
+          out[m * R + j] = static_cast<T>(p == 1.0 ? pg[m] * s : v == 0 ? 0.0 : scale * s * std::pow(std::abs(v), p - 1));
         }
       }
     });

@@ -11,7 +11,9 @@
 
 namespace tg {
 
-// Sums of int64 and bool tensors are int64 (exact; not differentiable), as PyTorch.
+// Sums of int64 and bool tensors are int64 (exact; not differentiable), as PyTorch. Unlike the
+// ops below, empty `axes` reduces nothing here (torch 1.13's sum(dim=[]) reduces everything: call
+// sum(x)), and a mean over an axis of size 0 throws (PyTorch: NaN).
 Tensor sum(const Tensor& x);  // over everything, 0-dim result
 Tensor sum(const Tensor& x, IntList axes, bool keepdim = false);
 Tensor mean(const Tensor& x);

@@ -430,11 +430,8 @@ Tensor unsqueeze(const Tensor& x, std::int64_t axis) {
 
 Tensor squeeze(const Tensor& x, std::int64_t axis) {
   const int a = axis_of("squeeze", axis, x.dim(), x.shape());
-  if (x.shape()[a] != 1)
-    throw std::invalid_argument("squeeze: axis " + std::to_string(axis) + " of shape " + x.shape().str() +
-                                " has size " + std::to_string(x.shape()[a]) + ", not 1");
   Shape out = x.shape();
-  out.erase(a);
+  if (out[a] == 1) out.erase(a);  // an axis of another size is kept, as torch.squeeze(x, dim)
   return reshape(x, out);
 }
 

@@ -22,8 +22,9 @@ Tensor flatten(const Tensor& x, std::int64_t start_axis = 0, std::int64_t end_ax
 Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
 Tensor permute(const Tensor& x, IntList order);
 Tensor unsqueeze(const Tensor& x, std::int64_t axis);
-Tensor squeeze(const Tensor& x, std::int64_t axis);  // axis must have size 1
+Tensor squeeze(const Tensor& x, std::int64_t axis);  // drops axis if its size is 1, else keeps x's shape
 Tensor squeeze(const Tensor& x);                      // drops every size-1 axis
+/// xs must share one dtype (torch.cat / torch.stack promote mixed dtypes).
 Tensor concat(TensorList xs, std::int64_t axis = 0);
 Tensor stack(TensorList xs, std::int64_t axis = 0);
 /// Elements [start, start + length) along `axis` (torch.narrow; a negative start counts from the end).

@@ -11,8 +11,8 @@
 
 namespace tg::kernels {
 
-/// How the mask is given: nothing, added to the scores (T), or i64 where 0 blocks. Bool masks
-/// (when tapegrad has them) are a third kind read beside the i64 one.
+/// How the mask is given: nothing, added to the scores (T), or i64 where 0 blocks (a bool mask
+/// is converted to this i64 form by scaled_dot_product_attention).
 enum class AttentionMaskKind { none, additive, allow };
 
 template <class T>

@@ -144,7 +144,16 @@ void with_unary(Unary op, T p, T q, const Fn& fn) {
     case Unary::abs: return fn([](B x) { return xsimd::abs(x); });
     case Unary::add_scalar: return fn([P](B x) { return x + P; });
     case Unary::mul_scalar: return fn([P](B x) { return x * P; });
-    case Unary::pow_scalar: return fn([P](B x) { return xsimd::pow(x, P); });
+    case Unary::pow_scalar:
+      // PyTorch's exponents with operations of their own (PowKernel.cpp; they fix the signs of zeros
+      // and infinities), the rest by libm: xsimd's pow returns 0 for 0^0 and 0^-1.
+      if (p == T(0.5)) return fn([](B x) { return xsimd::sqrt(x); });
+      if (p == T(-0.5)) return fn([=](B x) { return one / xsimd::sqrt(x); });
+      if (p == T(2)) return fn([](B x) { return x * x; });
+      if (p == T(3)) return fn([](B x) { return x * x * x; });
+      if (p == T(-1)) return fn([=](B x) { return one / x; });
+      if (p == T(-2)) return fn([=](B x) { return one / (x * x); });
+      return fn([P](B x) { return lanewise(x, P, [](T a, T b) { return std::pow(a, b); }); });
     case Unary::rsub_scalar: return fn([P](B x) { return P - x; });
     case Unary::rdiv_scalar: return fn([P](B x) { return P / x; });
     case Unary::sign:

@@ -367,6 +367,21 @@ TEST(PyTorchElementwise, GradientsAtNonDifferentiablePointsAsPyTorch) {
   check("gelu_tanh at 0", [](const Tensor& x) { return gelu(x, GeluApproximate::tanh); }, {0}, {0}, {0.5});
   check("silu", [](const Tensor& x) { return silu(x); }, {-800, 0, 800}, {0, 0, 800}, {0, 0.5, 1});
   check("rsqrt at 0", [](const Tensor& x) { return rsqrt(x); }, {0, -1}, {INFINITY, NAN}, {-INFINITY, NAN});
+  // pow with a scalar exponent at 0, -0 and a negative base: 0^0 = 1 with a zero gradient, 0^-1 = inf,
+  // and the signed zeros and infinities of PyTorch's sqrt / reciprocal forms of 0.5 and -1.
+  const std::vector<double> bases = {0, -0.0, -2, 2};
+  auto pow_by = [](double p) { return [p](const Tensor& x) { return pow(x, p); }; };
+  check("pow 0", pow_by(0), bases, {1, 1, 1, 1}, {0, 0, 0, 0});
+  check("pow 1", pow_by(1), bases, {0, 0, -2, 2}, {1, 1, 1, 1});
+  check("pow 0.5", pow_by(0.5), bases, {0, 0, NAN, std::sqrt(2.0)}, {INFINITY, -INFINITY, NAN, 0.5 / std::sqrt(2.0)});
+  check("pow -1", pow_by(-1), bases, {INFINITY, -INFINITY, -0.5, 0.5}, {-INFINITY, -INFINITY, -0.25, -0.25});
+  check("pow 3", pow_by(3), bases, {0, 0, -8, 8}, {0, 0, 12, 12});
+  check("pow -2", pow_by(-2), bases, {INFINITY, INFINITY, 0.25, 0.25}, {-INFINITY, INFINITY, 0.25, -0.25});
+  check("pow 1.5", pow_by(1.5), bases, {0, 0, NAN, std::pow(2.0, 1.5)}, {0, 0, NAN, 1.5 * std::sqrt(2.0)});
+  // Division by a scalar 0 is IEEE's, as torch.div.
+  check("div by 0", [](const Tensor& x) { return x / 0.0; }, {1, -1, 0}, {INFINITY, -INFINITY, NAN}, {INFINITY, INFINITY, INFINITY});
+  check("div by -0", [](const Tensor& x) { return div(x, -0.0); }, {1, -1, 0}, {-INFINITY, INFINITY, NAN},
+        {-INFINITY, -INFINITY, -INFINITY});
   check("reciprocal at 0", [](const Tensor& x) { return reciprocal(x); }, {0, -0.0}, {INFINITY, -INFINITY}, {-INFINITY, -INFINITY});
   check("log1p at -1", [](const Tensor& x) { return log1p(x); }, {-1, -2}, {-INFINITY, NAN}, {INFINITY, -1});
   check("erf at +-inf", [](const Tensor& x) { return erf(x); }, {-INFINITY, 0, INFINITY}, {-1, 0, 1}, {0, 2 / std::sqrt(M_PI), 0});

@@ -94,6 +94,14 @@ TEST(ReduceOps, BadAxesNameTheOp) {
   tg::testing::expect_error([] { amax(Tensor::zeros({2, 3}), {0, 0}); }, {"amax: axis 0 given twice for [2, 3]"});
   tg::testing::expect_error([] { amax(Tensor::zeros({0, 3}), {0}); },
                             {"amax: cannot reduce [0, 3] over an empty dimension"});
+  // An empty axis is refused by the op the user called (PyTorch: NaN or -inf; docs/ops.md).
+  const Tensor empty = Tensor::zeros({2, 0});
+  tg::testing::expect_error([&] { mean(empty, {1}); }, {"mean", "[2, 0]"});
+  tg::testing::expect_error([&] { var(empty, {1}); }, {"var: cannot reduce [2, 0] over an empty dimension"});
+  tg::testing::expect_error([&] { tg::std(empty, {1}); }, {"std: cannot reduce [2, 0] over an empty dimension"});
+  tg::testing::expect_error([&] { logsumexp(empty, {1}); }, {"logsumexp: cannot reduce [2, 0] over an empty dimension"});
+  tg::testing::expect_error([&] { argmax(empty, 1); }, {"argmax: cannot reduce dim 1 of [2, 0]"});
+  tg::testing::expect_error([&] { argmin(empty, -1); }, {"argmin: cannot reduce dim -1 of [2, 0]"});
   tg::testing::expect_error([] { mean(Tensor::zeros({2, 3}, DType::i64), {0}); },
                             {"mean: needs a floating tensor, got int64 [2, 3]"});
   tg::testing::expect_error([] { var(Tensor::zeros({2, 3}, DType::i64), {1}); },
@@ -208,6 +216,12 @@ TEST(ReduceOps, NormValuesGradientsAndZero) {
   Tensor z = Tensor::zeros({3}, DType::f64).requires_grad_();
   norm(z).backward();  // 0 at a zero norm, as PyTorch
   EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0, 0, 0}));
+  // p < 1: a zero element's |x|^(p-1) is inf; it still gets 0, as torch.linalg.vector_norm.
+  Tensor h = Tensor::from_vector(std::vector<double>{0, 0, 1, 0, 4, -1}, {3, 2}).requires_grad_();
+  const Tensor nh = norm(h, 0.5, {1});
+  EXPECT_EQ(values(nh), (std::vector<double>{0, 1, 9}));
+  sum(nh).backward();
+  EXPECT_EQ(h.grad().to_vector<double>(), (std::vector<double>{0, 0, 1, 0, 1.5, -3}));
   Generator gen(6);
   for (double p : {1.0, 2.0, 3.0, 0.5}) {
     SCOPED_TRACE(p);

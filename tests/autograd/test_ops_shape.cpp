@@ -93,6 +93,10 @@ TEST(ShapeOps, UnsqueezeSqueeze) {
   EXPECT_EQ(squeeze(y, -2).shape(), Shape({1, 3, 2}));
   EXPECT_EQ(squeeze(Tensor::zeros({1, 1})).shape(), Shape({}));
   EXPECT_EQ(squeeze(unsqueeze(x, 1), 1).to_vector<float>(), x.to_vector<float>());
+  // An axis whose size is not 1 is kept, as torch.squeeze(x, dim).
+  EXPECT_EQ(squeeze(y, 1).shape(), Shape({1, 3, 1, 2}));
+  EXPECT_EQ(squeeze(x, 0).to_vector<float>(), x.to_vector<float>());
+  EXPECT_EQ(squeeze(x, 0).shape(), x.shape());
 }
 
 TEST(ShapeOps, ViewsGradcheck) {
@@ -310,7 +314,7 @@ TEST(ShapeOps, Errors) {
   expect_error([&] { narrow(x, 0, 0, -1); }, {"narrow", "[2, 3]"});
   expect_error([&] { slice(x, 1, 0, 3, 0); }, {"slice", "step", "[2, 3]"});
   expect_error([&] { slice(x, 2, 0, 1); }, {"slice", "axis 2", "[2, 3]"});
-  expect_error([&] { squeeze(x, 0); }, {"squeeze", "[2, 3]"});
+  expect_error([&] { squeeze(x, 2); }, {"squeeze", "axis 2", "[2, 3]"});
   expect_error([&] { unsqueeze(x, 3); }, {"unsqueeze", "axis 3", "[2, 3]"});
   expect_error([&] { flatten(x, 1, 0); }, {"flatten", "[2, 3]"});
 }

@@ -151,7 +151,9 @@ class Highway : public Module {
 
   /// x (..., size) -> (..., size).
   Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor operator()(const Tensor& x) const {
+    return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); });
+  }
   std::string extra_repr() const override;
 
   std::shared_ptr<Linear> proj, gate;
@@ -202,6 +204,22 @@ TEST(Highway, ValueMatchesTheFormula) {
       t = 1 / (1 + std::exp(-t));
       EXPECT_NEAR(y.at({i, o}), t * std::max(h, 0.0) + (1 - t) * x.at({i, o}), 1e-6);
     }
+}
+
+TEST(Highway, ForwardHooksRunWhenTheLayerIsCalled) {
+  Generator gen(3);
+  Highway layer(3, gen);
+  int calls = 0;
+  layer.register_forward_hook([&](const Module&, const std::vector<Tensor>&, const Tensor& out) {
+    ++calls;
+    return out * 2.0;  // a hook's tensor replaces the output, as PyTorch's
+  });
+  const Tensor x = Tensor::uniform({2, 3}, -1, 1, gen);
+  const Tensor called = layer(x);
+  EXPECT_EQ(calls, 1);
+  const Tensor plain = layer.forward(x);  // forward() itself runs no hook
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(called.to_vector<float>(), (plain * 2.0).to_vector<float>());
 }
 
 TEST(Highway, GradcheckWrtInputAndParameters) {
