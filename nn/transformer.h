@@ -4,8 +4,8 @@
 // as "decoder.layers.1.multihead_attn.in_proj_weight"), defaults and forward (post-norm by default,
 // pre-norm with norm_first), built from MultiheadAttention, Linear, LayerNorm and Dropout.
 //
-// Masks are MultiheadAttention's: an i64 mask's nonzero entries may NOT be attended (PyTorch's bool
-// True), a floating mask is added to the scores (e.g. generate_square_subsequent_mask).
+// Masks are MultiheadAttention's: a bool mask's true entries (an i64 mask's nonzero ones) may NOT be
+// attended, as PyTorch's; a floating mask is added to the scores (e.g. generate_square_subsequent_mask).
 //
 // Stacks copy their layer as PyTorch's _get_clones does with copy.deepcopy: TransformerEncoder(layer, n)
 // holds n clones of `layer` (same options, same initial values, own parameters); the prototype itself
