@@ -54,6 +54,14 @@ bool AutogradContext::is_non_differentiable(const Tensor& t) const {
   return std::find(non_differentiable_.begin(), non_differentiable_.end(), t.impl()) != non_differentiable_.end();
 }
 
+tensor_list AutogradContext::saved_with_graph_output(GradGraphContext& gctx, int j) const {
+  tensor_list saved = saved_;
+  const void* output = static_cast<std::size_t>(j) < output_impls_.size() ? output_impls_[j] : nullptr;
+  for (Tensor& t : saved)
+    if (output && t.defined() && t.impl() == output) t = gctx.output(t);
+  return saved;
+}
+
 namespace detail {
 
 const char* function_name(const std::type_info& type) {

@@ -21,8 +21,8 @@
 // - backward(ctx, grad_outputs) gets one gradient per output (zeros for an output that received
 //   none, unless set_materialize_grads(false): then undefined) and returns one entry per forward
 //   argument, in order: the gradient of a Tensor argument (undefined = zero) and an undefined
-//   Tensor for every other argument. A wrong count, shape or dtype throws std::invalid_argument
-//   naming the Function. Gradients are added to the inputs' (backward never overwrites).
+//   Tensor for every other argument. Too few entries, a defined extra one, or a wrong shape or
+//   dtype for an input that needs a gradient throws std::invalid_argument naming the Function. Gradients are added to the inputs' (backward never overwrites).
 // - needs_input_grad(i) is indexed by forward argument, as ctx.needs_input_grad in Python
 //   (LibTorch indexes by tensor input).
 // - Outputs of integer dtype and outputs given to mark_non_differentiable() do not require grad.
@@ -33,8 +33,10 @@
 // - Tensor arguments are passed as `Tensor` or `const Tensor&`; a tensor_list argument is passed
 //   through as a non-tensor value (its elements are not inputs).
 // - Higher-order gradients: in a backward with create_graph, backward runs with recording on,
-//   on the tensors it saved (the forward's inputs as given, graph tensors) and on grad_outputs
-//   that require grad, so a backward written with tg ops is differentiable, as in LibTorch.
+//   on the tensors it saved (the forward's inputs as given, graph tensors; a saved output as the
+//   op's output in the graph) and on grad_outputs that require grad, so a backward written with tg
+//   ops is differentiable, as in LibTorch. With several outputs, the backward run for output j
+//   sees output j that way and the other saved outputs as constants.
 // The tape node is named after the C++ type ("Cube"), which is what anomaly mode reports.
 #include <any>
 #include <array>
@@ -73,7 +75,7 @@ class SavedValue {
   }
   /// A stored double, float, integer or bool as double.
   double toDouble() const;
-  /// A stored integer type or bool as int64.
+  /// A stored int64_t, int, long long, size_t or bool as int64 (another type throws).
   std::int64_t toInt() const;
   bool toBool() const;
   Tensor toTensor() const { return to<Tensor>(); }
@@ -107,8 +109,11 @@ class AutogradContext {
  private:
   template <class T> friend struct Function;
   bool is_non_differentiable(const Tensor& t) const;
+  /// saved_ with the entries that are output `j` (by TensorImpl) given as the node's graph output.
+  tensor_list saved_with_graph_output(GradGraphContext& gctx, int j) const;
   std::vector<bool> needs_input_grad_;
   tensor_list saved_;
+  std::vector<const void*> output_impls_;  // forward's outputs before recording, compared only
   std::vector<const void*> non_differentiable_;  // TensorImpl addresses, compared only
   bool materialize_grads_ = true;
 };
@@ -180,6 +185,7 @@ struct Function {
     }
     if constexpr (std::is_same_v<Out, Tensor>) {
       if (!any_needs || !out.defined() || !is_floating(out.dtype()) || ctx->is_non_differentiable(out)) return out;
+      ctx->output_impls_ = {out.impl()};
       rec->output_shapes = {out.shape()};
       rec->output_dtypes = {out.dtype()};
       return record(
@@ -190,6 +196,7 @@ struct Function {
       for (const Tensor& o : out) {
         rec->output_shapes.push_back(o.defined() ? o.shape() : Shape{});
         rec->output_dtypes.push_back(o.defined() ? o.dtype() : DType::f32);
+        ctx->output_impls_.push_back(o.defined() ? o.impl() : nullptr);
       }
       for (std::size_t j = 0; j < out.size(); ++j) {
         if (!out[j].defined() || !is_floating(out[j].dtype()) || ctx->is_non_differentiable(out[j])) continue;
@@ -219,10 +226,22 @@ struct Function {
     tensor_list grad_outputs = detail::function_grad_outputs(rec, ctx, j);
     grad_outputs[j] = bctx.grad_output();
     tensor_list grads;
-    if constexpr (requires { T::backward(ctx, std::move(grad_outputs)); })
-      grads = T::backward(ctx, std::move(grad_outputs));
-    else
-      grads = T::backward(&ctx, std::move(grad_outputs));
+    // Under create_graph a saved output must be the graph's output, not the constant forward made.
+    tensor_list kept;
+    if constexpr (std::is_same_v<Context, GradGraphContext>) {
+      kept = ctx.saved_;
+      ctx.saved_ = ctx.saved_with_graph_output(bctx, j);
+    }
+    try {
+      if constexpr (requires { T::backward(ctx, std::move(grad_outputs)); })
+        grads = T::backward(ctx, std::move(grad_outputs));
+      else
+        grads = T::backward(&ctx, std::move(grad_outputs));
+    } catch (...) {
+      if constexpr (std::is_same_v<Context, GradGraphContext>) ctx.saved_ = std::move(kept);
+      throw;
+    }
+    if constexpr (std::is_same_v<Context, GradGraphContext>) ctx.saved_ = std::move(kept);
     detail::function_accumulate(rec, bctx, std::move(grads));
   }
 };

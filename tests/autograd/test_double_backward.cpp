@@ -533,6 +533,51 @@ TEST(DoubleBackward, CustomFunction) {
       {rand64({4}, gen)});
 }
 
+// A Function that saves its output: under create_graph the saved output is the op's output in the
+// graph, so d²(exp x)/dx² = exp x (torch 1.13 gives [1.6487, 2.7183] for x = [0.5, 1]); with two
+// outputs, the output whose gradient a backward run handles.
+struct ExpSavingOutput : tg::autograd::Function<ExpSavingOutput> {
+  static Tensor forward(tg::autograd::AutogradContext& ctx, const Tensor& x) {
+    Tensor y = exp(x);
+    ctx.save_for_backward({y});
+    return y;
+  }
+  static tg::autograd::tensor_list backward(tg::autograd::AutogradContext& ctx, tg::autograd::tensor_list g) {
+    return {g[0] * ctx.get_saved_variables()[0]};
+  }
+};
+struct ExpAndSquareSavingOutputs : tg::autograd::Function<ExpAndSquareSavingOutputs> {
+  static tg::autograd::tensor_list forward(tg::autograd::AutogradContext& ctx, const Tensor& x) {
+    Tensor e = exp(x), s = x * x;
+    ctx.save_for_backward({e, x});
+    return {e, s};
+  }
+  static tg::autograd::tensor_list backward(tg::autograd::AutogradContext& ctx, tg::autograd::tensor_list g) {
+    const auto& saved = ctx.get_saved_variables();
+    return {g[0] * saved[0] + g[1] * 2.0 * saved[1]};
+  }
+};
+
+TEST(DoubleBackward, CustomFunctionSavingItsOutput) {
+  const Tensor x = Tensor::from_values({0.5, 1.0}, {2}, DType::f64).requires_grad_();
+  const Tensor g1 = grad({sum(ExpSavingOutput::apply(x))}, {x}, {}, {.create_graph = true})[0];
+  ASSERT_TRUE(g1.requires_grad());
+  const auto v2 = grad({sum(g1)}, {x})[0].to_vector<double>();
+  EXPECT_NEAR(v2[0], std::exp(0.5), 1e-15);
+  EXPECT_NEAR(v2[1], std::exp(1.0), 1e-15);
+  tape::reset();
+  Generator gen(32);
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return ExpSavingOutput::apply(in[0]) * in[0]; }, {rand64({2, 3}, gen)});
+  EXPECT_GRADGRADCHECK([](const std::vector<Tensor>& in) { return ExpAndSquareSavingOutputs::apply(in[0])[0]; },
+                       {rand64({4}, gen)});
+  EXPECT_GRADGRADCHECK(
+      [](const std::vector<Tensor>& in) {
+        const auto out = ExpAndSquareSavingOutputs::apply(in[0]);
+        return out[0] * 0.5 + out[1] * in[0];
+      },
+      {rand64({4}, gen)});
+}
+
 // prod and cumprod at zeros, as torch: the gradient of a row with one zero is the product of the
 // others at the zero (0 elsewhere); with two, every first derivative is 0 but the mixed second
 // derivative of the two zeros is not. Their differentiable backwards never divide by x there.
