@@ -295,6 +295,7 @@ void GradGraphContext::accumulate(int i, const Tensor& grad) {
   Node& node = t_tape.nodes[node_];
   NodeInput in = input_of(node, i);  // a copy: the additions below may grow the tape's arrays
   if (!in.meta) return;
+  if (t_anomaly) check_anomaly(node, i, grad);
   accumulate_into(node.name, i, in, grad);
 }
 

@@ -138,6 +138,16 @@ TEST(Anomaly, NaNAfterFiniteOpsAndNoScope) {
   EXPECT_NE(m.find("no AnomalyScope"), std::string::npos) << m;
 }
 
+TEST(Anomaly, CheckedInABackwardWithCreateGraph) {
+  Tensor x = vec({0.0, 4.0}).requires_grad_();
+  detect_anomaly guard;
+  const std::string m = tg::testing::error_of<std::runtime_error>(
+      [&] { grad({sum(sqrt(x))}, {x}, {}, {.create_graph = true}); });  // d sqrt(x) / dx = inf at 0
+  tape::reset();
+  EXPECT_NE(m.find("backward of 'sqrt'"), std::string::npos) << m;
+  EXPECT_NE(m.find("infinity"), std::string::npos) << m;
+}
+
 TEST(Anomaly, OffByDefaultAndGuardRestores) {
   EXPECT_FALSE(is_anomaly_enabled());
   {
