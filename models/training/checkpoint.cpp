@@ -137,16 +137,21 @@ bool checkpoint_file_or_partial(const std::string& name) {
   return false;
 }
 
-/// True if `name` is "<base>.tmp-XXXXXX" with six characters of mkdtemp's alphabet.
+/// True if `name` is "<base>.tmp-XXXXXX" (a save's new directory) or "<base>.old-XXXXXX" (the
+/// previous checkpoint moved aside where there is no atomic exchange), with six characters of
+/// mkdtemp's alphabet.
 bool is_temporary_of(const std::string& name, const std::string& base) {
-  const std::string prefix = base + ".tmp-";
-  if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) return false;
-  for (std::size_t i = prefix.size(); i < name.size(); ++i)
-    if (!std::isalnum(static_cast<unsigned char>(name[i]))) return false;
-  return true;
+  for (const char* kind : {".tmp-", ".old-"}) {
+    const std::string prefix = base + kind;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    bool alnum = true;
+    for (std::size_t i = prefix.size(); i < name.size(); ++i) alnum = alnum && std::isalnum(static_cast<unsigned char>(name[i]));
+    if (alnum) return true;
+  }
+  return false;
 }
 
-/// Removes the `dir.tmp-XXXXXX` directories that killed saves of `dir` left, when they hold only
+/// Removes the `dir.tmp-XXXXXX` and `dir.old-XXXXXX` directories that killed saves of `dir` left, when they hold only
 /// checkpoint files (a directory with anything else in it is left whole). Best effort: errors are
 /// ignored, the save itself has already succeeded.
 void remove_stale_temporaries(const fs::path& dir, const fs::path& parent) {

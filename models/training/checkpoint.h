@@ -24,19 +24,22 @@
 // `DIR.tmp-XXXXXX` (mkdtemp, same parent, so on the same file system), fsyncs each file and the
 // directory, and only then puts it in place:
 //   - DIR does not exist: rename(DIR.tmp-XXXXXX, DIR).
-//   - DIR exists: renameat2(RENAME_EXCHANGE) swaps the two directories in one atomic step (file
-//     systems without it: rename DIR to DIR.old-XXXXXX, then the new one to DIR), after which the
-//     previous checkpoint's files are removed.
+//   - DIR exists: renameat2(RENAME_EXCHANGE) swaps the two directories in one atomic step, after
+//     which the previous checkpoint's files are removed.
 // So at every instant DIR is either the complete old checkpoint or the complete new one; if any
-// write fails the temporary directory is removed and DIR is untouched. An existing DIR is replaced
+// write fails the temporary directory is removed and DIR is untouched. File systems without
+// RENAME_EXCHANGE get two renames instead (DIR to DIR.old-XXXXXX, then the new one to DIR): between
+// them DIR does not exist, and a process killed there leaves the previous checkpoint complete in
+// DIR.old-XXXXXX. An existing DIR is replaced
 // only if it looks like a checkpoint (it holds only the files above) or is empty: anything else is
 // refused, so a mistyped path never deletes a user's files. A process killed while writing can
-// leave a `DIR.tmp-XXXXXX` behind; it is never read, and the next successful save of DIR (or a
-// resume of DIR with nothing left to do) removes every such directory (exactly `DIR.tmp-` + six
-// letters or digits) that holds only checkpoint files. Two processes saving the same DIR at once are not supported (one may remove the other's
+// leave a `DIR.tmp-XXXXXX` (or `DIR.old-XXXXXX`) behind; it is never read, and the next successful
+// save of DIR (or a resume of DIR with nothing left to do) removes every such directory (exactly
+// `DIR.tmp-` or `DIR.old-` + six letters or digits) that holds only checkpoint files. Two processes saving the same DIR at once are not supported (one may remove the other's
 // temporary directory).
 //
-// Loading checks everything before building anything. First manifest.json: every file it lists must
+// Loading returns nothing unless every check passes: manifest, config, vocabularies and weights
+// before the model is built, training.json and tokenizer.model after. First manifest.json: every file it lists must
 // exist and match its SHA-256, and no checkpoint file may be unlisted; a mismatch throws
 // "checkpoint DIR: FILE does not match its SHA-256 in manifest.json". A checkpoint without a
 // manifest (written before it existed) still loads, with a one-line note on stderr that its files

@@ -540,12 +540,14 @@ TEST(Checkpoint, SuccessfulSaveRemovesStaleTemporaryDirectoriesOfTheSameOutputOn
   };
   stale("ck.tmp-AbC123");
   stale("ck.tmp-zz9Z0a");
+  stale("ck.old-AbC123");  // the previous checkpoint, moved aside by the save without RENAME_EXCHANGE
   // Not ours to remove: another output's, wrong suffixes, a regular file, a directory with a user file.
   stale("ck2.tmp-AbC123");
   stale("xck.tmp-AbC123");
   stale("ck.tmp-AbC12");
   stale("ck.tmp-AbC1234");
   stale("ck.tmp-AbC_23");
+  stale("ck.old-AbC12");
   write_file(root / "ck.tmp-FILE12", "a file");
   stale("ck.tmp-Mine00");
   write_file(root / "ck.tmp-Mine00" / "notes.txt", "precious");
@@ -564,8 +566,9 @@ TEST(Checkpoint, SuccessfulSaveRemovesStaleTemporaryDirectoriesOfTheSameOutputOn
   save_checkpoint(ck.string(), *model, f.src_vocab, f.tgt_vocab);
   std::vector<std::string> names = leftovers(root);
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"ck.tmp-AbC12", "ck.tmp-AbC1234", "ck.tmp-AbC_23", "ck.tmp-FILE12",
-                                             "ck.tmp-Link00", "ck.tmp-Mine00", "ck2.tmp-AbC123", "xck.tmp-AbC123"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"ck.old-AbC12", "ck.tmp-AbC12", "ck.tmp-AbC1234", "ck.tmp-AbC_23",
+                                             "ck.tmp-FILE12", "ck.tmp-Link00", "ck.tmp-Mine00", "ck2.tmp-AbC123",
+                                             "xck.tmp-AbC123"}));
   EXPECT_TRUE(fs::is_symlink(root / "ck.tmp-Link00"));
   EXPECT_TRUE(fs::exists(target / "config.json"));
   EXPECT_EQ(read_file(root / "ck.tmp-Mine00" / "notes.txt"), "precious");
