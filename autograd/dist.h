@@ -51,7 +51,8 @@ class Context {
   bool owns_ = false;
 };
 
-/// True between a Context's construction and its destruction (with MPI).
+/// True between a Context's construction and its destruction, in a process started by mpirun
+/// (with MPI).
 bool initialized();
 /// This process's rank, 0 when not initialised.
 int rank();
@@ -63,7 +64,7 @@ int world_size();
 double timeout();
 void set_timeout(double seconds);
 
-/// Prints "tg::dist: rank R: <why>" on stderr and ends the whole job: MPI_Abort with an MPI world,
+/// Prints "tg::dist: rank R of N: <why>" on stderr and ends the whole job: MPI_Abort with an MPI world,
 /// std::exit otherwise. For errors after which the ranks can no longer agree.
 [[noreturn]] void abort(const std::string& why, int code = 1);
 

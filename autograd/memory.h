@@ -27,7 +27,8 @@ inline constexpr std::size_t kAlignment = 64;
 /// class when there is one, otherwise one from the system (::operator new, or mmap from 1 MiB).
 /// A mapped block is made by resizing (mremap) the cached mapped block nearest in size when there
 /// is one, so its pages are reused instead of unmapped and zeroed afresh. Thread-safe.
-/// Throws std::bad_alloc when the system has no memory left (after releasing the cache).
+/// Throws std::bad_alloc when the system has no memory left (after releasing the shared pool's
+/// cached blocks; those parked in other threads' caches stay).
 void* allocate(std::size_t bytes);
 /// allocate(bytes), except that a block of 1 MiB or more may come from a cached block of one of
 /// the next two size classes (at most 12.5% larger) when its own class has none: buffers

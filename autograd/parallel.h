@@ -11,8 +11,9 @@ namespace tg {
 /// Limits tapegrad's kernels to `n` threads (0 = all hardware threads). Process-wide.
 void set_num_threads(int n);
 
-/// The number of threads kernels may use now: 1 inside a run_tasks() task, whose kernels run on
-/// the task's own thread (the tasks already occupy the threads).
+/// The number of threads kernels may use now: 1 inside a task of a parallel run_tasks() call,
+/// whose kernels run on the task's own thread (the tasks already occupy the threads); a run_tasks()
+/// that runs its tasks one after the other (one task, or one thread) leaves this unchanged.
 int num_threads();
 
 /// Runs task(0), ..., task(n - 1) on the thread pool, concurrently as far as num_threads()
@@ -28,7 +29,8 @@ template <class Task> void run_tasks(int n, Task&& task);
 inline constexpr std::int64_t kGrainTranscendental = 4096;
 inline constexpr std::int64_t kGrainCheap = 65536;
 
-/// Calls fn(begin, end) over [0, n) in chunks of at least `grain` elements on the thread pool;
+/// Calls fn(begin, end) over [0, n) in chunks of about `grain` elements (TBB halves ranges larger
+/// than grain, so a chunk holds grain / 2 to grain) on the thread pool;
 /// serially, as one fn(0, n), when n <= grain or tapegrad runs on one thread. Which chunks run where
 /// varies: each element's result must not depend on the chunking (as in an elementwise loop) for
 /// results to be independent of the thread count.

@@ -300,7 +300,8 @@ template <class F, class G> WithGraph<std::decay_t<F>, std::decay_t<G>> with_gra
 }
 }  // namespace detail
 
-/// Whether ops are recorded on this thread (false inside NoGradGuard and during backward).
+/// Whether ops are recorded on this thread (false inside NoGradGuard and during a backward without
+/// create_graph).
 struct GradMode {
   static bool enabled();
   static void set_enabled(bool enabled);

@@ -181,7 +181,7 @@ class Tensor {
   /// scaled in place or handed to communication (gradient bucketing in data-parallel training;
   /// torch.Tensor.register_post_accumulate_grad_hook). It runs during backward, as soon as no
   /// remaining node can reach the leaf, so hooks of different leaves fire in the reverse order of
-  /// their last use in the forward. Not run by tg::grad(), which does not touch grad(). Hooks run
+  /// their first use in the forward (the earliest op that reads them). Not run by tg::grad(), which does not touch grad(). Hooks run
   /// in registration order. Only for leaves that require grad (std::invalid_argument otherwise).
   HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook);
   /// Makes an op's output keep its gradient, readable with grad() after backward
@@ -189,7 +189,7 @@ class Tensor {
   void retain_grad();
   bool retains_grad() const;
 
-  /// "tensor([[1.0000, 2.0000]], dtype=float32, requires_grad=true)".
+  /// "tensor([[   1.0000,    2.0000]], dtype=float32, requires_grad=true)".
   std::string str() const;
 
   TensorImpl* impl() const { return impl_.get(); }

@@ -9,7 +9,7 @@
 //   h = layer->forward_packed(h, tokens, Tensor(), key_padding_mask);
 //   Tensor padded = tokens.unpack(h);              // (N, T, E), zeros at the padding
 //
-// tapegrad's own (PyTorch 1.13's nested tensors serve inference only).
+// tapegrad's own (PyTorch 1.13's nested tensors are a prototype).
 #include <cstdint>
 
 #include "autograd/tensor.h"

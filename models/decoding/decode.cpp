@@ -206,7 +206,7 @@ std::vector<Translation> greedy_rows(Seq2Seq& model, const Tensor& src, const Te
 
 // Rows per slice when a batch is decoded as slices on several threads. From 32 rows on, a slice
 // takes the same kernel paths as the whole batch (the GEMM's skinny path is for at most 4 rows),
-// so each row comes out the same bits either way (tests/models/test_decode.cpp).
+// so each row comes out the same bits either way (tests/models/decoding/test_decode.cpp).
 constexpr std::int64_t kMinRowsPerSlice = 32;
 
 }  // namespace

@@ -152,7 +152,7 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
 /// live hypotheses. A sentence stops once k hypotheses have finished, no live hypothesis is left,
 /// or after its step limit (live hypotheses then count as finished without `<eos>`). The best
 /// finished hypothesis by the length-normalised score (LengthPenalty) is returned. beam_size = 1
-/// gives exactly the greedy result.
+/// gives the greedy result (the same tokens, attention and log_prob; its score is length-normalised).
 std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
                                      std::int64_t beam_size, std::int64_t max_steps, double length_alpha = 1.0);
 /// The same with options' beam size, length penalty and alpha, and per-sentence step limits.

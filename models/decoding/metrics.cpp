@@ -139,7 +139,8 @@ double bleu_d2l(std::string_view pred_seq, std::string_view label_seq, int k) {
 }
 
 std::vector<std::string> split_whitespace(std::string_view text) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  // Python's str.split() on ASCII: space, \t \n \v \f \r and the separators \x1c-\x1f.
+  const auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); };
   std::vector<std::string> tokens;
   std::size_t i = 0;
   while (i < text.size()) {

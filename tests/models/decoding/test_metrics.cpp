@@ -76,6 +76,7 @@ TEST(Metrics, CorpusBleu4) {
   EXPECT_EQ(corpus_bleu(std::vector<std::string>{""}, std::vector<std::string>{"a"}).score, 0.0);
   EXPECT_THROW(corpus_bleu(std::vector<std::string>{"a"}, std::vector<std::string>{}), std::invalid_argument);
   EXPECT_EQ(split_whitespace("  a\tb \n c "), (Tokens{"a", "b", "c"}));
+  EXPECT_EQ(split_whitespace("a\x1c" "b\x1f" "c\v\fd"), (Tokens{"a", "b", "c", "d"}));  // as Python's 'a\x1cb\x1fc\x0b\x0cd'.split()
 }
 
 TEST(Metrics, PsaLcsrGeoMean) {
