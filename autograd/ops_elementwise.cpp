@@ -167,7 +167,7 @@ Tensor relu(const Tensor& x) {
   return record("relu", unary(Unary::relu, x), {x},
                 [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::relu_grad, ctx.grad_output(), x)); },
                 [x](GradGraphContext& ctx) {
-                  ctx.accumulate(0, ctx.grad_output() * indicator(x, [](double v) { return v > 0; }));
+                  ctx.accumulate(0, ctx.grad_output() * indicator(x, [](double v) { return !(v <= 0); }));
                 });
 }
 

@@ -96,13 +96,20 @@ Tensor batched(const Tensor& a, const Tensor& b, std::int64_t B, const Tensor& a
   });
 }
 
+/// The product of every dimension but the last: the rows of a (..., K) operand, also when K = 0.
+std::int64_t prod_leading(const Shape& s) {
+  std::int64_t n = 1;
+  for (int d = 0; d + 1 < s.size(); ++d) n *= s[d];
+  return n;
+}
+
 /// (..., M, K) x (K, N): the leading dimensions fold into M, one GEMM. `bs` holds b's elements:
 /// b itself, or (tb) the (N, K) source of its deferred transpose.
 Tensor folded(const Tensor& a, const Tensor& b, const Tensor& bs, bool tb) {
   const std::int64_t K = a.size(-1), N = b.size(-1);
   Shape out_shape = a.shape();
   out_shape[out_shape.size() - 1] = N;
-  const std::int64_t rows = a.numel() / std::max<std::int64_t>(K, 1);
+  const std::int64_t rows = prod_leading(a.shape());
   const std::int64_t ldb = tb ? K : N;
   Tensor y = run({false, tb, 1, rows, N, K, K, ldb, 0, 0}, a, bs, out_shape);
   return record("matmul", y, {a, b}, [a = a.detach(), bs = bs.detach(), tb, ldb, rows, N, K,
@@ -180,7 +187,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const std::int64_t in = weight.size(1), out = weight.size(0);
   if (x.size(-1) != in) fail("input features differ from weight's in_features");
   if (bias.defined() && !(bias.shape() == Shape{out})) fail("bias must be (out)");
-  const std::int64_t rows = x.numel() / std::max<std::int64_t>(in, 1);
+  const std::int64_t rows = prod_leading(x.shape());
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = out;
 

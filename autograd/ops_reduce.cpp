@@ -135,6 +135,10 @@ AlongAxis along(const Tensor& x, int a) {
 std::int64_t rows_grain(std::int64_t R) { return std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(R, 1)); }
 
 /// amax / amin of each row of (M, R); the gradient is shared evenly among a row's tied extremes.
+/// Whether v is the extreme `best` a row reduced to: equal to it, or NaN when it is NaN (the
+/// gradient is then shared among the NaNs, as torch.max()).
+template <class T> bool attains(T v, T best) { return v == best || (v != v && best != best); }
+
 Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
   const std::int64_t M = x.size(0), R = x.size(1);
   Tensor y = Tensor::empty({M}, x.dtype());
@@ -162,9 +166,9 @@ Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
         for (std::int64_t m = m0; m < m1; ++m) {
           const T* row = px + m * R;
           std::int64_t ties = 0;
-          for (std::int64_t j = 0; j < R; ++j) ties += row[j] == py[m];
+          for (std::int64_t j = 0; j < R; ++j) ties += attains(row[j], py[m]);
           const T share = ties > 0 ? pg[m] / static_cast<T>(ties) : T(0);
-          for (std::int64_t j = 0; j < R; ++j) out[m * R + j] = row[j] == py[m] ? share : T(0);
+          for (std::int64_t j = 0; j < R; ++j) out[m * R + j] = attains(row[j], py[m]) ? share : T(0);
         }
       });
     });
@@ -177,8 +181,8 @@ Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
       T* out = share.data<T>();
       for (std::int64_t m = 0; m < M; ++m) {
         std::int64_t ties = 0;
-        for (std::int64_t j = 0; j < R; ++j) ties += px[m * R + j] == py[m];
-        for (std::int64_t j = 0; j < R; ++j) out[m * R + j] = px[m * R + j] == py[m] ? T(1) / static_cast<T>(ties) : T(0);
+        for (std::int64_t j = 0; j < R; ++j) ties += attains(px[m * R + j], py[m]);
+        for (std::int64_t j = 0; j < R; ++j) out[m * R + j] = attains(px[m * R + j], py[m]) ? T(1) / static_cast<T>(ties) : T(0);
       }
     });
     ctx.accumulate(0, reshape(ctx.grad_output(), Shape{M, 1}) * share);
@@ -504,8 +508,12 @@ Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
     T* py = y.data<T>();
     parallel_for(M, rows_grain(R), [&](std::int64_t m0, std::int64_t m1) {
       for (std::int64_t m = m0; m < m1; ++m) {
-        T acc = product ? T(1) : T(0);
-        for (std::int64_t j = 0; j < R; ++j) py[m * R + j] = acc = product ? acc * px[m * R + j] : acc + px[m * R + j];
+        // Accumulated in double, as torch's CPU kernel for float: a float running sum drifts on long rows.
+        double acc = product ? 1.0 : 0.0;
+        for (std::int64_t j = 0; j < R; ++j) {
+          acc = product ? acc * px[m * R + j] : acc + px[m * R + j];
+          py[m * R + j] = static_cast<T>(acc);
+        }
       }
     });
   });
@@ -518,9 +526,9 @@ Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
       for (std::int64_t m = 0; m < M; ++m) {
         const T *g = pg + m * R, *row = px + m * R;
         T* o = out + m * R;
-        if (!product) {  // dx_i = sum_{j >= i} g_j
-          T acc = T(0);
-          for (std::int64_t j = R; j-- > 0;) o[j] = acc += g[j];
+        if (!product) {  // dx_i = sum_{j >= i} g_j, accumulated in double as the forward
+          double acc = 0.0;
+          for (std::int64_t j = R; j-- > 0;) o[j] = static_cast<T>(acc += g[j]);
           continue;
         }
         // dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k. Without zeros that is
@@ -584,27 +592,34 @@ Tensor cumulative(const char* op, const Tensor& x, std::int64_t dim, bool produc
 Tensor cumsum(const Tensor& x, std::int64_t dim) { return cumulative("cumsum", x, dim, false); }
 Tensor cumprod(const Tensor& x, std::int64_t dim) { return cumulative("cumprod", x, dim, true); }
 
-std::tuple<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t dim, bool largest, bool sorted) {
-  const int a = normalize_axis("topk", dim, std::max(x.dim(), 1));
+namespace {
+/// topk for `op` (topk, or sort taking every element), whose name its errors carry.
+std::tuple<Tensor, Tensor> top_k(const char* op, const Tensor& x, std::int64_t k, std::int64_t dim, bool largest) {
+  const int a = normalize_axis(op, dim, std::max(x.dim(), 1));
   const Tensor x1 = x.dim() == 0 ? reshape(x, Shape{1}) : x;
   if (k < 0 || k > x1.shape()[a])
-    throw std::invalid_argument("topk: k = " + std::to_string(k) + " is outside [0, " + std::to_string(x1.shape()[a]) +
-                                "] for dim " + std::to_string(dim) + " of " + x.shape().str());
-  (void)sorted;  // the k are always returned in order, which `sorted = false` allows too
+    throw std::invalid_argument(std::string(op) + ": k = " + std::to_string(k) + " is outside [0, " +
+                                std::to_string(x1.shape()[a]) + "] for dim " + std::to_string(dim) + " of " + x.shape().str());
   const AlongAxis r = along(x1, a);
-  const Tensor idx = order_rows("topk", r.rows.detach(), k, largest);
+  const Tensor idx = order_rows(op, r.rows.detach(), k, largest);
   Shape moved = r.moved;
   moved[moved.size() - 1] = k;
   const AlongAxis shape_k{Tensor(), moved, r.a, r.last};
-  Tensor values = shape_k.back(take_rows("topk", r.rows, idx));
+  Tensor values = shape_k.back(take_rows(op, r.rows, idx));
   Tensor indices = shape_k.back(idx);
   if (x.dim() == 0) return {reshape(values, Shape{}), reshape(indices, Shape{})};
   return {values, indices};
 }
+}  // namespace
+
+std::tuple<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t dim, bool largest, bool sorted) {
+  (void)sorted;  // the k are always returned in order, which `sorted = false` allows too
+  return top_k("topk", x, k, dim, largest);
+}
 
 std::tuple<Tensor, Tensor> sort(const Tensor& x, std::int64_t dim, bool descending) {
   const int a = normalize_axis("sort", dim, std::max(x.dim(), 1));
-  return topk(x, x.dim() == 0 ? 1 : x.shape()[a], dim, descending, true);
+  return top_k("sort", x, x.dim() == 0 ? 1 : x.shape()[a], dim, descending);
 }
 
 Tensor argsort(const Tensor& x, std::int64_t dim, bool descending) { return std::get<1>(sort(x.detach(), dim, descending)); }

@@ -139,7 +139,7 @@ void with_unary(Unary op, T p, T q, const Fn& fn) {
     case Unary::sqrt: return fn([](B x) { return xsimd::sqrt(x); });
     case Unary::tanh: return fn([](B x) { return xsimd::tanh(x); });
     case Unary::sigmoid: return fn([](B x) { return B(T(1)) / (B(T(1)) + xsimd::exp(-x)); });
-    case Unary::relu: return fn([](B x) { return xsimd::max(x, B(T(0))); });
+    case Unary::relu: return fn([=](B x) { return xsimd::select(x < zero, zero, x); });  // NaN and -0 kept, as torch
     case Unary::square: return fn([](B x) { return x * x; });
     case Unary::abs: return fn([](B x) { return xsimd::abs(x); });
     case Unary::add_scalar: return fn([P](B x) { return x + P; });
@@ -211,7 +211,7 @@ void with_binary(Binary op, const Fn& fn) {
     case Binary::eq: return fn([=](B a, B b) { return xsimd::select(a == b, one, zero); });
     case Binary::tanh_grad: return fn([=](B a, B b) { return a * (one - b * b); });
     case Binary::sigmoid_grad: return fn([=](B a, B b) { return a * b * (one - b); });
-    case Binary::relu_grad: return fn([=](B a, B b) { return xsimd::select(b > zero, a, zero); });
+    case Binary::relu_grad: return fn([=](B a, B b) { return xsimd::select(b <= zero, zero, a); });  // passes at NaN, as torch
     case Binary::maximum_nan:
       return fn([](B a, B b) { return xsimd::select(xsimd::isnan(a) | xsimd::isnan(b), a + b, xsimd::max(a, b)); });
     case Binary::minimum_nan:

@@ -357,6 +357,8 @@ TEST(PyTorchElementwise, GradientsAtNonDifferentiablePointsAsPyTorch) {
   check("clamp_min", [](const Tensor& x) { return clamp_min(x, 0.0); }, {-1, 0, 1, NAN}, {0, 0, 1, NAN}, {0, 1, 1, 0});
   check("clamp_max", [](const Tensor& x) { return clamp_max(x, 0.0); }, {-1, 0, 1, NAN}, {-1, 0, 0, NAN}, {1, 1, 0, 0});
   check("clamp NaN bound", [](const Tensor& x) { return clamp(x, NAN, 1.0); }, {-2, 0, 2}, {NAN, NAN, NAN}, {0, 0, 0});
+  // relu keeps NaN (and -0) and passes the gradient at NaN, as torch (threshold_backward: x <= 0 -> 0).
+  check("relu", [](const Tensor& x) { return relu(x); }, {0, -0.0, NAN, -INFINITY, 1}, {0, 0, NAN, 0, 1}, {0, 0, 1, 0, 1});
   check("leaky_relu", [](const Tensor& x) { return leaky_relu(x); }, {-1, 0, 1}, {-0.01, 0, 1}, {0.01, 0.01, 1});
   check("elu", [](const Tensor& x) { return elu(x, 2.0); }, {-1, 0, 1}, {2 * (std::exp(-1.0) - 1), 0, 1},
         {2 * std::exp(-1.0), 2, 1});

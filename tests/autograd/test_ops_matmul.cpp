@@ -2,6 +2,7 @@
 
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
 #include "autograd/pending.h"
 #include "autograd/random.h"
@@ -19,6 +20,31 @@ TEST(MatmulOps, Values) {
   Tensor bias = Tensor::from_vector(std::vector<float>{10, 20}, {2});
   EXPECT_EQ(linear(a, w, bias).to_vector<float>(), (std::vector<float>{11, 22, 14, 25}));
   EXPECT_EQ(linear(a, w).to_vector<float>(), (std::vector<float>{1, 2, 4, 5}));
+}
+
+// An empty inner dimension (K = 0) gives zeros, or the bias, as torch; the memory must be written.
+TEST(MatmulOps, EmptyInnerDimensionGivesZerosOrTheBias) {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 0}, {0, 3}}, {{2, 2, 0}, {0, 3}}, {{3, 0}, {0}}, {{0}, {0, 3}}, {{2, 2, 0}, {2, 0, 3}}};
+  for (const auto& [sa, sb] : cases) {
+    SCOPED_TRACE(sa.str() + " x " + sb.str());
+    for (int round = 0; round < 2; ++round) {  // the second round's output may reuse a freed block
+      const Tensor a = Tensor::zeros(sa, DType::f64).requires_grad_(), b = Tensor::zeros(sb, DType::f64).requires_grad_();
+      const Tensor y = matmul(a, b);
+      for (double v : y.to_vector<double>()) EXPECT_EQ(v, 0.0);
+      sum(y * 2.0).backward();
+      EXPECT_EQ(b.grad().shape(), sb);
+      for (double v : b.grad().to_vector<double>()) EXPECT_EQ(v, 0.0);
+    }
+  }
+  const Tensor x = Tensor::zeros({2, 0}, DType::f64).requires_grad_(), w = Tensor::zeros({3, 0}, DType::f64).requires_grad_();
+  const Tensor bias = Tensor::from_values({1, 2, 3}, {3}, DType::f64).requires_grad_();
+  EXPECT_EQ(linear(x, w).to_vector<double>(), (std::vector<double>(6, 0.0)));
+  const Tensor y = linear(x, w, bias);
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  sum(y).backward();
+  EXPECT_EQ(bias.grad().to_vector<double>(), (std::vector<double>{2, 2, 2}));
+  EXPECT_EQ(w.grad().shape(), Shape({3, 0}));
 }
 
 TEST(MatmulOps, Gradcheck) {

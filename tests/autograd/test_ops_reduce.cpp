@@ -78,6 +78,12 @@ TEST(ReduceOps, TiesShareTheGradientOfAmaxButNotOfMaxAlongADim) {
   Tensor y = Tensor::from_vector(std::vector<double>{3, 1, 2, 1}, {4}).requires_grad_();
   amin(y).backward();  // torch.amin(y): evenly among the tied minima
   EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{0, 0.5, 0, 0.5}));
+  // A NaN extreme: the gradient goes evenly to the NaNs, as torch.max(x) ([0, .5, 0, .5]).
+  for (bool is_max : {true, false}) {
+    Tensor n = Tensor::from_vector(std::vector<double>{3, NAN, 5, NAN}, {4}).requires_grad_();
+    (is_max ? max(n) : min(n)).backward();
+    EXPECT_EQ(n.grad().to_vector<double>(), (std::vector<double>{0, 0.5, 0, 0.5}));
+  }
   auto [value, index] = max(x, 0);  // torch.max(x, dim): to the returned (first) index
   EXPECT_EQ(index.item(), 1.0);
   value.backward();
@@ -102,6 +108,7 @@ TEST(ReduceOps, BadAxesNameTheOp) {
   tg::testing::expect_error([&] { logsumexp(empty, {1}); }, {"logsumexp: cannot reduce [2, 0] over an empty dimension"});
   tg::testing::expect_error([&] { argmax(empty, 1); }, {"argmax: cannot reduce dim 1 of [2, 0]"});
   tg::testing::expect_error([&] { argmin(empty, -1); }, {"argmin: cannot reduce dim -1 of [2, 0]"});
+  tg::testing::expect_error([] { sort(Tensor::zeros({3}, DType::i64)); }, {"sort: expects a floating-point tensor"});
   tg::testing::expect_error([] { mean(Tensor::zeros({2, 3}, DType::i64), {0}); },
                             {"mean: needs a floating tensor, got int64 [2, 3]"});
   tg::testing::expect_error([] { var(Tensor::zeros({2, 3}, DType::i64), {1}); },
@@ -237,6 +244,11 @@ TEST(ReduceOps, CumsumCumprodValuesAndGradients) {
   EXPECT_EQ(values(cumsum(x, 0)), (std::vector<double>{1, 2, 3, 5, 7, 9}));
   EXPECT_EQ(values(cumprod(x, -1)), (std::vector<double>{1, 2, 6, 4, 20, 120}));
   EXPECT_EQ(cumsum(Tensor::scalar(3.0, DType::f64), 0).item(), 3.0);
+  // float32 rows accumulate in double, as torch's CPU kernel: these are torch 1.13's values.
+  const Tensor tenths = Tensor::full({1 << 20}, 0.1, DType::f32);
+  EXPECT_EQ(cumsum(tenths, 0).to_vector<float>().back(), 104857.6015625f);
+  EXPECT_EQ(cumprod(Tensor::from_values({1e-30, 1e-30, 1e30, 1e30}, {4}, DType::f32), 0).to_vector<float>(),
+            (std::vector<float>{1e-30f, 0.0f, 1e-30f, 1.0f}));
   Generator gen(7);
   for (int dim : {0, 1, 2}) {
     SCOPED_TRACE(dim);
