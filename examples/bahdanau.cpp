@@ -74,6 +74,15 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Refuses an output path that is one of the inputs (writing it would destroy that input).
+void refuse_overwriting_input(const char* flag, const std::string& out, const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  if (out.empty() || !std::filesystem::exists(out, ec)) return;
+  for (const std::string& in : inputs)
+    if (!in.empty() && std::filesystem::equivalent(out, in, ec))
+      throw UsageError(std::string(flag) + " " + out + " is also an input (" + in + "); refusing to overwrite it");
+}
+
 /// CLI11 validators with plain messages ("expected a positive number, got 'abc'").
 CLI::Validator number_check(bool allow_zero) {
   return CLI::Validator(
@@ -215,6 +224,7 @@ struct DataArgs {
     if (holdout == 0) return Holdout();
     if (holdout < 1) return Holdout::fraction(holdout);
     if (holdout != std::floor(holdout)) throw UsageError("--holdout must be a fraction below 1 or a whole count");
+    if (holdout > 1e15) throw UsageError("--holdout " + std::to_string(holdout) + " is more pairs than any corpus holds");
     return Holdout::count(static_cast<std::size_t>(holdout));
   }
 
@@ -690,6 +700,7 @@ struct EvalArgs {
 
 int run_eval(EvalArgs& a) {
   set_threads(a.threads);
+  refuse_overwriting_input("--output", a.output, {a.data.data});
   Checkpoint ck = load_checkpoint(a.model);
   TokenizedPairs pairs;
   std::vector<std::string> raw_refs;  // subword checkpoints: the references as written, for sacreBLEU/chrF
@@ -838,6 +849,11 @@ int run_bleu_by_length(const BleuArgs& a, const std::vector<std::vector<std::str
 }
 
 int run_bleu(const BleuArgs& a) {
+  std::vector<std::string> inputs = a.hyp;
+  inputs.push_back(a.ref);
+  inputs.push_back(a.src);
+  refuse_overwriting_input("--csv", a.csv, inputs);
+  refuse_overwriting_input("--svg", a.svg, inputs);
   if (!a.label.empty() && a.label.size() != a.hyp.size())
     throw UsageError(std::to_string(a.label.size()) + " --label for " + std::to_string(a.hyp.size()) +
                      " --hyp: give one label per --hyp, in the same order");
@@ -931,6 +947,7 @@ struct PlotArgs {
 };
 
 int run_plot(const PlotArgs& a) {
+  refuse_overwriting_input("--out", a.out, a.csv);
   if (!a.labels.empty() && a.labels.size() != a.csv.size())
     throw UsageError("--label given " + std::to_string(a.labels.size()) + " times for " + std::to_string(a.csv.size()) +
                      " --csv files");
@@ -963,6 +980,13 @@ struct AverageArgs {
 };
 
 int run_average(const AverageArgs& a) {
+  refuse_overwriting_input("--out", a.out, a.models);
+  for (std::size_t i = 0; i < a.models.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (a.models[i] == a.models[j] || std::filesystem::equivalent(a.models[i], a.models[j], ec))
+        throw UsageError("--models names " + a.models[i] + " twice; each checkpoint counts once in the mean");
+    }
   const Checkpoint avg = average_checkpoints(a.models);
   save_checkpoint(a.out, *avg.model, avg.src_vocab, avg.tgt_vocab, nullptr, nullptr,
                   avg.subword ? &*avg.subword : nullptr);
@@ -1042,6 +1066,12 @@ int run_experiment_cmd(ExperimentArgs& a) {
   }
   if (!a.o.data_file.empty() && a.name != "length") throw UsageError("--data is only used by the length experiment");
   if (a.o.out_dir.empty()) a.o.out_dir = "out/experiments/" + a.name;
+  {  // made now, not after the training it would otherwise throw away
+    std::error_code ec;
+    std::filesystem::create_directories(a.o.out_dir, ec);
+    if (ec || !std::filesystem::is_directory(a.o.out_dir, ec))
+      throw UsageError("--out-dir " + a.o.out_dir + ": cannot create the directory" + (ec ? " (" + ec.message() + ")" : ""));
+  }
   a.o.verbose = !a.quiet;
   try {
     a.o.validate();

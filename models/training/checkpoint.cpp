@@ -571,14 +571,8 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     throw std::runtime_error(dir_arg + ": the model's vocabulary sizes (" + std::to_string(model.config().src_vocab) +
                              ", " + std::to_string(model.config().tgt_vocab) + ") do not match the vocabularies (" +
                              std::to_string(src_vocab.size()) + ", " + std::to_string(tgt_vocab.size()) + ")");
+  check_checkpoint_destination(dir_arg);
   std::error_code ec;
-  const bool exists = fs::exists(dir, ec);
-  if (exists) {
-    if (!fs::is_directory(dir)) throw std::runtime_error(dir.string() + ": exists and is not a directory");
-    if (!replaceable(dir))
-      throw std::runtime_error(dir.string() +
-                               ": exists and is not a checkpoint (it holds other files); refusing to replace it");
-  }
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   fs::create_directories(parent, ec);
   if (ec) throw std::runtime_error(parent.string() + ": cannot create directory (" + ec.message() + ")");
@@ -650,6 +644,26 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     throw;
   }
   remove_stale_temporaries(dir, parent);
+}
+
+void check_checkpoint_destination(const std::string& dir_arg) {
+  const fs::path dir(dir_arg);
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) throw std::runtime_error(dir.string() + ": exists and is not a directory");
+    if (!replaceable(dir))
+      throw std::runtime_error(dir.string() +
+                               ": exists and is not a checkpoint (it holds other files); refusing to replace it");
+    return;
+  }
+  for (fs::path p = dir.parent_path(); !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) {
+      if (!fs::is_directory(p, ec))
+        throw std::runtime_error(dir.string() + ": cannot create it, " + p.string() + " is not a directory");
+      return;
+    }
+    if (p == p.parent_path()) return;
+  }
 }
 
 void remove_stale_checkpoint_temporaries(const std::string& dir_arg) {

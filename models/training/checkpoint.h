@@ -160,6 +160,11 @@ void save_checkpoint(const std::string& dir, const Seq2Seq& model, const Vocab& 
                      const nn::Optimizer* optimizer = nullptr, const TrainingState* training = nullptr,
                      const SubwordModel* subword = nullptr, const nn::NamedTensors* training_weights = nullptr);
 
+/// Throws the std::runtime_error save_checkpoint(dir, ...) would for its destination, before any
+/// work is done: dir exists and is not a directory, or holds other files than a checkpoint's, or a
+/// file stands where one of its parent directories must be. Creates nothing.
+void check_checkpoint_destination(const std::string& dir);
+
 /// The element-wise mean of the weights of several checkpoints of one model, summed in float64 (as
 /// fairseq's average_checkpoints.py; typically the last few checkpoints of a run). Every checkpoint
 /// must have the first one's architecture (config.json equal but for the dropout fields, which

@@ -299,6 +299,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
                   const TrainOptions& options) {
   options.validate();
   if (data.size() == 0) throw std::invalid_argument("train: the training set is empty");
+  // Where the checkpoints go is checked before the first step, not at the first save.
+  if (!options.out_dir().empty()) check_checkpoint_destination(options.out_dir());
+  if (!options.best_dir().empty()) check_checkpoint_destination(options.best_dir());
   if (options.threads() > 0) set_num_threads(options.threads());
 
   TrainingState st;

@@ -520,6 +520,42 @@ TEST_F(Cli, PlotSmoothsAndUsesALogAxis) {
             std::string::npos) << r.err;
 }
 
+// An output that would destroy an input, or that cannot be written, is refused before any work.
+TEST_F(Cli, OutputsThatWouldLoseWorkAreRefusedFirst) {
+  const fs::path log = dir() / "keep.csv";
+  std::ofstream(log) << "step,loss\n1,4\n2,2\n";
+  CliRun r = run("plot --csv " + log.string() + " --out " + log.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--out " + log.string() + " is also an input"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(log), "step,loss\n1,4\n2,2\n");
+
+  r = run("average --models " + checkpoint().string() + " " + checkpoint().string() + " --out " + (dir() / "avg2").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("twice"), std::string::npos) << r.err;
+  r = run("average --models " + checkpoint().string() + " --out " + checkpoint().string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is also an input"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(checkpoint() / "training.json"));  // the checkpoint still resumes
+
+  // train checks --out before the first step: no log is written, nothing is trained.
+  const fs::path mine = dir() / "mine", steps = dir() / "refused.csv";
+  fs::create_directories(mine);
+  std::ofstream(mine / "notes.txt") << "precious";
+  r = run("train --task reverse --num-examples 50 --max-len 4 --num-steps 8 --embed-size 4 --num-hiddens 4 --steps 5 "
+          "--quiet --log-csv " + steps.string() + " --out " + mine.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is not a checkpoint"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(steps));
+  EXPECT_EQ(read_file(mine / "notes.txt"), "precious");
+
+  r = run("experiment length --out-dir " + log.string() + " --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--out-dir " + log.string() + ": cannot create the directory"), std::string::npos) << r.err;
+  r = run("train --task reverse --num-examples 50 --holdout 1e30 --steps 1 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--holdout"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, BleuSacrebleuAndChrfModes) {
   // The committed corpus of tests/models/decoding/test_sacrebleu.cpp, whose values are worked out there.
   const std::string files = std::string("--hyp ") + TG_TEST_DATA_DIR "/sacrebleu_hyp.txt --ref " TG_TEST_DATA_DIR
