@@ -1420,6 +1420,15 @@ int main(int argc, char** argv) {
   grad_cmd->add_option("--atol", ga.atol, "Absolute tolerance")->check(kNonNegative)->capture_default_str();
   grad_cmd->add_option("--rtol", ga.rtol, "Relative tolerance")->check(kNonNegative)->capture_default_str();
 
+  // CLI11 answers a mistyped subcommand with "a subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) known = known || sub->check_name(argv[1]);
+    if (!known) {
+      std::fprintf(stderr, "bahdanau: error: unknown subcommand '%s' (see --help)\n", elide(argv[1], 60).c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

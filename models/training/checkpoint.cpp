@@ -679,6 +679,8 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
   if (!fs::is_directory(dir, ec))
     throw std::runtime_error(dir_arg + ": not a checkpoint directory (" +
                              (fs::exists(dir, ec) ? "not a directory" : "no such directory") + ")");
+  if (!fs::exists(dir / "config.json", ec) && !fs::exists(dir / kManifest, ec))
+    throw std::runtime_error(dir_arg + ": not a checkpoint (no config.json or manifest.json)");
   verify_manifest(dir, "", true);
   Checkpoint ck;
   ck.dir = dir_arg;

@@ -554,6 +554,14 @@ TEST_F(Cli, OutputsThatWouldLoseWorkAreRefusedFirst) {
   r = run("train --task reverse --num-examples 50 --holdout 1e30 --steps 1 --quiet");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--holdout"), std::string::npos) << r.err;
+  // A mistyped subcommand and a directory that is not a checkpoint are named as such, in one line.
+  r = run("trian --steps 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "bahdanau: error: unknown subcommand 'trian' (see --help)\n");
+  r = run("translate --model " + mine.string() + " 'a b'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(mine.string() + ": not a checkpoint (no config.json or manifest.json)"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, BleuSacrebleuAndChrfModes) {
