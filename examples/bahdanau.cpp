@@ -166,7 +166,8 @@ struct DataArgs {
 
   std::map<std::string, std::string> notes() const {
     std::map<std::string, std::string> n;
-    if (!data.empty()) n["data"] = data;
+    // Absolute, so that eval --split and train --init-from find it from any working directory.
+    if (!data.empty()) n["data"] = std::filesystem::absolute(data).lexically_normal().string();
     if (reverse) n["reverse"] = "1";
     if (subword > 0) {
       n["subword"] = std::to_string(subword);
@@ -193,8 +194,14 @@ struct DataArgs {
       return it->second;
     };
     reverse = n.count("reverse") && n.at("reverse") == "1";
-    if (n.count("data")) data = n.at("data");
-    else if (n.count("task")) task = n.at("task");
+    if (n.count("data")) {
+      data = n.at("data");
+      std::error_code ec;
+      if (!std::filesystem::exists(data, ec))
+        throw UsageError(ckpt + "/training.json records the training data as " + data + ", which does not exist here; give --data");
+    } else if (n.count("task")) {
+      task = n.at("task");
+    }
     else get("data");
     for (const char* key : {"num_examples", "task_seed", "min_len", "max_len", "min_freq", "holdout"}) get(key);
     num_examples = note_value<std::int64_t>(n, "num_examples", ckpt);

@@ -520,6 +520,27 @@ TEST_F(Cli, PlotSmoothsAndUsesALogAxis) {
             std::string::npos) << r.err;
 }
 
+// A relative --data is recorded absolute, so eval --split reproduces the data from another directory;
+// a recorded file that is gone is named with where the name came from.
+TEST_F(Cli, RecordedDataPathWorksFromAnotherDirectory) {
+  std::ofstream(dir() / "pairs.tsv") << "a b\tb a\nc d\td c\ne f\tf e\ng h\th g\na c\tc a\nb d\td b\n";
+  const fs::path ck = dir() / "ck_rel";
+  CliRun r = tg::testing::run_command("cd " + dir().string() + " && " + kBinary +
+                                          " train --data pairs.tsv --min-freq 1 --holdout 2 --embed-size 4 --num-hiddens 4"
+                                          " --steps 2 --quiet --out " + ck.string(), dir());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(ck / "training.json").find((dir() / "pairs.tsv").string()), std::string::npos);
+  fs::create_directories(dir() / "elsewhere");
+  r = tg::testing::run_command("cd " + (dir() / "elsewhere").string() + " && " + kBinary + " eval --split heldout --model " +
+                                   ck.string(), dir());
+  EXPECT_EQ(r.status, 0) << r.err;
+  fs::remove(dir() / "pairs.tsv");
+  r = run("eval --split heldout --model " + ck.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("training.json records the training data as " + (dir() / "pairs.tsv").string()), std::string::npos)
+      << r.err;
+}
+
 // An output that would destroy an input, or that cannot be written, is refused before any work.
 TEST_F(Cli, OutputsThatWouldLoseWorkAreRefusedFirst) {
   const fs::path log = dir() / "keep.csv";
