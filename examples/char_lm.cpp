@@ -131,7 +131,11 @@ class CharLM : public nn::Module {
 
 // Draws an index from softmax(logits / temperature).
 std::int64_t sample(const Tensor& logits, double temperature, Generator& gen) {
-  const std::vector<double> p = softmax(reshape(logits, {-1}) / temperature).to_vector<double>();
+  const Tensor flat = reshape(logits, {-1});
+  const std::vector<double> p = softmax(flat / temperature).to_vector<double>();
+  // A temperature so small that logits / temperature overflows: its limit, the likeliest character.
+  if (std::any_of(p.begin(), p.end(), [](double v) { return std::isnan(v); }))
+    return static_cast<std::int64_t>(argmax(flat, 0).item());
   double u = gen.uniform(), acc = 0;
   for (std::size_t i = 0; i < p.size(); ++i)
     if ((acc += p[i]) > u) return static_cast<std::int64_t>(i);

@@ -8,10 +8,12 @@
 // The checkpoint is a NumPy archive: numpy.load("mlp_classifier.npz")["fc1.weight"] reads it, and
 // the same keys are the state_dict of the equivalent PyTorch module.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -82,13 +84,21 @@ Tensor predict(MlpClassifier& model, const Tensor& x) {
 
 }  // namespace
 
+/// Whether all of `text` is a whole number (no sign for an unsigned T), stored in `value`.
+template <class T> bool parse_whole(const char* text, T& value) {
+  const char* end = text + std::strlen(text);
+  const auto [stop, error] = std::from_chars(text, end, value);
+  return error == std::errc() && stop == end && stop != text;
+}
+
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 1000;
-  const std::uint64_t seed = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 0;
+  int steps = 1000;
+  std::uint64_t seed = 0;
   const std::string checkpoint =
       argc > 3 ? argv[3] : (std::filesystem::temp_directory_path() / "mlp_classifier.npz").string();
-  if (steps <= 0) {
-    std::fprintf(stderr, "usage: mlp_classifier [steps > 0] [seed] [checkpoint.npz]\n");
+  if (argc > 4 || (argc > 1 && (!parse_whole(argv[1], steps) || steps <= 0 || steps > 10'000'000)) ||
+      (argc > 2 && !parse_whole(argv[2], seed))) {
+    std::fprintf(stderr, "usage: mlp_classifier [steps in 1..10000000] [seed >= 0] [checkpoint.npz]\n");
     return 2;
   }
 

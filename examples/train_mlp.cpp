@@ -2,9 +2,11 @@
 // classic three-arm spiral (generated here, no download). Copy it to start your own model.
 //
 //   build/bin/train_mlp [steps] [seed]
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "autograd/tapegrad.h"
@@ -31,9 +33,21 @@ void make_spiral(int n, int classes, Generator& gen, Tensor& x, Tensor& y) {
 
 }  // namespace
 
+/// Whether all of `text` is a whole number (no sign for an unsigned T), stored in `value`.
+template <class T> bool parse_whole(const char* text, T& value) {
+  const char* end = text + std::strlen(text);
+  const auto [stop, error] = std::from_chars(text, end, value);
+  return error == std::errc() && stop == end && stop != text;
+}
+
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 2000;
-  const unsigned seed = argc > 2 ? static_cast<unsigned>(std::atoi(argv[2])) : 0;
+  int steps = 2000;
+  unsigned seed = 0;
+  if (argc > 3 || (argc > 1 && (!parse_whole(argv[1], steps) || steps <= 0 || steps > 10'000'000)) ||
+      (argc > 2 && !parse_whole(argv[2], seed))) {
+    std::fprintf(stderr, "usage: train_mlp [steps in 1..10000000] [seed >= 0]\n");
+    return 2;
+  }
   Generator gen(seed);
   Tensor x, y;
   make_spiral(100, 3, gen, x, y);

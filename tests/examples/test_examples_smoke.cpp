@@ -86,6 +86,17 @@ TEST_F(Examples, CharLmLossDecreasesOnTheBuiltinText) {
   EXPECT_EQ(text.size(), 1u + 40u + 1u) << r.out;  // the prime (first character), 40 sampled, '\n'
 }
 
+// A temperature whose logits / temperature overflows samples the limit (the likeliest character
+// each time), as a tiny finite one does, instead of NaN probabilities.
+TEST_F(Examples, CharLmTinyTemperatureIsGreedy) {
+  const std::string common = "--steps 20 --embed 8 --hidden 16 --batch 2 --bptt 8 --sample-len 30 --seed 2 --threads 1 ";
+  const Result tiny = run("char_lm", common + "--temperature 1e-300"), small = run("char_lm", common + "--temperature 1e-6");
+  ASSERT_EQ(tiny.status, 0) << tiny.err;
+  ASSERT_EQ(small.status, 0) << small.err;
+  auto sample = [](const std::string& out) { return out.substr(out.find("--- sample")); };
+  EXPECT_EQ(sample(tiny.out).substr(sample(tiny.out).find('\n')), sample(small.out).substr(sample(small.out).find('\n')));
+}
+
 TEST_F(Examples, CharLmVocabularyIsCodePoints) {
   // 12 distinct code points (with ' ' and '\n'), four of them multi-byte in UTF-8.
   const std::string line = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xF0\x9F\x99\x82\n";
@@ -144,9 +155,23 @@ TEST_F(Examples, MlpClassifierLearnsAndReloadsItsCheckpoint) {
 }
 
 TEST_F(Examples, MlpClassifierRejectsABadStepCount) {
-  const Result r = run("mlp_classifier", "0");
-  EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("usage"), std::string::npos) << r.err;
+  // Each argument must be all digits and in range: no atoi-style partial reads, no wrapped -1.
+  for (const char* args : {"0", "10abc", "99999999999", "5 -1", "5 xyz", "5 1 a.npz extra"}) {
+    const Result r = run("mlp_classifier", args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find("usage"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+TEST_F(Examples, TrainMlpRunsAndRejectsBadArguments) {
+  Result r = run("train_mlp", "20 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("step    20"), std::string::npos) << r.out;
+  for (const char* args : {"abc", "-5", "--help", "1 2 3"}) {
+    r = run("train_mlp", args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find("usage: train_mlp"), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 }  // namespace
