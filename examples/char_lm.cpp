@@ -191,6 +191,10 @@ int main(int argc, char** argv) {
       to_char.push_back(c);
     }
     const auto vocab = static_cast<std::int64_t>(to_char.size());
+    // The sample's start, checked before training rather than after it.
+    const std::vector<char32_t> start = prime.empty() ? std::vector<char32_t>{text[0]} : decode_utf8(prime, "--prime");
+    for (char32_t c : start)
+      if (!to_id.count(c)) throw std::runtime_error("--prime: '" + encode_utf8(c) + "' is not in the text");
     // Stream b is text[b * len, (b + 1) * len): each step trains on the next chunk of every stream,
     // and the state carried from one chunk to the next is the state at the end of the previous one.
     const auto len = static_cast<std::int64_t>(text.size()) / batch;
@@ -254,14 +258,11 @@ int main(int argc, char** argv) {
     if (sample_len > 0) {
       NoGradGuard no_grad;  // nothing is recorded: constant memory however long the sample
       model.eval();
-      const std::vector<char32_t> start = prime.empty() ? std::vector<char32_t>{text[0]} : decode_utf8(prime, "--prime");
       std::string out;
       Tensor state;
       Tensor logits;
       for (char32_t c : start) {  // run the prime through the model to set up the state
-        const auto it = to_id.find(c);
-        if (it == to_id.end()) throw std::runtime_error("--prime: '" + encode_utf8(c) + "' is not in the text");
-        std::tie(logits, state) = model.forward(Tensor::from_vector(std::vector<std::int64_t>{it->second}, {1, 1}), state);
+        std::tie(logits, state) = model.forward(Tensor::from_vector(std::vector<std::int64_t>{to_id.at(c)}, {1, 1}), state);
         out += encode_utf8(c);
       }
       Generator sample_gen(seed);

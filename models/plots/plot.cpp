@@ -174,7 +174,12 @@ Series read_csv_series(const std::string& path, const std::string& x_column, con
     return cols;
   };
   std::string line;
-  if (!std::getline(in, line)) throw std::runtime_error(path + ":1: empty file, expected a CSV header");
+  auto next_line = [&] {  // CRLF files (written on Windows) read as LF ones
+    if (!std::getline(in, line)) return false;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  };
+  if (!next_line()) throw std::runtime_error(path + ":1: empty file, expected a CSV header");
   const auto header = split(line);
   auto find = [&](const std::string& name) {
     const auto it = std::find(header.begin(), header.end(), name);
@@ -184,7 +189,7 @@ Series read_csv_series(const std::string& path, const std::string& x_column, con
   const std::size_t xc = find(x_column), yc = find(y_column);
   Series s;
   s.label = path;
-  for (std::size_t n = 2; std::getline(in, line); ++n) {
+  for (std::size_t n = 2; next_line(); ++n) {
     if (line.empty()) continue;
     const auto cols = split(line);
     if (cols.size() != header.size())

@@ -127,6 +127,11 @@ TEST_F(Examples, CharLmRejectsMissingFilesAndInvalidUtf8) {
   const Result r = run("char_lm", (dir() / "latin1.txt").string() + " --steps 1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("invalid UTF-8 at byte 50"), std::string::npos) << r.err;
+  // A prime that cannot start a sample is refused before training: no step is logged.
+  const Result prime = run("char_lm", "--steps 50 --log-every 1 --prime ZZ");
+  EXPECT_EQ(prime.status, 1);
+  EXPECT_NE(prime.err.find("--prime: 'Z' is not in the text"), std::string::npos) << prime.err;
+  EXPECT_EQ(prime.out.find("step"), std::string::npos) << prime.out;
 }
 
 TEST_F(Examples, MlpClassifierLearnsAndReloadsItsCheckpoint) {

@@ -40,6 +40,11 @@ TEST(Plot, CsvSeriesAndSvg) {
   Series s = read_csv_series(csv.string(), "step", "loss");
   EXPECT_EQ(s.x, (std::vector<double>{1, 2, 3}));
   EXPECT_EQ(s.y, (std::vector<double>{2.5, 1.0, 0.25}));
+  // The same log with CRLF line ends reads the same.
+  const Series crlf = read_csv_series(temp_file("crlf.csv", "step,epoch,loss\r\n1,1,2.5\r\n2,1,1.0\r\n3,1,0.25\r\n").string(),
+                                      "step", "loss");
+  EXPECT_EQ(crlf.x, s.x);
+  EXPECT_EQ(crlf.y, s.y);
   s.label = "train <a&b>";
   for (bool log_y : {false, true}) {
     PlotOptions o;
