@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <typeinfo>
+#include <unordered_set>
 
 #include "autograd/tape.h"
 #include "nn/serialize.h"
@@ -121,9 +122,19 @@ void Module::collect_parameters(const std::string& prefix, bool recurse, NamedTe
 }
 
 NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors all;
+  collect_parameters("", recurse, all);
   NamedTensors out;
-  collect_parameters("", recurse, out);
+  std::unordered_set<const void*> seen;
+  for (auto& entry : all)
+    if (!entry.second.defined() || seen.insert(entry.second.impl()).second) out.push_back(std::move(entry));
   return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors all;
+  collect_parameters("", true, all);
+  return all;
 }
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
@@ -133,15 +144,19 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 }
 
 Tensor Module::parameter(const std::string& name) const {
-  for (auto& [n, t] : named_parameters())
+  for (auto& [n, t] : state_dict())
     if (n == name) return t;
   throw std::out_of_range(this->name() + " has no parameter '" + name + "'");
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
-  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  std::vector<std::pair<std::string, Module*>> all{{"", this}};
   for (auto& [n, child] : children_)
-    for (auto& [sub, m] : child->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+    for (auto& [sub, m] : child->named_modules()) all.emplace_back(sub.empty() ? n : n + "." + sub, m);
+  std::vector<std::pair<std::string, Module*>> out;
+  std::unordered_set<const Module*> seen;
+  for (auto& entry : all)
+    if (seen.insert(entry.second).second) out.push_back(std::move(entry));
   return out;
 }
 
@@ -183,7 +198,7 @@ std::int64_t Module::num_parameters(bool trainable_only) const {
 
 
 void Module::load_state_dict(const NamedTensors& entries, const std::string& source) {
-  const NamedTensors own = named_parameters();
+  const NamedTensors own = state_dict();
   std::map<std::string, const Tensor*> given;
   LoadReport report;  // sections in the order the message lists them
   auto& missing = report.section("missing");
@@ -220,7 +235,7 @@ void Module::load_state_dict(const NamedTensors& entries, const std::string& sou
   }
 }
 
-void Module::save(const std::string& path) const { save_npz(path, named_parameters()); }
+void Module::save(const std::string& path) const { save_npz(path, state_dict()); }
 
 void Module::load(const std::string& path) { load_state_dict(load_npz(path), "load " + path); }
 

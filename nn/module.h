@@ -105,11 +105,14 @@ class Module {
   /// Parameters with hierarchical names ("encoder.rnn.weight_ih_l0"), own parameters first, then
   /// each child's in registration order: the parameter keys of PyTorch's state_dict (PyTorch also
   /// lists persistent buffers, such as its tutorial PositionalEncoding's "pe", which have no
-  /// counterpart here and load() reports as unexpected).
+  /// counterpart here and load() reports as unexpected). A tensor registered under several names (a
+  /// submodule registered twice, tied weights) is listed once, under its first name, as PyTorch's
+  /// named_parameters; state_dict() keeps every name.
   NamedTensors named_parameters(bool recurse = true) const;
   /// The tensors of named_parameters(), same order.
   std::vector<Tensor> parameters(bool recurse = true) const;
-  /// This module ("") and every descendant with its qualified name, depth first. The pointers are
+  /// This module ("") and every descendant with its qualified name, depth first; a module reachable
+  /// under several names is listed once, under its first (as PyTorch's). The pointers are
   /// non-owning and valid while this module lives.
   std::vector<std::pair<std::string, Module*>> named_modules();
   /// Direct submodules with their (unqualified) names, in registration order.
@@ -136,8 +139,9 @@ class Module {
   /// Total number of elements over all parameters (only trainable ones if `trainable_only`).
   std::int64_t num_parameters(bool trainable_only = false) const;
 
-  /// The parameters as a state dict (handles, not copies).
-  NamedTensors state_dict() const { return named_parameters(); }
+  /// The parameters as a state dict (handles, not copies): every name, a tensor registered under
+  /// several names once under each, as PyTorch's state_dict.
+  NamedTensors state_dict() const;
   /// Copies `entries` into the parameters (converted to each parameter's dtype). Checks every name
   /// and shape first and throws one std::runtime_error, prefixed by `source`, listing all missing,
   /// unexpected, duplicated and shape-mismatched entries; nothing is modified unless every check

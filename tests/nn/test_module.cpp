@@ -13,6 +13,8 @@
 #include "autograd/ops_reduce.h"
 #include "autograd/random.h"
 #include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/utils.h"
 #include "test_modules.h"
 
 namespace {
@@ -163,6 +165,45 @@ TEST(Module, NumParameters) {
   EXPECT_EQ(model.num_parameters(), 2 * (40 + rnn) + 50);
   Mlp mlp(3, 8, 2, gen);
   EXPECT_EQ(mlp.num_parameters(), 3 * 8 + 8 + 8 * 2 + 2);
+}
+
+// A submodule registered twice, or a tensor registered under two names (tied weights), is one
+// parameter: named_parameters lists it once (torch's remove_duplicate), so optimizers accept the
+// model and clip_grad_norm counts and scales its gradient once; state_dict keeps every name.
+class Shared : public Module {
+ public:
+  explicit Shared(Generator& gen) {
+    a = register_module("a", std::make_shared<Linear>(2, 2, gen));
+    b = register_module("b", a);
+    tied = register_parameter("tied", a->weight);
+  }
+  std::shared_ptr<Linear> a, b;
+  Tensor tied;
+};
+
+TEST(Module, SharedParametersAreListedOnceAndSavedUnderEveryName) {
+  Generator gen(8);
+  Shared m(gen);
+  std::vector<std::string> names, keys;
+  for (const auto& [n, _] : m.named_parameters()) names.push_back(n);
+  for (const auto& [n, _] : m.state_dict()) keys.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"tied", "a.bias"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"tied", "a.weight", "a.bias", "b.weight", "b.bias"}));
+  EXPECT_EQ(m.num_parameters(), 6);
+  EXPECT_EQ(m.parameters().size(), 2u);
+  EXPECT_EQ(m.named_modules().size(), 2u);  // "" and "a"
+  EXPECT_NO_THROW(tg::nn::SGD(m.named_parameters(), tg::nn::SGDOptions(0.1)));
+  EXPECT_EQ(m.parameter("b.weight").impl(), m.a->weight.impl());
+  // clip_grad_norm sees the shared gradient once: norm of (3, 4) is 5, scaled once to norm 1.
+  m.a->weight.set_grad(Tensor::from_values({3, 0, 0, 0}, {2, 2}, DType::f32));
+  m.a->bias.set_grad(Tensor::from_values({4, 0}, {2}, DType::f32));
+  EXPECT_NEAR(tg::nn::clip_grad_norm(m.parameters(), 1.0), 5.0, 1e-6);
+  EXPECT_NEAR(m.a->weight.grad().to_vector<double>()[0], 0.6, 1e-6);
+  EXPECT_NEAR(m.a->bias.grad().to_vector<double>()[0], 0.8, 1e-6);
+  // Every name of the state_dict loads (as a torch state_dict of a tied model does).
+  Shared other(gen);
+  other.load_state_dict(m.state_dict());
+  EXPECT_EQ(other.a->weight.to_vector<float>(), m.a->weight.to_vector<float>());
 }
 
 TEST(Module, ToFloat64ConvertsInPlaceKeepingNamesAndHandles) {
