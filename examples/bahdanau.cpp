@@ -220,10 +220,15 @@ struct DataArgs {
       return reverse ? reverse_pairs(std::move(pairs)) : pairs;
     }
     if (task.empty()) throw UsageError("give --data FILE or --task NAME");
-    return make_task(task, {.count = num_examples > 0 ? num_examples : 1000,
-                            .min_len = min_len,
-                            .max_len = max_len,
-                            .seed = static_cast<std::uint64_t>(task_seed)});
+    try {
+      return make_task(task, {.count = num_examples > 0 ? num_examples : 1000,
+                              .min_len = min_len,
+                              .max_len = max_len,
+                              .seed = static_cast<std::uint64_t>(task_seed)});
+    } catch (const std::invalid_argument& e) {  // the library names its own fields; name the flags
+      throw UsageError("--task " + task + " with --num-examples " + std::to_string(num_examples) + ", --min-len " +
+                       std::to_string(min_len) + ", --max-len " + std::to_string(max_len) + ": " + e.what());
+    }
   }
 
   Holdout holdout_spec() const {
@@ -240,8 +245,14 @@ struct DataArgs {
   TranslationData make(std::int64_t num_steps, std::uint64_t seed, const SubwordModel* subword_model = nullptr) const {
     Generator gen(seed);
     const auto options = TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_spec());
-    if (subword_model) return make_translation_data(encode_pairs(pairs(), *subword_model), options, gen);
-    return make_translation_data(pairs(), options, gen);
+    try {
+      if (subword_model) return make_translation_data(encode_pairs(pairs(), *subword_model), options, gen);
+      return make_translation_data(pairs(), options, gen);
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      if (what.rfind("Holdout", 0) == 0) throw UsageError("--holdout: " + what);
+      throw;
+    }
   }
 
   /// The raw pairs of make()'s training or held-out part, in file order (the same rows: the split
@@ -930,7 +941,7 @@ int run_split(const SplitArgs& a) {
   try {
     split = split_corpus(pairs, CorpusSplitOptions().test(a.test).dev(a.dev).seed(a.seed));
   } catch (const std::invalid_argument& e) {
-    throw UsageError(a.data + ": " + e.what());
+    throw UsageError(a.data + ": --test " + std::to_string(a.test) + " and --dev " + std::to_string(a.dev) + ": " + e.what());
   }
   if (a.reverse) {  // split in the file's orientation, so both directions share one split
     split.train = reverse_pairs(std::move(split.train));

@@ -575,6 +575,13 @@ TEST_F(Cli, OutputsThatWouldLoseWorkAreRefusedFirst) {
   r = run("train --task reverse --num-examples 50 --holdout 1e30 --steps 1 --quiet");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--holdout"), std::string::npos) << r.err;
+  // The library's own errors about the data are given with the flags that led to them.
+  r = run("train --task reverse --min-len 5 --max-len 3 --steps 1 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--task reverse with --num-examples 0, --min-len 5, --max-len 3: make_task"), std::string::npos) << r.err;
+  r = run("train --task reverse --num-examples 20 --holdout 25 --steps 1 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--holdout: Holdout::count: cannot hold out 25 of 20 pairs"), std::string::npos) << r.err;
   // A mistyped subcommand and a directory that is not a checkpoint are named as such, in one line.
   r = run("trian --steps 1");
   EXPECT_EQ(r.status, 2);
