@@ -431,6 +431,15 @@ int run_train(TrainArgs& a) {
     }
     if (a.out.empty()) a.out = a.init_from;
   } else {
+    // Flags that shape only some models are refused for the others rather than ignored.
+    const std::pair<const char*, std::vector<std::string>> only_for[] = {
+        {"readout", {"rnnsearch", "rnnencdec"}}, {"maxout-units", {"rnnsearch", "rnnencdec"}},
+        {"attention", {"rnnsearch", "d2l"}},     {"num-heads", {"transformer"}},
+        {"norm-first", {"transformer"}}};
+    for (const auto& [flag, models] : only_for)
+      if (given(flag) && std::find(models.begin(), models.end(), a.model) == models.end())
+        throw UsageError(std::string("--") + flag + " does not apply to --model " + a.model);
+    if (given("maxout-units") && a.readout == "linear") throw UsageError("--maxout-units does not apply to --readout linear");
     config.model = a.model;
     config.embed_size = a.embed_size;
     config.num_hiddens = a.num_hiddens;
@@ -1162,7 +1171,7 @@ int main(int argc, char** argv) {
                            ->check(CLI::IsMember(option_names<Readout>()))->capture_default_str();
   ta.opts["attention"] = train_cmd->add_option("--attention", ta.attention, "rnnsearch score: additive|dot|scaled_dot")
                              ->check(CLI::IsMember(option_names<AttentionScore>()))->capture_default_str();
-  train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
+  ta.opts["maxout-units"] = train_cmd->add_option("--maxout-units", ta.maxout_units, "Maxout output size (0 = num_hiddens / 2)")
       ->check(int_range(0, limits::kMaxWidth));
   ta.opts["num-heads"] = train_cmd->add_option("--num-heads", ta.num_heads, "transformer: attention heads")
                              ->check(kWidth)->capture_default_str();

@@ -582,6 +582,14 @@ TEST_F(Cli, OutputsThatWouldLoseWorkAreRefusedFirst) {
   r = run("train --task reverse --num-examples 20 --holdout 25 --steps 1 --quiet");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--holdout: Holdout::count: cannot hold out 25 of 20 pairs"), std::string::npos) << r.err;
+  // A flag that shapes only other models is refused, not ignored.
+  for (const std::string& flags : {"--model d2l --readout linear", "--model rnnsearch --num-heads 2",
+                                   "--model transformer --attention dot", "--model rnnencdec --attention scaled_dot",
+                                   "--model rnnsearch --readout linear --maxout-units 7"}) {
+    r = run("train --task reverse --num-examples 20 --steps 1 --quiet " + flags);
+    EXPECT_EQ(r.status, 2) << flags;
+    EXPECT_NE(r.err.find("does not apply to"), std::string::npos) << flags << ": " << r.err;
+  }
   // A mistyped subcommand and a directory that is not a checkpoint are named as such, in one line.
   r = run("trian --steps 1");
   EXPECT_EQ(r.status, 2);
