@@ -22,7 +22,8 @@
 //   none, unless set_materialize_grads(false): then undefined) and returns one entry per forward
 //   argument, in order: the gradient of a Tensor argument (undefined = zero) and an undefined
 //   Tensor for every other argument. Too few entries, a defined extra one, or a wrong shape or
-//   dtype for an input that needs a gradient throws std::invalid_argument naming the Function. Gradients are added to the inputs' (backward never overwrites).
+//   dtype for an input that needs a gradient throws std::invalid_argument naming the Function.
+//   Gradients are added to the inputs' (backward never overwrites).
 // - needs_input_grad(i) is indexed by forward argument, as ctx.needs_input_grad in Python
 //   (LibTorch indexes by tensor input).
 // - Outputs of integer dtype and outputs given to mark_non_differentiable() do not require grad.

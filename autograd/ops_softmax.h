@@ -17,7 +17,8 @@ Tensor log_softmax(const Tensor& x, std::int64_t axis = -1);
 Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens);
 /// Mean over targets != ignore_index of -log_softmax(logits)[target], as torch's
 /// CrossEntropyLoss(ignore_index, reduction='mean'). logits (N, C) or (..., C): the class axis is
-/// the last one (torch's is dim 1 for (N, C, d1, ...)); targets i64 of logits.shape without it. NaN when every target is ignored (as PyTorch).
+/// the last one (torch's is dim 1 for (N, C, d1, ...)); targets i64 of logits.shape without it.
+/// NaN when every target is ignored (as PyTorch).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
 
 /// Row primitive on raw logits, outside autograd, for decoders that read each row once: the stable
