@@ -53,8 +53,7 @@ GradcheckReport gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
     Tensor y = fn(xs);
     Tensor seed = Tensor::zeros(y.shape(), DType::f64);
     seed.data<double>()[o] = 1.0;
-    if (y.requires_grad()) y.backward(seed);
-    tape::reset();
+    if (y.requires_grad()) y.backward(seed);  // frees what it walked; the caller's other graphs stay
     for (std::size_t i = 0; i < xs.size(); ++i) {
       if (!xs[i].requires_grad()) continue;
       const Tensor g = xs[i].grad();

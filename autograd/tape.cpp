@@ -171,6 +171,7 @@ void accumulate_into(const char* op, int i, NodeInput& in, Tensor grad) {
                            std::string(dtype_name(in.dtype)));
   AutogradMeta& meta = *in.meta;
   if (!meta.is_leaf && !t_tape.holds(meta)) throw_freed(op);
+  if (meta.is_leaf && !meta.requires_grad) return;  // requires_grad_(false) after its use, as torch's AccumulateGrad
   if (meta.is_leaf) {
     if (!meta.hooks.empty()) grad = run_hooks(meta, std::move(grad));
     if (t_capture) {
@@ -447,7 +448,8 @@ class Engine {
       Tensor grad_output = std::move(out.grad);
       out.grad = Tensor();
       if (!out.hooks.empty()) grad_output = run_hooks(out, std::move(grad_output));
-      if (out.retain_grad) out.retained_grad = grad_output;
+      if (out.retain_grad)  // a copy (the seed or a hook's tensor may change), added to an earlier backward's, as torch
+        out.retained_grad = out.retained_grad.defined() ? tg::add(out.retained_grad, grad_output) : grad_output.clone();
       if (capture)
         if (const int k = capture->index_of(&out); k >= 0) add_to_slot(capture->grads[k], grad_output);
       if (create_graph) {  // the hooks and the capture above may have recorded ops: look the node up again
@@ -490,7 +492,8 @@ class Engine {
         throw std::runtime_error("backward: the tensor does not require grad (no input of the ops that made "
                                  "it requires grad, or it was made under NoGradGuard)");
       if (!is_floating(root.dtype())) throw std::runtime_error("backward: only floating tensors have gradients");
-      if (!(seeds[k].shape() == root.shape()) || seeds[k].dtype() != root.dtype())
+      if (!(seeds[k].shape() == root.shape()) ||
+          (seeds[k].dtype() != root.dtype() && !(is_floating(seeds[k].dtype()) && is_floating(root.dtype()))))
         throw std::invalid_argument("backward: gradient " + seeds[k].shape().str() + " " + std::string(dtype_name(seeds[k].dtype())) +
                                     " does not match the tensor " + root.shape().str() + " " + std::string(dtype_name(root.dtype())));
       const AutogradMeta& meta = *root.impl()->meta;
@@ -522,10 +525,12 @@ class Engine {
       }
     for (std::size_t k = 0; k < n; ++k) {
       NodeInput in{roots[k].impl()->meta, roots[k].shape(), roots[k].dtype()};
-      if (in.meta->is_leaf) accumulate_into("backward", 0, in, seeds[k]);
-      else if (!in.meta->grad.defined()) in.meta->grad = seeds[k];
-      else if (create_graph) in.meta->grad = tg::add(in.meta->grad, seeds[k]);  // a root twice
-      else in.meta->grad = kernels::add(in.meta->grad, seeds[k]);
+      // A seed of another floating dtype is converted to the root's, as torch does.
+      const Tensor seed = seeds[k].dtype() == roots[k].dtype() ? seeds[k] : seeds[k].to(roots[k].dtype());
+      if (in.meta->is_leaf) accumulate_into("backward", 0, in, seed);
+      else if (!in.meta->grad.defined()) in.meta->grad = seed;
+      else if (create_graph) in.meta->grad = tg::add(in.meta->grad, seed);  // a root twice
+      else in.meta->grad = kernels::add(in.meta->grad, seed);
     }
     walk(tape, start, 0, retain_graph, create_graph, capture, post.empty() ? nullptr : &post);
     for (auto it = post.rbegin(); it != post.rend(); ++it) run_post_accumulate_hooks(**it);
@@ -606,6 +611,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   std::vector<Tensor> grads(inputs.size());
   GradCapture capture{targets, grads};
   Engine::run(outputs.data(), seeds.data(), outputs.size(), retain_graph, create_graph, &capture);
+  for (std::size_t k = 0; k < grads.size(); ++k)  // an input listed again gets the first listing's gradient, as torch
+    if (const int first = capture.index_of(targets[k]); first != static_cast<int>(k)) grads[k] = grads[first];
   for (std::size_t k = 0; k < grads.size(); ++k)
     if (!grads[k].defined() && !allow_unused)
       throw std::invalid_argument("grad: input " + std::to_string(k) + " (shape " + inputs[k].shape().str() +

@@ -415,7 +415,11 @@ struct GradOptions {
 /// `allow_unused`, which returns an undefined tensor for it. Hooks of the inputs and of the op
 /// outputs on the way run as in backward(). With create_graph the returned gradients are graph
 /// tensors (they require grad where they depend on something that does), so gradients of them can
-/// be taken: tg::grad(outputs, inputs, grad_outputs, {.create_graph = true}).
+/// be taken: tg::grad(outputs, inputs, grad_outputs, {.create_graph = true}). An input listed twice
+/// gets its gradient twice. Unlike torch, the walk covers every node below the outputs, not only
+/// those on a path to the inputs: without retain_graph it frees them all, and the hooks of leaves
+/// below the inputs run. A backward that throws (anomaly mode, a hook) can leave partial sums in
+/// op outputs: call tape::reset() before walking that graph again.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, const GradOptions& options = {});
 

@@ -311,8 +311,10 @@ bool Tensor::requires_grad() const { return impl_ && impl_->meta && impl_->meta-
 
 Tensor& Tensor::requires_grad_(bool on) {
   check_defined("requires_grad_");
-  if (!is_leaf())
+  if (!is_leaf()) {
+    if (on) return *this;  // an op's output already requires grad: nothing to change, as torch
     throw std::logic_error("requires_grad_: only leaf tensors can change requires_grad; use detach() first");
+  }
   if (on && !is_floating(dtype()))
     throw std::invalid_argument("requires_grad_: only floating-point tensors can require grad, got " +
                                 std::string(dtype_name(dtype())));
@@ -354,12 +356,20 @@ void Tensor::set_grad(const Tensor& grad) {
     throw std::invalid_argument("set_grad: gradient " + grad.shape().str() + " does not match tensor " +
                                 shape().str());
   if (!impl_->meta) impl_->meta = std::allocate_shared<AutogradMeta>(PoolAllocator<AutogradMeta>());
+  if (!impl_->meta->is_leaf) {  // an op's output: its grad() is the retained gradient (meta->grad is backward's)
+    impl_->meta->retained_grad = grad;
+    return;
+  }
   impl_->meta->grad = grad;
   impl_->meta->compact.reset();
 }
 
 void Tensor::zero_grad() {
   if (impl_ && impl_->meta) {
+    if (!impl_->meta->is_leaf) {
+      impl_->meta->retained_grad = Tensor();
+      return;
+    }
     impl_->meta->grad = Tensor();
     impl_->meta->compact.reset();
   }

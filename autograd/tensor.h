@@ -182,7 +182,8 @@ class Tensor {
   /// torch.Tensor.register_post_accumulate_grad_hook). It runs during backward, as soon as no
   /// remaining node can reach the leaf, so hooks of different leaves fire in the reverse order of
   /// their first use in the forward (the earliest op that reads them). Not run by tg::grad(),
-  /// which does not touch grad(). Hooks run in registration order. Only for leaves that require grad (std::invalid_argument otherwise).
+  /// which does not touch grad(). Hooks run in registration order. Only for leaves that require
+  /// grad (std::invalid_argument otherwise).
   HookHandle register_post_accumulate_grad_hook(PostAccumulateGradHook hook);
   /// Makes an op's output keep its gradient, readable with grad() after backward
   /// (torch.Tensor.retain_grad). A leaf keeps its gradient anyway.

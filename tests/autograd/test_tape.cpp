@@ -16,6 +16,7 @@
 #include "autograd/shape.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "gradcheck_util.h"
 
 using namespace tg;
 
@@ -479,6 +480,64 @@ TEST(Tape, HookErrorsAreClear) {
     FAIL() << "a hook returning the wrong shape must throw";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("register_hook"), std::string::npos) << e.what();
+  }
+  tape::reset();
+}
+
+// torch.autograd 1.13's behaviour in the corners an engine audit compared (values from torch).
+TEST(Tape, EngineCornersAsTorch) {
+  {  // an input listed twice gets its gradient twice
+    Tensor x = vec({1, 2}).requires_grad_();
+    const auto g = grad({sum(x * x)}, {x, x});
+    EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{2, 4}));
+    EXPECT_EQ(g[1].to_vector<double>(), (std::vector<double>{2, 4}));
+  }
+  {  // a retained gradient is a copy, and adds up over backwards
+    Tensor x = vec({1, 2}).requires_grad_();
+    Tensor z = x * 2.0;
+    z.retain_grad();
+    Tensor y = sum(z * z);
+    y.backward({}, true);
+    y.backward();
+    EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{8, 16}));
+    Tensor w = x * 3.0;
+    w.retain_grad();
+    Tensor s = vec({1, 1});
+    w.backward(s);
+    s.fill_(7.0);
+    EXPECT_EQ(w.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+    // set_grad and zero_grad on an op's output act on its grad(), not on backward's pending sum
+    w.zero_grad();
+    EXPECT_FALSE(w.grad().defined());
+    x.zero_grad();
+    Tensor v = x * 2.0;
+    v.set_grad(vec({10, 10}));
+    sum(v).backward();
+    EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{2, 2}));
+    EXPECT_EQ(v.grad().to_vector<double>(), (std::vector<double>{10, 10}));
+  }
+  {  // requires_grad_(true) on an op's output is a no-op; a leaf switched off after use gets nothing
+    Tensor x = vec({1, 2}).requires_grad_();
+    Tensor z = x * 2.0;
+    EXPECT_NO_THROW(z.requires_grad_(true));
+    EXPECT_THROW(z.requires_grad_(false), std::logic_error);
+    Tensor y = sum(z);
+    x.requires_grad_(false);
+    y.backward();
+    EXPECT_FALSE(x.grad().defined());
+  }
+  {  // a float64 seed for a float32 root is converted
+    Tensor x = Tensor::from_values({1, 2}, {2}, DType::f32).requires_grad_();
+    (x * 2.0).backward(Tensor::ones({2}, DType::f64));
+    EXPECT_EQ(x.grad().dtype(), DType::f32);
+    EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 2}));
+  }
+  {  // gradcheck leaves the caller's graph alone
+    Tensor w = vec({0.5, 1.5}).requires_grad_();
+    Tensor y = sum(exp(w));
+    EXPECT_TRUE(tg::testing::passes_gradcheck([](const std::vector<Tensor>& in) { return tanh(in[0]); }, {vec({0.1, 0.2}).requires_grad_()}));
+    y.backward();
+    EXPECT_NEAR(w.grad().to_vector<double>()[1], std::exp(1.5), 1e-12);
   }
   tape::reset();
 }
