@@ -134,11 +134,18 @@ AlongAxis along(const Tensor& x, int a) {
 
 std::int64_t rows_grain(std::int64_t R) { return std::max<std::int64_t>(1, kGrainCheap / std::max<std::int64_t>(R, 1)); }
 
-/// amax / amin of each row of (M, R); the gradient is shared evenly among a row's tied extremes.
 /// Whether v is the extreme `best` a row reduced to: equal to it, or NaN when it is NaN (the
 /// gradient is then shared among the NaNs, as torch.max()).
 template <class T> bool attains(T v, T best) { return v == best || (v != v && best != best); }
 
+/// Refuses a reduction of x over `ax` when one of them has size 0 (PyTorch: NaN or -inf), naming `op`.
+void require_nonempty(const char* op, const Tensor& x, const kernels::Axes& ax) {
+  for (int i = 0; i < ax.size(); ++i)
+    if (x.shape()[ax[i]] == 0)
+      throw std::invalid_argument(std::string(op) + ": cannot reduce " + x.shape().str() + " over an empty dimension");
+}
+
+/// amax / amin of each row of (M, R); the gradient is shared evenly among a row's tied extremes.
 Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
   const std::int64_t M = x.size(0), R = x.size(1);
   Tensor y = Tensor::empty({M}, x.dtype());
@@ -190,8 +197,9 @@ Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
 }
 
 Tensor extreme(const char* op, const Tensor& x, IntList dims, bool keepdim, bool is_max) {
-  const Rows r = to_rows(x, axes_or_all(op, dims, x.shape()), keepdim);
-  if (r.x.size(1) == 0) throw std::invalid_argument(std::string(op) + ": cannot reduce " + x.shape().str() + " over an empty dimension");
+  const kernels::Axes ax = axes_or_all(op, dims, x.shape());
+  require_nonempty(op, x, ax);
+  const Rows r = to_rows(x, ax, keepdim);
   return reshape(extreme_rows(op, r.x, is_max), r.out);
 }
 
@@ -272,10 +280,16 @@ namespace {
 /// x for a max, -x for a min: the max kernel finds both (its first index; NaN first).
 Tensor signed_for(const Tensor& x, bool is_max) { return is_max ? x.detach() : kernels::unary(kernels::Unary::neg, x.detach()); }
 
-std::tuple<Tensor, Tensor> extreme_along(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
+/// dim of x as an axis, refused when out of range or of size 0, naming `op`.
+int nonempty_axis(const char* op, const Tensor& x, std::int64_t dim) {
   const int a = normalize_axis(op, dim, x.dim());
   if (x.shape()[a] == 0)
     throw std::invalid_argument(std::string(op) + ": cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
+  return a;
+}
+
+std::tuple<Tensor, Tensor> extreme_along(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
+  const int a = nonempty_axis(op, x, dim);
   const AlongAxis r = along(x, a);
   Tensor idx;
   Tensor y = kernels::max(signed_for(r.rows, is_max), 1, true, &idx);  // (M, 1)
@@ -289,9 +303,7 @@ std::tuple<Tensor, Tensor> extreme_along(const char* op, const Tensor& x, std::i
 }
 
 Tensor arg_extreme(const char* op, const Tensor& x, std::int64_t dim, bool keepdim, bool is_max) {
-  const int a = normalize_axis(op, dim, x.dim());
-  if (x.shape()[a] == 0)
-    throw std::invalid_argument(std::string(op) + ": cannot reduce dim " + std::to_string(dim) + " of " + x.shape().str());
+  const int a = nonempty_axis(op, x, dim);
   Tensor idx;
   kernels::max(signed_for(x, is_max), a, keepdim, &idx);
   return idx;
@@ -309,20 +321,13 @@ Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extr
 Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim) { return arg_extreme("argmin", x, dim, keepdim, false); }
 
 namespace {
-/// Refuses a reduction of x over `ax` when one of them has size 0 (PyTorch: NaN or -inf), naming `op`.
-void require_nonempty(const char* op, const Tensor& x, const kernels::Axes& ax) {
-  for (int i = 0; i < ax.size(); ++i)
-    if (x.shape()[ax[i]] == 0)
-      throw std::invalid_argument(std::string(op) + ": cannot reduce " + x.shape().str() + " over an empty dimension");
-}
-}  // namespace
-
-Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
-  const kernels::Axes ax = axes_or_all("var", dims, x.shape());
-  require_nonempty("var", x, ax);
+/// var over `dims`, its errors naming `op` (var, or std which is built on it).
+Tensor variance(const char* op, const Tensor& x, IntList dims, Correction correction, bool keepdim) {
+  const kernels::Axes ax = axes_or_all(op, dims, x.shape());
+  require_nonempty(op, x, ax);
   if (!is_floating(x.dtype()))
-    throw std::invalid_argument("var: needs a floating tensor, got " + std::string(dtype_name(x.dtype())) + " " +
-                                x.shape().str());
+    throw std::invalid_argument(std::string(op) + ": needs a floating tensor, got " + std::string(dtype_name(x.dtype())) +
+                                " " + x.shape().str());
   std::int64_t all[Shape::kMaxDims];
   std::int64_t n = 1;
   for (int i = 0; i < ax.size(); ++i) all[i] = ax[i], n *= x.shape()[ax[i]];
@@ -332,10 +337,6 @@ Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
   return mul(sum(centred * centred, axes, keepdim), 1.0 / divisor);
 }
 
-Tensor var(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
-  return var(x, dims, Correction{unbiased ? 1 : 0}, keepdim);
-}
-namespace {
 /// sqrt(v) with torch.std's gradient where v == 0: 0, not 0.5 / 0 = inf (times 0: NaN). The 1 put under
 /// the root there keeps both branches of where finite, and the result stays composed of primitives.
 Tensor std_of_var(const Tensor& v) {
@@ -344,9 +345,15 @@ Tensor std_of_var(const Tensor& v) {
 }
 }  // namespace
 
+Tensor var(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
+  return variance("var", x, dims, correction, keepdim);
+}
+Tensor var(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
+  return var(x, dims, Correction{unbiased ? 1 : 0}, keepdim);
+}
+
 Tensor std(const Tensor& x, IntList dims, Correction correction, bool keepdim) {
-  require_nonempty("std", x, axes_or_all("std", dims, x.shape()));
-  return std_of_var(var(x, dims, correction, keepdim));
+  return std_of_var(variance("std", x, dims, correction, keepdim));
 }
 Tensor std(const Tensor& x, IntList dims, bool unbiased, bool keepdim) {
   return std(x, dims, Correction{unbiased ? 1 : 0}, keepdim);
