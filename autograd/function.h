@@ -227,22 +227,24 @@ struct Function {
     tensor_list grad_outputs = detail::function_grad_outputs(rec, ctx, j);
     grad_outputs[j] = bctx.grad_output();
     tensor_list grads;
-    // Under create_graph a saved output must be the graph's output, not the constant forward made.
-    tensor_list kept;
+    // Under create_graph a saved output must be the graph's output, not the constant forward made;
+    // the saved list goes back when backward returns or throws.
+    struct RestoreSaved {
+      AutogradContext* ctx = nullptr;
+      tensor_list kept;
+      ~RestoreSaved() {
+        if (ctx) ctx->saved_ = std::move(kept);
+      }
+    } restore;
     if constexpr (std::is_same_v<Context, GradGraphContext>) {
-      kept = ctx.saved_;
+      restore.kept = ctx.saved_;
+      restore.ctx = &ctx;
       ctx.saved_ = ctx.saved_with_graph_output(bctx, j);
     }
-    try {
-      if constexpr (requires { T::backward(ctx, std::move(grad_outputs)); })
-        grads = T::backward(ctx, std::move(grad_outputs));
-      else
-        grads = T::backward(&ctx, std::move(grad_outputs));
-    } catch (...) {
-      if constexpr (std::is_same_v<Context, GradGraphContext>) ctx.saved_ = std::move(kept);
-      throw;
-    }
-    if constexpr (std::is_same_v<Context, GradGraphContext>) ctx.saved_ = std::move(kept);
+    if constexpr (requires { T::backward(ctx, std::move(grad_outputs)); })
+      grads = T::backward(ctx, std::move(grad_outputs));
+    else
+      grads = T::backward(&ctx, std::move(grad_outputs));
     detail::function_accumulate(rec, bctx, std::move(grads));
   }
 };
