@@ -201,8 +201,9 @@ struct DataArgs {
         throw UsageError(ckpt + "/training.json records the training data as " + data + ", which does not exist here; give --data");
     } else if (n.count("task")) {
       task = n.at("task");
+    } else {
+      get("data");
     }
-    else get("data");
     for (const char* key : {"num_examples", "task_seed", "min_len", "max_len", "min_freq", "holdout"}) get(key);
     num_examples = note_value<std::int64_t>(n, "num_examples", ckpt);
     task_seed = note_value<std::int64_t>(n, "task_seed", ckpt);
@@ -240,19 +241,25 @@ struct DataArgs {
     return Holdout::count(static_cast<std::size_t>(holdout));
   }
 
+  /// holdout_spec(), checked against the `n` pairs it will split (the library's error, named --holdout).
+  Holdout holdout_for(std::size_t n) const {
+    const Holdout h = holdout_spec();
+    try {
+      h.resolve(n);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--holdout: ") + e.what());
+    }
+    return h;
+  }
+
   /// The data exactly as train makes it: split with Generator(seed); tokenised as d2l does, or
   /// into the pieces of `subword_model`.
   TranslationData make(std::int64_t num_steps, std::uint64_t seed, const SubwordModel* subword_model = nullptr) const {
     Generator gen(seed);
-    const auto options = TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_spec());
-    try {
-      if (subword_model) return make_translation_data(encode_pairs(pairs(), *subword_model), options, gen);
-      return make_translation_data(pairs(), options, gen);
-    } catch (const std::invalid_argument& e) {
-      const std::string what = e.what();
-      if (what.rfind("Holdout", 0) == 0) throw UsageError("--holdout: " + what);
-      throw;
-    }
+    const auto all = pairs();
+    const auto options = TranslationDataOptions().num_steps(num_steps).min_freq(min_freq).holdout(holdout_for(all.size()));
+    if (subword_model) return make_translation_data(encode_pairs(all, *subword_model), options, gen);
+    return make_translation_data(all, options, gen);
   }
 
   /// The raw pairs of make()'s training or held-out part, in file order (the same rows: the split
@@ -260,7 +267,7 @@ struct DataArgs {
   std::vector<SentencePair> raw_part(std::uint64_t seed, bool heldout) const {
     const auto all = pairs();
     Generator gen(seed);
-    const auto rows = split_indices(all.size(), holdout_spec(), gen);
+    const auto rows = split_indices(all.size(), holdout_for(all.size()), gen);
     std::vector<SentencePair> out;
     for (std::int64_t r : heldout ? rows.second : rows.first) out.push_back(all[static_cast<std::size_t>(r)]);
     return out;
