@@ -33,8 +33,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// a and b must have one dtype (PyTorch promotes them).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// x with `value` wherever mask (broadcast to x; torch also broadcasts x to the mask) is true
-/// (torch.masked_fill); no gradient flows
-/// there. A mask of another dtype than bool is read as nonzero = true (PyTorch refuses it).
+/// (torch.masked_fill); no gradient flows there. A mask of another dtype than bool is read as
+/// nonzero = true (PyTorch refuses it).
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 /// Inverted dropout: zeroes with probability p, scales the rest by 1/(1-p); identity when
 /// !training or p == 0 (returns x itself; `gen` is not advanced). Each call takes one

@@ -51,8 +51,8 @@ void tbb_for(const Range& range, const Body& body, Partitioner&&... partitioner)
 #endif
 }
 
-/// Calls fn(begin, end) over [0, n) in chunks of grain / 2 to grain elements; serially (without entering
-/// TBB, which allocates a task tree per call) when n <= grain or tapegrad runs on one thread.
+/// Calls fn(begin, end) over [0, n) in chunks of grain / 2 to grain elements; serially (without
+/// entering TBB, which allocates a task tree per call) when n <= grain or tapegrad runs on one thread.
 /// Callers must make each element's result independent of the chunking (it is, for elementwise
 /// kernels) so that results do not depend on the thread count.
 template <class Fn>

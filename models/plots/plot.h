@@ -20,9 +20,8 @@ struct PlotOptions {
 };
 
 /// One SVG with every series as a polyline, linear axes with at most 12 ticks (a log axis gets 1-2-5
-/// ticks per decade), and a legend. Points with
-/// a non-finite x or y (or y <= 0 on a log axis) are skipped (count_unplottable counts them); any
-/// finite values plot, however large or close together. Throws std::invalid_argument if a series' x
+/// ticks per decade), and a legend. Points with a non-finite x or y (or y <= 0 on a log axis) are
+/// skipped (count_unplottable counts them); any finite values plot, however large or close together. Throws std::invalid_argument if a series' x
 /// and y differ in length or there is nothing to plot.
 std::string line_plot_svg(const std::vector<Series>& series, const PlotOptions& options = {});
 

@@ -151,8 +151,8 @@ bool is_temporary_of(const std::string& name, const std::string& base) {
   return false;
 }
 
-/// Removes the `dir.tmp-XXXXXX` and `dir.old-XXXXXX` directories that killed saves of `dir` left, when they hold only
-/// checkpoint files (a directory with anything else in it is left whole). Best effort: errors are
+/// Removes the `dir.tmp-XXXXXX` and `dir.old-XXXXXX` directories that killed saves of `dir` left,
+/// when they hold only checkpoint files (a directory with anything else in it is left whole). Best effort: errors are
 /// ignored, the save itself has already succeeded.
 void remove_stale_temporaries(const fs::path& dir, const fs::path& parent) {
   std::error_code ec;
