@@ -19,8 +19,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <new>
+#include <string>
 #include <thread>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -34,9 +36,49 @@
 #define TG_UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
+namespace tg {
+
+namespace {
+
+/// "512 B", "1.5 KiB", "8.0 GiB": one decimal from KiB up, binary units.
+std::string human_bytes(std::size_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  while (v >= 1024 && u + 1 < static_cast<int>(std::size(kUnits))) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+std::string out_of_memory_message(std::size_t bytes, std::string_view what_for) {
+  std::string m = "out of memory: ";
+  if (bytes == SIZE_MAX) m += "more than 16 EiB (the size overflows)";
+  else m += human_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
+  if (what_for.empty()) m += " requested from tapegrad's allocator";
+  else m.append(" for ").append(what_for);
+  return m;
+}
+
+}  // namespace
+
+OutOfMemoryError::OutOfMemoryError(std::size_t bytes, std::string_view what_for)
+    : bytes_(bytes), message_(out_of_memory_message(bytes, what_for)) {}
+
+const char* OutOfMemoryError::what() const noexcept { return message_.what(); }
+
+}  // namespace tg
+
 namespace tg::memory {
 
 namespace {
+
+/// Out of line and cold: the allocation paths build no message unless they fail.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_out_of_memory(std::size_t bytes) { throw OutOfMemoryError(bytes); }
 
 constexpr std::size_t kSmallStep = 64;   // small classes: multiples of 64 B ...
 constexpr std::size_t kSmallMax = 1024;  // ... up to 1 KiB
@@ -90,7 +132,7 @@ constexpr SizeClass size_class(std::size_t bytes) {
     const int c = bytes == 0 ? 0 : static_cast<int>((bytes - 1) / kSmallStep);
     return {c, (static_cast<std::size_t>(c) + 1) * kSmallStep};
   }
-  if (bytes > (std::size_t{1} << 62)) throw std::bad_alloc();
+  if (bytes > (std::size_t{1} << 62)) throw_out_of_memory(bytes);
   const int k = 63 - __builtin_clzll(bytes - 1);  // 2^k <= bytes - 1 < 2^(k+1), k >= 10
   const std::size_t base = std::size_t{1} << k, step = base >> sub_log2(k);
   const std::size_t j = (bytes - 1 - base) / step + 1;  // 1 .. 2^sub_log2(k)
@@ -272,6 +314,7 @@ ThreadCache* thread_cache() {
 // allocate_at_least may hand out a cached block this many classes up (6.25% each from 1 MiB).
 constexpr int kFitClasses = 2;
 
+/// Throws std::bad_alloc on failure (allocate_at_least turns it into an OutOfMemoryError).
 void* system_allocate(std::size_t bytes) {
   if (bytes < kMapMin) return ::operator new(bytes, std::align_val_t{kAlignment});
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -428,11 +471,13 @@ void* allocate_at_least(std::size_t bytes, std::size_t* block_bytes) {
     try {
       return system_allocate(c.bytes);
     } catch (const std::bad_alloc&) {
-      std::lock_guard lock(p.mutex);
-      p.stats.in_use_bytes -= size;
-      --p.stats.in_use_blocks;
-      --p.stats.system_allocs;
-      throw;
+      {
+        std::lock_guard lock(p.mutex);
+        p.stats.in_use_bytes -= size;
+        --p.stats.in_use_blocks;
+        --p.stats.system_allocs;
+      }
+      throw_out_of_memory(bytes);  // the size asked for, not its class
     }
   }
 }

@@ -9,7 +9,33 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <stdexcept>
+#include <string_view>
 #include <vector>
+
+namespace tg {
+
+/// A failed allocation of tapegrad's allocator: the system had no memory (or address space) left
+/// for `bytes()`. A std::bad_alloc, so code that catches that still does; what() says how much and,
+/// when the caller knew, for what: "out of memory: 8.0 GiB (8589934592 bytes) for a float32 tensor
+/// of shape [65536, 32768]" (Tensor::empty, through which every tensor buffer is made), or "...
+/// requested from tapegrad's allocator" for other blocks. The message is built only when an
+/// allocation fails.
+class OutOfMemoryError : public std::bad_alloc {
+ public:
+  /// `what_for` completes "for ...", e.g. "a float32 tensor of shape [2, 3]"; empty when unknown.
+  /// A `bytes` of SIZE_MAX stands for a size too large to count in a size_t.
+  explicit OutOfMemoryError(std::size_t bytes, std::string_view what_for = {});
+  const char* what() const noexcept override;
+  /// The bytes that were asked for (SIZE_MAX: more than a size_t holds).
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  std::runtime_error message_;  // a reference-counted string: copying an exception cannot throw
+};
+
+}  // namespace tg
 
 namespace tg::memory {
 
@@ -27,8 +53,9 @@ inline constexpr std::size_t kAlignment = 64;
 /// class when there is one, otherwise one from the system (::operator new, or mmap from 1 MiB).
 /// A mapped block is made by resizing (mremap) the cached mapped block nearest in size when there
 /// is one, so its pages are reused instead of unmapped and zeroed afresh. Thread-safe.
-/// Throws std::bad_alloc when the system has no memory left (after releasing the shared pool's
-/// cached blocks; those parked in other threads' caches stay).
+/// Throws tg::OutOfMemoryError (a std::bad_alloc) naming `bytes` when the system has no memory
+/// left (after releasing the shared pool's cached blocks; those parked in other threads' caches
+/// stay), or when `bytes` is beyond any size class (more than 2^62).
 void* allocate(std::size_t bytes);
 /// allocate(bytes), except that a block of 1 MiB or more may come from a cached block of one of
 /// the next two size classes (at most 12.5% larger) when its own class has none: buffers

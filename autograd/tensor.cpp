@@ -87,12 +87,33 @@ std::shared_ptr<TensorImpl> TensorImpl::make(const TensorImpl& other) {
 
 // ---- factories ---------------------------------------------------------------------------
 
+namespace {
+/// An OutOfMemoryError naming the tensor (`bytes` SIZE_MAX: its size overflows). Out of line:
+/// Tensor::empty builds no string unless the allocation fails.
+[[noreturn, gnu::cold, gnu::noinline]] void throw_tensor_out_of_memory(std::size_t bytes, const Shape& shape,
+                                                                        DType dtype) {
+  throw OutOfMemoryError(bytes, "a " + std::string(dtype_name(dtype)) + " tensor of shape " + shape.str());
+}
+}  // namespace
+
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
-  for (auto d : shape)
+  std::size_t bytes = dtype_size(dtype);
+  bool overflow = false, zero = false;  // a dimension of 0 makes the count 0 even after an overflow
+  for (auto d : shape) {
     if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape " + shape.str());
+    overflow |= __builtin_mul_overflow(bytes, static_cast<std::size_t>(d), &bytes);
+    zero |= d == 0;
+  }
+  if (zero) bytes = 0;
+  else if (overflow) bytes = SIZE_MAX;
+  // No allocation of 2^63 bytes or more can succeed (and a bool tensor's numel() would overflow).
+  if (bytes > static_cast<std::size_t>(INT64_MAX)) throw_tensor_out_of_memory(bytes, shape, dtype);
   auto impl = TensorImpl::make();
-  impl->storage = std::allocate_shared<Storage>(PoolAllocator<Storage>(),
-                                                static_cast<std::size_t>(shape.numel()) * dtype_size(dtype));
+  try {
+    impl->storage = std::allocate_shared<Storage>(PoolAllocator<Storage>(), bytes);
+  } catch (const OutOfMemoryError&) {
+    throw_tensor_out_of_memory(bytes, shape, dtype);
+  }
   impl->data = impl->storage->data;
   impl->shape = shape;
   impl->dtype = dtype;

@@ -75,7 +75,9 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
   // ---- factories -------------------------------------------------------------------------
-  /// Uninitialised elements: for kernels that overwrite every element.
+  /// Uninitialised elements: for kernels that overwrite every element. Every tensor's buffer is
+  /// made here: when it cannot be allocated, throws tg::OutOfMemoryError (autograd/memory.h, a
+  /// std::bad_alloc) naming the bytes, the dtype and the shape.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);

@@ -29,6 +29,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
 #include "autograd/parallel.h"
 
 namespace tg::kernels {
@@ -74,7 +75,7 @@ struct AlignedBuffer {
       std::free(ptr);
       size_t cap = (std::max(need, bytes + bytes / 2) + 63) & ~size_t(63);
       ptr = std::aligned_alloc(64, cap);
-      if (!ptr) throw std::bad_alloc();
+      if (!ptr) throw OutOfMemoryError(cap, "the matrix product's packing buffer");
       bytes = cap;
     }
     return ptr;
