@@ -1,6 +1,7 @@
 #include "nn/serialize.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
 
@@ -14,11 +15,11 @@
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <random>
 #include <set>
 #include <stdexcept>
 
 #include "autograd/error_text.h"
+#include "nn/file_io.h"
 
 namespace tg::nn {
 
@@ -150,27 +151,6 @@ std::string zip_code_message(int code) {
   return msg;
 }
 
-/// fsync so that the rename below publishes data that is on disk, not just in the page cache.
-void sync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) {
-    if (directory) return;  // best effort for the directory entry
-    throw std::runtime_error("cannot reopen to sync: " + std::string(std::strerror(errno)));
-  }
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  if (rc != 0 && !directory) throw std::runtime_error("fsync failed: " + std::string(std::strerror(saved)));
-}
-
-std::string temp_name(const std::string& path) {
-  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::random_device rd;
-  std::string suffix;
-  for (int i = 0; i < 6; ++i) suffix += kChars[rd() % (sizeof(kChars) - 1)];
-  return path + ".tmp-" + suffix;
-}
-
 void write_archive(const std::string& tmp, const std::vector<std::pair<std::string, Tensor>>& entries,
                    const std::vector<std::string>& blobs) {
   if (entries.empty()) {
@@ -184,7 +164,8 @@ void write_archive(const std::string& tmp, const std::vector<std::pair<std::stri
     return;
   }
   int code = 0;
-  zip_t* za = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_EXCL, &code);
+  // ZIP_TRUNCATE: `tmp` is the empty temporary write_file_atomic_with has just created.
+  zip_t* za = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
   if (!za) throw std::runtime_error("cannot create " + tmp + ": " + zip_code_message(code));
   auto abort = [&](const std::string& why) {
     zip_discard(za);
@@ -369,22 +350,11 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
   blobs.reserve(entries.size());
   for (const auto& [_, t] : entries) blobs.push_back(npy_encode(t));
 
-  std::string tmp;
-  for (int attempt = 0; attempt < 16 && (tmp.empty() || fs::exists(tmp, ec)); ++attempt) tmp = temp_name(path);
   try {
-    write_archive(tmp, entries, blobs);
-    sync_path(tmp, false);
+    io::write_file_atomic_with(path, [&](const fs::path& tmp) { write_archive(tmp.string(), entries, blobs); });
   } catch (const std::exception& e) {
-    fs::remove(tmp, ec);
     fail(what, e.what());
   }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    fail(what, "cannot replace the file: " + ec.message());
-  }
-  sync_path(parent.string(), true);
 }
 
 namespace {
@@ -413,12 +383,27 @@ void check_entry_size(const std::string& entry, std::uint64_t size, std::uint64_
 
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {
   const std::string what = "load_npz " + path;
-  std::error_code size_error;
-  const std::uint64_t archive_bytes = fs::file_size(path, size_error);
-  if (size_error) fail(what, "cannot read: " + size_error.message());
+  // Only a regular file within io::limits::kArchive, checked on the descriptor libzip reads (a
+  // FIFO at the path is refused at once instead of blocking the open).
+  int fd = -1;
+  try {
+    fd = io::open_regular_fd(path, io::limits::kArchive);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("load_npz " + std::string(e.what()));  // "load_npz PATH: is a FIFO, ..."
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    const std::string err = std::strerror(errno);
+    ::close(fd);
+    fail(what, "cannot stat: " + err);
+  }
+  const auto archive_bytes = static_cast<std::uint64_t>(st.st_size);
   int code = 0;
-  zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
-  if (!za) fail(what, "cannot open as a zip archive: " + zip_code_message(code));
+  zip_t* za = zip_fdopen(fd, ZIP_CHECKCONS, &code);  // read-only; on success libzip owns fd
+  if (!za) {
+    ::close(fd);
+    fail(what, "cannot open as a zip archive: " + zip_code_message(code));
+  }
   struct Closer {
     zip_t* za;
     ~Closer() { zip_discard(za); }  // read-only: nothing to write back

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,10 +21,12 @@
 #include <vector>
 
 #include "../autograd/error_of.h"
+#include "deadline.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/random.h"
 #include "nn/module.h"
+#include "nn/file_io.h"
 #include "nn/serialize.h"
 #include "test_modules.h"
 
@@ -432,12 +435,11 @@ TEST_F(Serialize, FailedSaveThrowsAndKeepsThePreviousFile) {
   EXPECT_NE(msg.find("save_npz " + nowhere), std::string::npos) << msg;
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
 
-  // The final rename fails (the target is a non-empty directory): the target survives untouched
-  // and the temporary file is removed.
+  // The target is a directory: refused before a temporary is made; the directory survives untouched.
   fs::create_directories(path("busy.npz"));
   std::ofstream(path("busy.npz/keep")) << "old";
   const std::string rename = error_of([&] { save_npz(path("busy.npz"), {{"x", Tensor::zeros({2})}}); });
-  EXPECT_NE(rename.find("cannot replace the file"), std::string::npos) << rename;
+  EXPECT_EQ(rename, "save_npz " + path("busy.npz") + ": " + path("busy.npz") + ": is a directory, cannot write a file there");
   EXPECT_EQ(listing(), (std::vector<std::string>{"busy.npz"}));
   EXPECT_EQ(read_bytes(path("busy.npz/keep")), "old");
 
@@ -458,6 +460,22 @@ TEST_F(Serialize, ReadOnlyDirectoryKeepsThePreviousFile) {
   fs::permissions(dir_, fs::perms::owner_all);
   EXPECT_EQ(load_npz(path("ro.npz"))[0].second.to_vector<float>(), (std::vector<float>{5, 5}));
   EXPECT_EQ(listing(), (std::vector<std::string>{"ro.npz"}));
+}
+
+TEST_F(Serialize, LoadRefusesAFifoADirectoryAndAnArchiveAboveTheLimitBeforeOpeningIt) {
+  const std::string fifo = path("fifo.npz");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(tg::testing::error_within(
+                10, "load_npz of a FIFO", [&] { load_npz(fifo); }, [&] { tg::testing::unblock_fifo_reader(fifo); }),
+            "load_npz " + fifo + ": is a FIFO, not a regular file");
+  EXPECT_EQ(error_of([&] { load_npz(dir_.string()); }), "load_npz " + dir_.string() + ": is a directory, not a regular file");
+  // A sparse file one byte above io::limits::kArchive (64 GiB): refused by its size, nothing read.
+  const std::string big = path("big.npz");
+  std::ofstream(big) << "PK";
+  fs::resize_file(big, tg::nn::io::limits::kArchive + 1);
+  EXPECT_EQ(error_of([&] { load_npz(big); }),
+            "load_npz " + big + ": is 68719476737 bytes, above the limit of 64 GiB for this kind of file (refused "
+            "before reading it)");
 }
 
 }  // namespace
