@@ -13,17 +13,14 @@
 #include "autograd/random.h"
 #include "models/decoding/metrics.h"
 #include "models/text/tasks.h"
+#include "nn/file_io.h"
 
 namespace tg::models::experiment_support {
 
 namespace {
 
 void write_text(const std::filesystem::path& path, const std::string& text, std::vector<std::string>& files) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path.string() + ": cannot open for writing");
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(path.string() + ": write failed");
+  nn::io::write_file_atomic(path, text);  // whole or not at all: a table is never half written
   files.push_back(path.string());
 }
 
@@ -152,7 +149,9 @@ TranslationData task_data(const std::string& task, const Settings& s, std::int64
 void write_outputs(ExperimentResult& result, const std::vector<std::string>& svgs, const std::string& out_dir,
                    const std::vector<std::pair<std::string, std::string>>& extra) {
   if (out_dir.empty()) return;
-  std::filesystem::create_directories(out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw std::runtime_error(out_dir + ": cannot create directory (" + ec.message() + ")");
   const std::filesystem::path dir(out_dir);
   for (std::size_t i = 0; i < result.tables.size(); ++i) {
     write_text(dir / (result.tables[i].slug + ".csv"), result.tables[i].csv(), result.files);

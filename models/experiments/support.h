@@ -76,7 +76,8 @@ std::vector<std::size_t> all_indices(std::size_t n);
 TranslationData task_data(const std::string& task, const Settings& s, std::int64_t max_len, std::uint64_t seed);
 
 /// Writes NAME.md, and SLUG.csv + SLUG.svg of every table (svgs[i] is table i's plot), plus the
-/// `extra` (file name, text) pairs, into out_dir; nothing if out_dir is "".
+/// `extra` (file name, text) pairs, into out_dir; nothing if out_dir is "". Each file is written
+/// atomically (nn::io::write_file_atomic); a failure throws std::runtime_error naming it.
 void write_outputs(ExperimentResult& result, const std::vector<std::string>& svgs, const std::string& out_dir,
                    const std::vector<std::pair<std::string, std::string>>& extra = {});
 

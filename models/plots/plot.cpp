@@ -11,6 +11,7 @@
 
 #include "autograd/error_text.h"
 #include "models/plots/heatmap.h"  // svg_begin, svg_number, xml_escape
+#include "nn/file_io.h"
 
 namespace tg::models {
 
@@ -162,8 +163,10 @@ std::vector<double> trailing_mean(const std::vector<double>& y, int window) {
 }
 
 Series read_csv_series(const std::string& path, const std::string& x_column, const std::string& y_column) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": cannot open");
+  // Only a regular file within nn::io::limits::kTextData, lines within kLineBytes; a read error
+  // is an error naming the line, never the end of the log.
+  const auto in = nn::io::open_input(path, nn::io::limits::kTextData);
+  nn::io::LineReader reader(*in, path);
   auto split = [](const std::string& line) {
     std::vector<std::string> cols;
     // Every field, empty ones included ("1,2,," has four).
@@ -175,7 +178,7 @@ Series read_csv_series(const std::string& path, const std::string& x_column, con
   };
   std::string line;
   auto next_line = [&] {  // CRLF files (written on Windows) read as LF ones
-    if (!std::getline(in, line)) return false;
+    if (!reader.next(line)) return false;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     return true;
   };

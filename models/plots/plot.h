@@ -35,7 +35,9 @@ std::size_t count_unplottable(const std::vector<Series>& series, bool log_y);
 std::vector<double> trailing_mean(const std::vector<double>& y, int window);
 
 /// Reads columns `x_column` and `y_column` of a CSV with a header line (as written by
-/// `bahdanau train --log-csv`); errors name the file and line.
+/// `bahdanau train --log-csv`); errors name the file and line. Only a regular file of at most
+/// nn::io::limits::kTextData (4 GiB) is read, each line at most kLineBytes (1 MiB); a read error
+/// is an error, not the end of the file.
 Series read_csv_series(const std::string& path, const std::string& x_column, const std::string& y_column);
 
 }  // namespace tg::models

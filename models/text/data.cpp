@@ -2,6 +2,7 @@
 
 #include "autograd/error_text.h"
 #include "autograd/ops_shape.h"
+#include "nn/file_io.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,11 +33,13 @@ Tensor to_tensor(const std::vector<std::int64_t>& values, std::initializer_list<
 }  // namespace
 
 std::vector<SentencePair> read_sentence_pairs(const std::string& path, std::optional<std::size_t> max_pairs) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open sentence-pair file");
+  // Only a regular file within nn::io::limits::kTextData, each line within kLineBytes; a read
+  // error is an error naming the line, never the end of the corpus.
+  const auto in = nn::io::open_input(path, nn::io::limits::kTextData);
+  nn::io::LineReader reader(*in, path);
   std::vector<SentencePair> pairs;
   std::string line;
-  for (std::size_t lineno = 1; (!max_pairs || pairs.size() < *max_pairs) && std::getline(in, line); ++lineno) {
+  for (std::size_t lineno = 1; (!max_pairs || pairs.size() < *max_pairs) && reader.next(line); ++lineno) {
     std::string_view view(line);
     if (lineno == 1 && view.substr(0, 3) == "\xEF\xBB\xBF") view.remove_prefix(3);
     if (!view.empty() && view.back() == '\r') view.remove_suffix(1);
@@ -53,7 +56,6 @@ std::vector<SentencePair> read_sentence_pairs(const std::string& path, std::opti
     if (cols[1].empty()) line_error(path, lineno, "empty target sentence");
     pairs.push_back({std::string(cols[0]), std::string(cols[1])});
   }
-  if (in.bad()) throw std::runtime_error(path + ": read error");
   return pairs;
 }
 

@@ -32,8 +32,10 @@ struct SentencePair {
 /// fra.txt has 2 columns, vie.txt a third attribution column). A UTF-8 BOM at the start and a '\r'
 /// at the end of a line are dropped. Returns the first `max_pairs` pairs (all if nullopt); lines
 /// after those are not read. Throws std::runtime_error "FILE:LINE: reason" for a line with 1 or
-/// more than 3 columns (an empty line included), an empty source or target, or invalid UTF-8, and
-/// "FILE: ..." if the file cannot be opened.
+/// more than 3 columns (an empty line included), an empty source or target, invalid UTF-8, a line
+/// over nn::io::limits::kLineBytes (1 MiB) or a read error, and "FILE: ..."
+/// if the file cannot be opened, is not a regular file (a directory, a FIFO) or is larger than
+/// nn::io::limits::kTextData (4 GiB).
 ///
 /// Note d2l's tokenize_nmt(text, num_examples) keeps lines while `i <= num_examples`, i.e. the
 /// first num_examples + 1 pairs: d2l's num_examples=600 on fra.txt is max_pairs=601 here.

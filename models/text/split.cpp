@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "nn/file_io.h"
+
 namespace tg::models {
 
 std::uint64_t sentence_hash(const std::string& text, std::uint64_t seed) {
@@ -113,11 +115,9 @@ std::vector<std::string> write_corpus_split(const CorpusSplit& split, const std:
   std::vector<std::string> written;
   auto write = [&](const std::string& name, auto&& line_of, const std::vector<SentencePair>& part) {
     const std::string path = (std::filesystem::path(dir) / name).string();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path + ": cannot open for writing");
-    for (const auto& p : part) out << line_of(p) << '\n';
-    out.close();
-    if (!out) throw std::runtime_error(path + ": write failed");
+    std::string text;
+    for (const auto& p : part) text.append(line_of(p)).append(1, '\n');
+    nn::io::write_file_atomic(path, text);  // whole or not at all; an existing file stays until then
     written.push_back(path);
   };
   const std::pair<const char*, const std::vector<SentencePair>*> parts[] = {

@@ -60,7 +60,8 @@ std::vector<SentencePair> reverse_pairs(std::vector<SentencePair> pairs);
 /// Writes DIR/{train,dev,test}.tsv (source<TAB>target per line, readable by read_sentence_pairs)
 /// and DIR/{train,dev,test}.src.txt and .ref.txt (the source and target sentences alone, one per
 /// line, for translate and for any scorer). DIR is created if needed; returns the file paths.
-/// Throws std::runtime_error naming the file on a write error.
+/// Each file is written atomically (nn::io::write_file_atomic), so none is ever left half
+/// written. Throws std::runtime_error naming the file on a write error.
 std::vector<std::string> write_corpus_split(const CorpusSplit& split, const std::string& dir);
 
 }  // namespace tg::models

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "nn/file_io.h"
+
 #ifdef TG_HAVE_SENTENCEPIECE
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -216,11 +218,7 @@ std::int64_t SubwordModel::size() const { unavailable("subword"); }
 #endif
 
 SubwordModel SubwordModel::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return from_bytes(buf.str(), path);
+  return from_bytes(nn::io::read_file(path, nn::io::limits::kTokenizerModel), path);
 }
 
 TokenizedPairs encode_pairs(const std::vector<SentencePair>& pairs, const SubwordModel& model) {
@@ -237,11 +235,7 @@ TokenizedPairs encode_pairs(const std::vector<SentencePair>& pairs, const Subwor
 const std::string& SubwordModel::bytes() const { return impl_->bytes; }
 
 void SubwordModel::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path + ": cannot open for writing");
-  out << impl_->bytes;
-  out.close();
-  if (!out) throw std::runtime_error(path + ": write failed");
+  nn::io::write_file_atomic(path, impl_->bytes);
 }
 
 }  // namespace tg::models

@@ -61,12 +61,14 @@ class SubwordModel {
   /// Parses a serialized model (the bytes of a .model file); `source` names it in errors:
   /// "SOURCE: not a valid SentencePiece model (...)".
   static SubwordModel from_bytes(std::string bytes, const std::string& source);
-  /// Reads a .model file; errors name the file.
+  /// Reads a .model file: a regular file of at most nn::io::limits::kTokenizerModel (64 MiB);
+  /// errors name the file.
   static SubwordModel load(const std::string& path);
 
   /// The serialized model (what a .model file holds).
   const std::string& bytes() const;
-  /// Writes bytes() to `path`; throws std::runtime_error naming the file on failure.
+  /// Writes bytes() to `path` atomically (nn::io::write_file_atomic); throws std::runtime_error
+  /// naming the file on failure, leaving any previous file whole.
   void save(const std::string& path) const;
   /// The pieces of a sentence; characters the model does not cover come out as "<unk>".
   std::vector<std::string> encode(const std::string& sentence) const;

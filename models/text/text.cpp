@@ -1,6 +1,7 @@
 #include "models/text/text.h"
 
 #include "autograd/error_text.h"
+#include "nn/file_io.h"
 
 #include <locale.h>
 #include <wctype.h>
@@ -273,30 +274,17 @@ void Vocab::save(const std::string& path) const {
       throw std::runtime_error(path + ": cannot save token " + std::to_string(i) + ": it contains a newline");
     }
   }
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error(path + ": cannot open vocabulary file for writing");
-  for (const std::string& t : idx_to_token_) out << t << '\n';
-  out.flush();
-  if (!out) throw std::runtime_error(path + ": error while writing vocabulary file");
+  std::string text;
+  for (const std::string& t : idx_to_token_) text.append(t).append(1, '\n');
+  nn::io::write_file_atomic(path, text);  // a failed save leaves the previous file whole
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open vocabulary file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  if (text.empty()) throw std::runtime_error(path + ": empty vocabulary file");
-  // Lines as getline reads them: a final '\n' ends the last line, it does not start a new one.
-  // An empty line in the middle is the (legal) empty token.
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
+  // Only a regular file within nn::io::limits::kVocabulary, each line within kLineBytes; a read
+  // error is an error. Lines as getline reads them: a final '\n' ends the last line, it does not
+  // start a new one. An empty line in the middle is the (legal) empty token.
+  const std::vector<std::string> lines = nn::io::read_lines(path, nn::io::limits::kVocabulary);
+  if (lines.empty()) throw std::runtime_error(path + ": empty vocabulary file");
   const auto& reserved = reserved_tokens();
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string where = path + ":" + std::to_string(i + 1) + ": ";

@@ -99,11 +99,14 @@ class Vocab {
   /// All tokens in id order.
   const std::vector<std::string>& tokens() const { return idx_to_token_; }
 
-  /// Writes one token per line (line i holds the token of id i), each line ending in '\n'.
+  /// Writes one token per line (line i holds the token of id i), each line ending in '\n',
+  /// atomically (nn::io::write_file_atomic: a failed save leaves the previous file whole).
   /// Throws std::runtime_error naming the file if it cannot be written.
   void save(const std::string& path) const;
   /// Reads a file written by save(). A missing, empty or malformed file (reserved tokens missing,
-  /// duplicate token, invalid UTF-8) throws std::runtime_error naming the file (and line).
+  /// duplicate token, invalid UTF-8), one that is not a regular file or is above
+  /// nn::io::limits::kVocabulary (64 MiB), a line above kLineBytes (1 MiB) and a read error throw
+  /// std::runtime_error naming the file (and line).
   static Vocab load(const std::string& path);
 
   friend bool operator==(const Vocab& a, const Vocab& b) { return a.idx_to_token_ == b.idx_to_token_; }

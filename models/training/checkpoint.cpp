@@ -32,6 +32,7 @@
 #include "autograd/tape.h"
 #include "models/translators/limits.h"
 #include "models/translators/registry.h"
+#include "nn/file_io.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 
@@ -71,17 +72,22 @@ bool& exchange_disabled() {
 
 std::string errno_text() { return std::strerror(errno); }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": cannot open (" + errno_text() + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw std::runtime_error(path.string() + ": read error");
-  return ss.str();
+/// The size limit of each checkpoint file (nn/file_io.h; docs/reliability.md says why each).
+std::uint64_t size_limit(const std::string& name) {
+  namespace lim = nn::io::limits;
+  if (name == kSrcVocab || name == kTgtVocab) return lim::kVocabulary;
+  if (name == kTokenizer) return lim::kTokenizerModel;
+  if (name == kWeights || name == kOptimizer || name == kTrainingWeights) return lim::kArchive;
+  return lim::kSmallJson;  // config.json, training.json, manifest.json
 }
 
-void fsync_path(const fs::path& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+/// A checkpoint's JSON file: a regular file within its limit, read whole (errors name the path).
+std::string read_text(const fs::path& path) {
+  return nn::io::read_file(path, size_limit(path.filename().string()));
+}
+
+void fsync_directory(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(path.string() + ": cannot open for fsync (" + errno_text() + ")");
   const int rc = ::fsync(fd);
   const std::string err = rc != 0 ? errno_text() : "";
@@ -89,21 +95,16 @@ void fsync_path(const fs::path& path, bool directory) {
   if (rc != 0) throw std::runtime_error(path.string() + ": fsync failed (" + err + ")");
 }
 
-/// Lower-case hex SHA-256 of a file's bytes (OpenSSL libcrypto).
+/// Lower-case hex SHA-256 of a file's bytes (OpenSSL libcrypto), read in 1 MiB chunks. Only a
+/// regular file within the size limit of its name is read: a FIFO put at a checkpoint file's name
+/// is refused at once (it would block the open, or the read, forever).
 std::string sha256_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path.string() + ": cannot open (" + errno_text() + ")");
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
     throw std::runtime_error(path.string() + ": cannot start a SHA-256 digest");
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto n = static_cast<std::size_t>(in.gcount());
-    if (n > 0 && EVP_DigestUpdate(ctx.get(), buf.data(), n) != 1)
-      throw std::runtime_error(path.string() + ": SHA-256 digest failed");
-  }
-  if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+  nn::io::read_chunks(path, size_limit(path.filename().string()), [&](const char* data, std::size_t n) {
+    if (EVP_DigestUpdate(ctx.get(), data, n) != 1) throw std::runtime_error(path.string() + ": SHA-256 digest failed");
+  });
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw std::runtime_error(path.string() + ": SHA-256 digest failed");
@@ -240,9 +241,69 @@ void check_known_keys(const json& j, const std::set<std::string>& known, const s
   }
 }
 
+/// The ranges training_from_json accepts, checked on a state: by the loader after parsing, and by
+/// training_to_json before writing, so a checkpoint never holds a training.json its own loader
+/// refuses. A NaN best_dev_* means "no validation yet" (the key is then absent).
+void check_training_state(const TrainingState& s, const std::string& source) {
+  auto check_count = [&](const char* key, std::int64_t v, std::int64_t hi) {
+    if (v < 0 || v > hi)
+      bad(source, std::string(key) + " = " + std::to_string(v) + " is out of range [0, " + std::to_string(hi) + "]");
+  };
+  check_count("step", s.step, limits::kMaxCount);
+  check_count("epoch", s.epoch, limits::kMaxCount);
+  check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
+  check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
+  check_count("warmup_steps", s.warmup_steps, limits::kMaxCount);
+  check_count("lr_anneal_to", s.lr_anneal_to, limits::kMaxCount);
+  if ((s.lr_anneal_from != 0 || s.lr_anneal_to != 0) && !(s.lr_anneal_from >= 0 && s.lr_anneal_from < s.lr_anneal_to))
+    bad(source, "lr_anneal_from = " + std::to_string(s.lr_anneal_from) + " is out of range [0, lr_anneal_to = " +
+                    std::to_string(s.lr_anneal_to) + ")");
+  check_count("batch_tokens", s.batch_tokens, limits::kMaxCount);
+  check_count("validations", s.validations, limits::kMaxCount);
+  check_count("last_validation_step", s.last_validation_step, s.step);
+  check_count("best_step", s.best_step, s.step);
+  check_count("bad_validations", s.bad_validations, s.validations);
+  check_count("lr_bad_validations", s.lr_bad_validations, s.bad_validations);
+  check_count("patience", s.patience, limits::kMaxCount);
+  check_count("lr_patience", s.lr_patience, limits::kMaxCount);
+  check_count("validate_every", s.validate_every, limits::kMaxCount);
+  check_count("ema_updates", s.ema_updates, s.step);
+  if (!(s.ema_decay >= 0 && s.ema_decay < 1))
+    bad(source, "ema_decay = " + std::to_string(s.ema_decay) + " is out of range [0, 1)");
+  if (s.select_by != "bleu" && s.select_by != "loss")
+    bad(source, "select_by = '" + elide(s.select_by) + "' is not 'bleu' or 'loss'");
+  if (!std::isnan(s.best_dev_bleu) && !(s.best_dev_bleu >= 0 && s.best_dev_bleu <= 100))
+    bad(source, "best_dev_bleu = " + std::to_string(s.best_dev_bleu) + " is out of range [0, 100]");
+  if (!std::isnan(s.best_dev_loss) && !(s.best_dev_loss >= 0 && std::isfinite(s.best_dev_loss)))
+    bad(source, "best_dev_loss = " + std::to_string(s.best_dev_loss) + " must be finite and >= 0");
+  if (!(s.lr_scale > 0 && s.lr_scale <= 1))
+    bad(source, "lr_scale = " + std::to_string(s.lr_scale) + " is out of range (0, 1]");
+  if (!(s.lr_decay > 0 && s.lr_decay <= 1))
+    bad(source, "lr_decay = " + std::to_string(s.lr_decay) + " is out of range (0, 1]");
+  if (s.shards < 1 || s.shards > limits::kMaxBatchSize)
+    bad(source, "shards = " + std::to_string(s.shards) + " is out of range [1, " + std::to_string(limits::kMaxBatchSize) + "]");
+  auto check_real = [&](const char* key, double v) {  // NaN fails too
+    if (!(v >= 0 && std::isfinite(v))) bad(source, std::string(key) + " = " + std::to_string(v) + " must be finite and >= 0");
+  };
+  check_real("elapsed_s", s.elapsed_s);
+  check_real("lr", s.lr);
+  check_real("clip", s.clip);
+  if (!(s.label_smoothing >= 0 && s.label_smoothing < 1))
+    bad(source, "label_smoothing = " + std::to_string(s.label_smoothing) + " is out of range [0, 1)");
+  for (const auto& [key, value] : s.notes)  // JSON strings are UTF-8: nlohmann refuses to write others
+    for (const std::string* text : {&key, &value})
+      if (find_invalid_utf8(*text) != std::string::npos)
+        bad(source, "notes '" + elide(key) + "' holds invalid UTF-8 (not representable in JSON)");
+}
+
 }  // namespace
 
 std::string training_to_json(const TrainingState& s) {
+  try {
+    check_training_state(s, "training.json");
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + " (not saved: its loader would refuse it)");
+  }
   json j;
   j["step"] = s.step;
   j["epoch"] = s.epoch;
@@ -328,51 +389,7 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
       s.notes[k] = v.get<std::string>();
     }
   }
-  auto check_count = [&](const char* key, std::int64_t v, std::int64_t hi) {
-    if (v < 0 || v > hi)
-      bad(source, std::string(key) + " = " + std::to_string(v) + " is out of range [0, " + std::to_string(hi) + "]");
-  };
-  check_count("step", s.step, limits::kMaxCount);
-  check_count("epoch", s.epoch, limits::kMaxCount);
-  check_count("batch_in_epoch", s.batch_in_epoch, limits::kMaxCount);
-  check_count("batch_size", s.batch_size, limits::kMaxBatchSize);
-  check_count("warmup_steps", s.warmup_steps, limits::kMaxCount);
-  check_count("lr_anneal_to", s.lr_anneal_to, limits::kMaxCount);
-  if ((s.lr_anneal_from != 0 || s.lr_anneal_to != 0) && !(s.lr_anneal_from >= 0 && s.lr_anneal_from < s.lr_anneal_to))
-    bad(source, "lr_anneal_from = " + std::to_string(s.lr_anneal_from) + " is out of range [0, lr_anneal_to = " +
-                    std::to_string(s.lr_anneal_to) + ")");
-  check_count("batch_tokens", s.batch_tokens, limits::kMaxCount);
-  check_count("validations", s.validations, limits::kMaxCount);
-  check_count("last_validation_step", s.last_validation_step, s.step);
-  check_count("best_step", s.best_step, s.step);
-  check_count("bad_validations", s.bad_validations, s.validations);
-  check_count("lr_bad_validations", s.lr_bad_validations, s.bad_validations);
-  check_count("patience", s.patience, limits::kMaxCount);
-  check_count("lr_patience", s.lr_patience, limits::kMaxCount);
-  check_count("validate_every", s.validate_every, limits::kMaxCount);
-  check_count("ema_updates", s.ema_updates, s.step);
-  if (!(s.ema_decay >= 0 && s.ema_decay < 1))
-    bad(source, "ema_decay = " + std::to_string(s.ema_decay) + " is out of range [0, 1)");
-  if (s.select_by != "bleu" && s.select_by != "loss")
-    bad(source, "select_by = '" + elide(s.select_by) + "' is not 'bleu' or 'loss'");
-  if (j.contains("best_dev_bleu") && !(s.best_dev_bleu >= 0 && s.best_dev_bleu <= 100))
-    bad(source, "best_dev_bleu = " + std::to_string(s.best_dev_bleu) + " is out of range [0, 100]");
-  if (j.contains("best_dev_loss") && !(s.best_dev_loss >= 0 && std::isfinite(s.best_dev_loss)))
-    bad(source, "best_dev_loss = " + std::to_string(s.best_dev_loss) + " must be finite and >= 0");
-  if (!(s.lr_scale > 0 && s.lr_scale <= 1))
-    bad(source, "lr_scale = " + std::to_string(s.lr_scale) + " is out of range (0, 1]");
-  if (!(s.lr_decay > 0 && s.lr_decay <= 1))
-    bad(source, "lr_decay = " + std::to_string(s.lr_decay) + " is out of range (0, 1]");
-  if (s.shards < 1 || s.shards > limits::kMaxBatchSize)
-    bad(source, "shards = " + std::to_string(s.shards) + " is out of range [1, " + std::to_string(limits::kMaxBatchSize) + "]");
-  auto check_real = [&](const char* key, double v) {  // NaN fails too
-    if (!(v >= 0 && std::isfinite(v))) bad(source, std::string(key) + " = " + std::to_string(v) + " must be finite and >= 0");
-  };
-  check_real("elapsed_s", s.elapsed_s);
-  check_real("lr", s.lr);
-  check_real("clip", s.clip);
-  if (!(s.label_smoothing >= 0 && s.label_smoothing < 1))
-    bad(source, "label_smoothing = " + std::to_string(s.label_smoothing) + " is out of range [0, 1)");
+  check_training_state(s, source);
   return s;
 }
 
@@ -572,6 +589,10 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
                              ", " + std::to_string(model.config().tgt_vocab) + ") do not match the vocabularies (" +
                              std::to_string(src_vocab.size()) + ", " + std::to_string(tgt_vocab.size()) + ")");
   check_checkpoint_destination(dir_arg);
+  // The JSON texts first: a training state its loader would refuse is refused here, before
+  // anything is written.
+  const std::string config_text = config_to_json(model.config());
+  const std::string training_text = training ? training_to_json(*training) : std::string();
   std::error_code ec;
   const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
   fs::create_directories(parent, ec);
@@ -582,11 +603,11 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     throw std::runtime_error(dir.string() + ": cannot create a temporary directory beside it (" + errno_text() + ")");
   const fs::path tmp(tmpl);
   try {
+    // Every writer below (write_text, save_npz, Vocab::save, SubwordModel::save) fsyncs its file.
     auto done = [&](const char* file) {
-      fsync_path(tmp / file, false);
       if (write_hook()) write_hook()(file);
     };
-    write_text(tmp / kConfig, config_to_json(model.config()));
+    write_text(tmp / kConfig, config_text);
     done(kConfig);
     model.save((tmp / kWeights).string());
     done(kWeights);
@@ -599,7 +620,7 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
       done(kOptimizer);
     }
     if (training) {
-      write_text(tmp / kTraining, training_to_json(*training));
+      write_text(tmp / kTraining, training_text);
       done(kTraining);
     }
     if (subword) {
@@ -618,7 +639,7 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
     }
     write_text(tmp / kManifest, manifest_to_json(digests));
     done(kManifest);
-    fsync_path(tmp, true);
+    fsync_directory(tmp);
 
     if (!fs::exists(dir)) {
       if (std::rename(tmp.c_str(), dir.c_str()) != 0)
@@ -638,7 +659,7 @@ void save_checkpoint(const std::string& dir_arg, const Seq2Seq& model, const Voc
       }
       remove_checkpoint_dir(old);
     }
-    fsync_path(parent, true);
+    fsync_directory(parent);
   } catch (...) {
     if (fs::exists(tmp)) remove_checkpoint_dir(tmp);
     throw;
@@ -762,12 +783,6 @@ void load_training_weights(const std::string& dir, Seq2Seq& model) {
   model.load_state_dict(nn::load_npz(path.string()), path.string());
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw std::runtime_error(path + ": cannot create (" + errno_text() + ")");
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(path + ": write failed");
-}
+void write_text(const std::string& path, const std::string& text) { nn::io::write_file_atomic(path, text); }
 
 }  // namespace tg::models

@@ -38,6 +38,9 @@
 // `DIR.tmp-` or `DIR.old-` + six letters or digits) that holds only checkpoint files. Two processes saving the same DIR at once are not supported (one may remove the other's
 // temporary directory).
 //
+// Every file of a checkpoint is read (and hashed) only if it is a regular file within its size
+// limit (nn/file_io.h: 16 MiB for the JSON files, 64 MiB for a vocabulary or tokenizer.model,
+// 64 GiB for an archive), so a FIFO or device at a file's name is refused at once, naming it.
 // Loading returns nothing unless every check passes: manifest, config, vocabularies and weights
 // before the model is built, training.json and tokenizer.model after. First manifest.json: every file it lists must
 // exist and match its SHA-256, and no checkpoint file may be unlisted; a mismatch throws
@@ -146,7 +149,10 @@ std::string config_to_json(const ModelConfig& config);
 ModelConfig config_from_json(const std::string& text, const std::string& source = "config.json");
 
 /// TrainingState as a JSON object, and back: the same rules as config_from_json; counts and rates
-/// are range-checked (models/translators/limits.h) with a message naming the field.
+/// are range-checked (models/translators/limits.h) with a message naming the field. The writer
+/// checks the same ranges (and that every note is valid UTF-8) and throws std::runtime_error
+/// "training.json: FIELD = V is out of range [...] (not saved: its loader would refuse it)"
+/// instead of writing a file its loader refuses.
 std::string training_to_json(const TrainingState& state);
 TrainingState training_from_json(const std::string& text, const std::string& source = "training.json");
 
@@ -194,9 +200,9 @@ void load_optimizer_state(const std::string& dir, nn::Optimizer& optimizer);
 /// file if it is missing or does not fit.
 void load_training_weights(const std::string& dir, Seq2Seq& model);
 
-/// Writes `text` to `path`, replacing the file (not atomically: callers that need that write into a
-/// temporary directory, as save_checkpoint does). Throws std::runtime_error naming the path and the
-/// system's reason when the file cannot be created or written.
+/// Writes `text` to `path`, replacing the file atomically (nn::io::write_file_atomic: a temporary
+/// beside it, fsynced and renamed over it; a failure leaves the old file). Throws
+/// std::runtime_error naming the path and the system's reason when the file cannot be written.
 void write_text(const std::string& path, const std::string& text);
 
 namespace detail {

@@ -2,13 +2,16 @@
 // evaluation helpers.
 #include "models/training/trainer.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -18,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "autograd/dist.h"
 #include "autograd/ops_elementwise.h"
@@ -29,6 +33,7 @@
 #include "models/decoding/sacrebleu.h"
 #include "models/training/ema.h"
 #include "models/translators/limits.h"
+#include "nn/file_io.h"
 #include "nn/dropout.h"
 #include "nn/optim.h"
 #include "nn/rnn.h"
@@ -131,11 +136,17 @@ constexpr const char* kCsvDevColumns = ",dev_loss,dev_bleu";
 /// if the file does not exist or is empty. A line that is not a row of this log (step number first)
 /// throws, leaving the file untouched.
 bool truncate_csv_log(const std::string& path, std::int64_t last_step, const std::string& header) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return false;  // no log yet: a fresh one
+    throw std::runtime_error(path + ": cannot read the CSV log to resume it (" + std::strerror(errno) + ")");
+  }
+  // A log that is not a regular file (/dev/null, a pipe) holds no rows to keep: it is written to,
+  // never read back.
+  if (!S_ISREG(st.st_mode)) return false;
+  // Read whole (a regular file within nn::io::limits::kTextData); an error reading it is an error,
+  // never an empty log that the run would then start afresh over.
+  const std::string text = nn::io::read_file(path, nn::io::limits::kTextData);
   if (text.empty()) return false;
   std::string kept;
   std::size_t begin = 0;
@@ -159,17 +170,7 @@ bool truncate_csv_log(const std::string& path, std::int64_t last_step, const std
     if (step <= last_step) kept += line + "\n";
   }
   if (kept.size() == text.size()) return true;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kept;
-    out.close();
-    if (!out) throw std::runtime_error(tmp + ": cannot write the shortened CSV log");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(path + ": cannot replace the CSV log with its shortened copy");
-  }
+  nn::io::write_file_atomic(path, kept);  // the shortened copy replaces the log whole, or not at all
   return !kept.empty();
 }
 
@@ -182,11 +183,12 @@ class CsvLog {
     const std::string header = std::string(kCsvHeader) + (dev ? kCsvDevColumns : "");
     const bool fresh = resume_step < 0 || !truncate_csv_log(path, resume_step, header);
     file_ = std::fopen(path.c_str(), fresh ? "wb" : "ab");
-    if (!file_) throw std::runtime_error(path + ": cannot open the CSV log for writing");
+    if (!file_) throw std::runtime_error(path + ": cannot open the CSV log for writing (" + std::strerror(errno) + ")");
     if (fresh) std::fprintf(file_, "%s\n", header.c_str());
+    flush();
   }
   ~CsvLog() {
-    if (file_) std::fclose(file_);
+    if (file_) std::fclose(file_);  // only on an exception: close() reports the errors otherwise
   }
   CsvLog(const CsvLog&) = delete;
   CsvLog& operator=(const CsvLog&) = delete;
@@ -199,10 +201,23 @@ class CsvLog {
     if (dev_ && v) std::fprintf(file_, ",%.9g,%.4f", v->dev_loss, v->dev_bleu);
     else if (dev_) std::fputs(",,", file_);
     std::fputc('\n', file_);
-    if (std::fflush(file_) != 0) throw std::runtime_error(path_ + ": write failed");
+    flush();
+  }
+  /// Closes the log, reporting a write error of the close (a full disk found at the last block).
+  void close() {
+    if (!file_) return;
+    std::FILE* f = std::exchange(file_, nullptr);
+    const bool failed = std::ferror(f) != 0;
+    if (std::fclose(f) != 0 || failed)
+      throw std::runtime_error(path_ + ": write error at the close of the CSV log (" + std::strerror(errno) + ")");
   }
 
  private:
+  void flush() {
+    if (std::fflush(file_) != 0 || std::ferror(file_))
+      throw std::runtime_error(path_ + ": write error on the CSV log (" + std::strerror(errno) + ")");
+  }
+
   std::string path_;
   bool dev_ = false;
   std::FILE* file_ = nullptr;
@@ -483,7 +498,9 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
       ++st.bad_validations;
       ++st.lr_bad_validations;
       if (options.lr_decay() < 1 && st.lr_bad_validations >= options.lr_patience()) {
-        st.lr_scale *= options.lr_decay();
+        // Never below the smallest normal double: training.json's loader needs lr_scale > 0, and
+        // enough decays would round the product to 0 (lr × 2.2e-308 already moves no weight).
+        st.lr_scale = std::max(st.lr_scale * options.lr_decay(), std::numeric_limits<double>::min());
         optimizer.set_lr(options.lr() * st.lr_scale);
         st.lr_bad_validations = 0;
         v.lr_decayed = true;
@@ -657,6 +674,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     if (!saved_at_end) checkpoint();
     st.elapsed_s = elapsed_before + seconds();
   }
+  csv.close();
   bar.finish();
   std::rotate(result.steps.begin(), result.steps.begin() + static_cast<std::ptrdiff_t>(next), result.steps.end());
   result.state = st;

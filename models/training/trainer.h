@@ -100,6 +100,10 @@ class TrainOptions {
   /// which a validation ran and empty on the others.
   /// A resumed run keeps an existing file's rows up to the checkpoint's step (rows past it, from a
   /// run killed after that checkpoint, are removed) and appends; otherwise the file is rewritten.
+  /// The shortened copy replaces the file atomically; an existing log that cannot be read (or is
+  /// above nn::io::limits::kTextData) stops the run before any step; one that is not a regular
+  /// file (/dev/null, a pipe) is written without being read. Every row is flushed and checked, and
+  /// so is the close at the end of train().
   TrainOptions& log_csv(std::string v) { log_csv_ = std::move(v); return *this; }
   /// Checkpoint directory written at each epoch end and at the end ("" = no checkpoints).
   TrainOptions& out_dir(std::string v) { out_dir_ = std::move(v); return *this; }
@@ -161,7 +165,9 @@ class TrainOptions {
   TrainOptions& patience(std::int64_t v) { patience_ = v; return *this; }
   /// Learning-rate decay on a plateau: after lr_patience() validations without a new best (counted
   /// since the best or the previous decay), lr is multiplied by this factor in (0, 1] (1 = off).
-  /// Not combinable with warmup_steps().
+  /// The accumulated factor (TrainingState::lr_scale) stops at the smallest normal double,
+  /// 2.2e-308, instead of rounding to 0, which training.json cannot hold. Not combinable with
+  /// warmup_steps().
   TrainOptions& lr_decay(double v) { lr_decay_ = v; return *this; }
   TrainOptions& lr_patience(std::int64_t v) { lr_patience_ = v; return *this; }
   /// Exponential moving average of the weights (WeightEma, models/training/ema.h): 0 (default) =

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +11,8 @@
 
 #include "autograd/ops_elementwise.h"
 #include "models/plots/plot.h"
+#include "../../autograd/error_of.h"
+#include "../../nn/deadline.h"
 
 using namespace tg::models;
 
@@ -168,4 +171,19 @@ TEST(Plot, NonFiniteValuesAreSkippedAndCounted) {
   ASSERT_NE(at, std::string::npos);
   const std::string points = svg.substr(at + 8, svg.find('"', at + 8) - at - 8);
   EXPECT_EQ(count_of(points, ","), 2u) << points;
+}
+
+// The CSV reader takes a read error for an error, not the end of the log (before: "empty file,
+// expected a CSV header"), and refuses a FIFO at once (before: blocked forever).
+TEST(Plot, CsvReadErrorsAndFifosAreRefused) {
+  using tg::testing::error_of;
+  EXPECT_EQ(error_of([] { read_csv_series("/proc/self/mem", "step", "loss"); }),
+            "/proc/self/mem:1: read error (Input/output error)");
+  const std::string fifo = (scratch_dir() / "log_fifo.csv").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(tg::testing::error_within(10, "read_csv_series of a FIFO", [&] { read_csv_series(fifo, "step", "loss"); },
+                                      [&] { tg::testing::unblock_fifo_reader(fifo); }),
+            fifo + ": is a FIFO, not a regular file");
+  EXPECT_EQ(error_of([] { read_csv_series(scratch_dir().string(), "step", "loss"); }),
+            scratch_dir().string() + ": is a directory, not a regular file");
 }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +15,8 @@
 
 #include "../../autograd/error_of.h"
 #include "../test_dirs.h"
+#include "../../nn/deadline.h"
+#include "nn/file_io.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/random.h"
 #include "models/text/data.h"
@@ -370,4 +373,25 @@ TEST(Data, VietnameseFileHasThreeColumns) {
   EXPECT_EQ(pairs.size(), 8050u);
   EXPECT_EQ(pairs[0], (SentencePair{"Run!", "Chạy!"}));
   EXPECT_EQ(tokenize_pairs({pairs[1]}).tgt[0], (Tokens{"giúp", "tôi", "với", "!"}));
+}
+
+// A corpus is read only if it is a regular file within nn::io::limits::kTextData; each line within
+// kLineBytes; a read error names the line. Before: a directory read as an empty corpus, a read
+// error at the start as no pairs at all, and a FIFO blocked forever.
+TEST(Data, SentencePairsRefuseDirectoriesFifosLongLinesAndReadErrors) {
+  using tg::testing::error_of;
+  const fs::path dir = temp_dir();
+  EXPECT_EQ(error_of([&] { read_sentence_pairs(dir.string()); }), dir.string() + ": is a directory, not a regular file");
+  const std::string fifo = (dir / "pairs_fifo.tsv").string();
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(tg::testing::error_within(10, "read_sentence_pairs of a FIFO", [&] { read_sentence_pairs(fifo); },
+                                      [&] { tg::testing::unblock_fifo_reader(fifo); }),
+            fifo + ": is a FIFO, not a regular file");
+  EXPECT_EQ(error_of([&] { read_sentence_pairs("/proc/self/mem"); }), "/proc/self/mem:1: read error (Input/output error)");
+  const std::string long_line =
+      write_file(dir / "long.tsv", "a\tb\n" + std::string(tg::nn::io::limits::kLineBytes, 'x') + "\ty\n");
+  EXPECT_EQ(error_of([&] { read_sentence_pairs(long_line); }), long_line + ":2: line longer than the limit of 1048576 bytes");
+  EXPECT_EQ(read_sentence_pairs(long_line, 1).size(), 1u);  // lines after max_pairs are not read
+  fs::remove(fifo);
 }

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -10,6 +13,7 @@
 #include "models/text/data.h"
 #include "models/text/split.h"
 #include "../test_dirs.h"
+#include "../../autograd/error_of.h"
 
 using namespace tg::models;
 
@@ -129,5 +133,32 @@ TEST(CorpusSplit, WritesFilesReadableAsPairs) {
   }
   std::string extra;
   EXPECT_FALSE(std::getline(src, extra));
+  std::filesystem::remove_all(dir);
+}
+
+// Each split file is replaced whole or not at all: a write that fails (here the file-size limit,
+// EFBIG) leaves the earlier split's file as it was and no temporary beside it.
+TEST(CorpusSplit, AFailedWriteLeavesTheEarlierFiles) {
+  const auto dir = tg::models::testing::per_test_dir("tg_split", true);
+  const std::string out = (dir / "out").string();
+  CorpusSplit small;
+  small.train = {{"a", "b"}};
+  write_corpus_split(small, out);
+  CorpusSplit big;
+  big.train.assign(1000, SentencePair{"a longer source sentence", "a longer target sentence"});
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit limit = saved;
+  limit.rlim_cur = 4096;  // train.tsv needs about 50 KB
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  const std::string error = tg::testing::error_of([&] { write_corpus_split(big, out); });
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  const std::string train = (dir / "out" / "train.tsv").string();
+  EXPECT_EQ(error.rfind(train + ": write error", 0), 0u) << error;
+  EXPECT_EQ(read_sentence_pairs(train), small.train);
+  for (const auto& e : std::filesystem::directory_iterator(dir / "out"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   std::filesystem::remove_all(dir);
 }

@@ -1,14 +1,20 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <csignal>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../test_dirs.h"
+#include "../../autograd/error_of.h"
+#include "../../nn/deadline.h"
+#include "nn/file_io.h"
 #include "autograd/ops_elementwise.h"
 #include "models/text/text.h"
 
@@ -157,5 +163,68 @@ TEST(Text, VocabLoadErrorsNameTheFile) {
   const std::string bad = (dir / "bad.txt").string();
   write_file(bad, "<unk>\n<pad>\n<bos>\n<eos>\n\xFF\n");
   expect_error_containing([&] { Vocab::load(bad); }, {bad + ":5:", "invalid UTF-8"});
+  fs::remove_all(dir);
+}
+
+// A vocabulary file is read only if it is a regular file within nn::io::limits::kVocabulary, line
+// by line within kLineBytes, and a read error is an error, not the end of the file (before, a read
+// error gave "empty vocabulary file" or a vocabulary cut short, and a FIFO blocked forever).
+TEST(Text, VocabLoadRefusesFifosOversizedFilesLongLinesAndReadErrors) {
+  const fs::path dir = temp_dir();
+  using tg::testing::error_of;
+  const std::string fifo = (dir / "fifo_vocab.txt").string();
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(tg::testing::error_within(10, "Vocab::load of a FIFO", [&] { Vocab::load(fifo); },
+                                      [&] { tg::testing::unblock_fifo_reader(fifo); }),
+            fifo + ": is a FIFO, not a regular file");
+  // Sparse: 65 MiB of size, nothing on disk, nothing read.
+  const std::string big = (dir / "big_vocab.txt").string();
+  write_file(big, "<unk>\n");
+  fs::resize_file(big, tg::nn::io::limits::kVocabulary + (1 << 20));
+  EXPECT_EQ(error_of([&] { Vocab::load(big); }),
+            big + ": is 68157440 bytes, above the limit of 64 MiB for this kind of file (refused before reading it)");
+  const std::string long_line = (dir / "long_vocab.txt").string();
+  write_file(long_line, "<unk>\n<pad>\n<bos>\n<eos>\n" + std::string(tg::nn::io::limits::kLineBytes + 1, 'x') + "\n");
+  EXPECT_EQ(error_of([&] { Vocab::load(long_line); }), long_line + ":5: line longer than the limit of 1048576 bytes");
+  // /proc/self/mem is a regular file whose first read fails (EIO).
+  EXPECT_EQ(error_of([&] { Vocab::load("/proc/self/mem"); }), "/proc/self/mem:1: read error (Input/output error)");
+  EXPECT_EQ(error_of([&] { Vocab::load(dir.string()); }), dir.string() + ": is a directory, not a regular file");
+  fs::remove_all(dir);
+}
+
+// The limit holds real vocabularies: 200,000 tokens of up to 40 bytes load (8 MB).
+TEST(Text, VocabOf200000TokensLoads) {
+  const fs::path dir = temp_dir();
+  std::vector<std::string> tokens = Vocab::reserved_tokens();
+  for (int i = 0; i < 200000; ++i) tokens.push_back("token_" + std::to_string(i) + std::string(i % 30, 'x'));
+  const Vocab v = Vocab::from_tokens(tokens);
+  const std::string path = (dir / "big.txt").string();
+  v.save(path);
+  EXPECT_EQ(Vocab::load(path), v);
+  fs::remove_all(dir);
+}
+
+// Vocab::save replaces the file atomically: a failed write leaves the previous vocabulary whole.
+TEST(Text, FailedVocabSaveLeavesThePreviousFile) {
+  const fs::path dir = temp_dir();
+  const std::string path = (dir / "atomic_vocab.txt").string();
+  const Vocab small = Vocab::build({{"a", "b"}}, 1);
+  small.save(path);
+  std::vector<std::string> tokens = Vocab::reserved_tokens();
+  for (int i = 0; i < 2000; ++i) tokens.push_back("t" + std::to_string(i));
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit limit = saved;
+  limit.rlim_cur = 4096;  // the big vocabulary needs about 12 KB: write(2) fails with EFBIG
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  const std::string error = tg::testing::error_of([&] { Vocab::from_tokens(tokens).save(path); });
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(error.rfind(path + ": write error", 0), 0u) << error;
+  EXPECT_EQ(Vocab::load(path), small);
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find("atomic_vocab.txt.tmp-"), std::string::npos) << e.path();
   fs::remove_all(dir);
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -645,6 +646,26 @@ TEST(Trainer, DevBleuUsesTheDevDecodeOptions) {
                                          .dev_bleu_pairs(20).dev_decode(beam));
   ASSERT_EQ(r.validations.size(), 3u);
   EXPECT_EQ(dev_bleu_of(*model, data, dev, 20, beam), r.validations.back().dev_bleu);  // the final weights
+}
+
+// lr_scale decays by a factor each plateau; without a floor, two decays of 1e-200 round it to 0,
+// which training.json's loader refuses (lr_scale in (0, 1]): the checkpoint the run saved could not
+// be resumed. It now stops at the smallest normal double and the checkpoint loads.
+TEST(Trainer, LrDecayStopsAtTheSmallestNormalDoubleSoTheCheckpointResumes) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(32);  // 2 batches per epoch
+  const auto options = TrainOptions().batch_size(16).lr(1e-30).seed(3).progress(false).epochs(4).dev(reverse_dev(10))
+                           .select_by(SelectBy::kLoss).lr_decay(1e-200).lr_patience(1).out_dir((root / "ck").string());
+  Generator gen(1);
+  auto model = make_model(tiny_config(data), gen);
+  const auto r = train(*model, data, options);
+  ASSERT_EQ(r.validations.size(), 4u);  // the best, then three bad ones, each decaying
+  EXPECT_EQ(r.state.lr_scale, std::numeric_limits<double>::min());
+  const auto saved = load_training_state((root / "ck").string());
+  ASSERT_TRUE(saved.has_value());
+  EXPECT_EQ(saved->lr_scale, std::numeric_limits<double>::min());
+  EXPECT_EQ(saved->step, 8);
+  fs::remove_all(root);
 }
 
 // lr 1e-30 changes no float32 weight, so the dev loss stays exactly the same: a plateau from the
