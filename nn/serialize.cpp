@@ -351,7 +351,14 @@ void save_npz(const std::string& path, const std::vector<std::pair<std::string, 
   for (const auto& [_, t] : entries) blobs.push_back(npy_encode(t));
 
   try {
-    io::write_file_atomic_with(path, [&](const fs::path& tmp) { write_archive(tmp.string(), entries, blobs); });
+    io::write_file_atomic_with(path, [&](const fs::path& tmp) {
+      write_archive(tmp.string(), entries, blobs);
+      // load_npz reads at most io::limits::kArchive: a larger archive is not put in place.
+      const std::uint64_t bytes = fs::file_size(tmp);
+      if (bytes > io::limits::kArchive)
+        throw std::runtime_error("the archive would be " + std::to_string(bytes) +
+                                 " bytes, above the limit of 64 GiB that load_npz reads");
+    });
   } catch (const std::exception& e) {
     fail(what, e.what());
   }

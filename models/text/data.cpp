@@ -32,6 +32,8 @@ Tensor to_tensor(const std::vector<std::int64_t>& values, std::initializer_list<
 
 }  // namespace
 
+static_assert(nn::io::limits::kTextData >= std::uint64_t{100} << 20, "a corpus of 100 MB must be readable");
+
 std::vector<SentencePair> read_sentence_pairs(const std::string& path, std::optional<std::size_t> max_pairs) {
   // Only a regular file within nn::io::limits::kTextData, each line within kLineBytes; a read
   // error is an error naming the line, never the end of the corpus.

@@ -139,6 +139,11 @@ SubwordModel SubwordModel::train(const std::vector<std::string>& sentences, cons
 }
 
 SubwordModel SubwordModel::from_bytes(std::string bytes, const std::string& source) {
+  // The size load() reads (nn::io::limits::kTokenizerModel): a trained model above it would be
+  // saved into a checkpoint that no load accepts, so it is refused here, right after training.
+  if (bytes.size() > nn::io::limits::kTokenizerModel)
+    throw std::runtime_error(source + ": the SentencePiece model is " + std::to_string(bytes.size()) +
+                             " bytes, above the limit of 64 MiB that tokenizer.model is read with");
   auto impl = std::make_shared<Impl>();
   impl->bytes = std::move(bytes);
   sentencepiece::util::Status status;

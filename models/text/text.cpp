@@ -274,8 +274,19 @@ void Vocab::save(const std::string& path) const {
       throw std::runtime_error(path + ": cannot save token " + std::to_string(i) + ": it contains a newline");
     }
   }
+  // What load() reads back: every line within nn::io::limits::kLineBytes and the file within
+  // kVocabulary. Checked here, so a vocabulary is never saved in a form its loader refuses.
   std::string text;
-  for (const std::string& t : idx_to_token_) text.append(t).append(1, '\n');
+  for (std::size_t i = 0; i < idx_to_token_.size(); ++i) {
+    if (idx_to_token_[i].size() > nn::io::limits::kLineBytes)
+      throw std::runtime_error(path + ": cannot save token " + std::to_string(i) + ": " +
+                               std::to_string(idx_to_token_[i].size()) + " bytes, above the line limit of " +
+                               std::to_string(nn::io::limits::kLineBytes) + " that Vocab::load reads");
+    text.append(idx_to_token_[i]).append(1, '\n');
+    if (text.size() > nn::io::limits::kVocabulary)
+      throw std::runtime_error(path + ": cannot save " + std::to_string(idx_to_token_.size()) +
+                               " tokens: the file would be above the limit of 64 MiB that Vocab::load reads");
+  }
   nn::io::write_file_atomic(path, text);  // a failed save leaves the previous file whole
 }
 

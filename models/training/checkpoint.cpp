@@ -339,7 +339,11 @@ std::string training_to_json(const TrainingState& s) {
   j["ema_decay"] = s.ema_decay;
   j["ema_updates"] = s.ema_updates;
   j["notes"] = s.notes;
-  return j.dump(2) + "\n";
+  std::string text = j.dump(2) + "\n";
+  if (text.size() > nn::io::limits::kSmallJson)  // only notes can make it this large
+    throw std::runtime_error("training.json: " + std::to_string(text.size()) +
+                             " bytes, above the limit of 16 MiB its loader reads (not saved)");
+  return text;
 }
 
 TrainingState training_from_json(const std::string& text, const std::string& source) {

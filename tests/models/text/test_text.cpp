@@ -228,3 +228,22 @@ TEST(Text, FailedVocabSaveLeavesThePreviousFile) {
     EXPECT_EQ(e.path().filename().string().find("atomic_vocab.txt.tmp-"), std::string::npos) << e.path();
   fs::remove_all(dir);
 }
+
+// Vocab::save writes only what Vocab::load reads back: a token above the line limit, or a file
+// above kVocabulary, is refused before anything is written (before, it was saved and the load failed).
+TEST(Text, VocabSaveRefusesWhatItsLoaderWouldRefuse) {
+  const fs::path dir = temp_dir();
+  const std::string path = (dir / "refused_vocab.txt").string();
+  const std::string line(tg::nn::io::limits::kLineBytes + 1, 'x');
+  EXPECT_EQ(tg::testing::error_of([&] { Vocab::from_tokens({"<unk>", "<pad>", "<bos>", "<eos>", line}).save(path); }),
+            path + ": cannot save token 4: 1048577 bytes, above the line limit of 1048576 that Vocab::load reads");
+  std::vector<std::string> tokens = Vocab::reserved_tokens();
+  for (int i = 0; i < 65; ++i) tokens.push_back(std::to_string(i) + std::string(tg::nn::io::limits::kLineBytes - 3, 'y'));
+  EXPECT_EQ(tg::testing::error_of([&] { Vocab::from_tokens(tokens).save(path); }),
+            path + ": cannot save 69 tokens: the file would be above the limit of 64 MiB that Vocab::load reads");
+  EXPECT_FALSE(fs::exists(path));
+  tokens.resize(4 + 63);  // 63 MiB: saved and loaded
+  Vocab::from_tokens(tokens).save(path);
+  EXPECT_EQ(Vocab::load(path).size(), 67);
+  fs::remove_all(dir);
+}

@@ -186,6 +186,10 @@ TEST(CheckpointFiles, TrainingStateAtTheLoaderLimitsRoundTripsAndPastThemIsNotSa
             "training.json: best_dev_loss = inf must be finite and >= 0" + suffix);
   EXPECT_EQ(refused([](TrainingState& t) { t.notes["data"] = "caf\xe9.tsv"; }),
             "training.json: notes 'data' holds invalid UTF-8 (not representable in JSON)" + suffix);
+  TrainingState noted;
+  noted.notes["data"] = std::string(nn::io::limits::kSmallJson, 'x');
+  EXPECT_EQ(error_of<std::runtime_error>([&] { training_to_json(noted); }),
+            "training.json: 16777763 bytes, above the limit of 16 MiB its loader reads (not saved)");
 
   // save_checkpoint refuses it before writing anything: the previous checkpoint stays as it was.
   const fs::path root = tg::models::testing::per_test_dir("tg_ckfiles", true);
