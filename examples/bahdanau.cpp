@@ -17,7 +17,10 @@
 //
 // stdout carries results only (translations, scores); progress, summaries and warnings go to
 // stderr. Any usage error or unreadable input prints "bahdanau: error: ..." on stderr (one line;
-// a few errors add indented details on the lines after it) and exits with status 2.
+// a few errors add indented details on the lines after it) and exits with status 2; so do an
+// output that would overwrite an input (checked before any work), a write error on stdout and
+// running out of memory ("bahdanau: error: out of memory ..."). The CLI itself is
+// tg::cli::bahdanau_main (bahdanau.h); TG_BAHDANAU_NO_MAIN leaves main() out (the fuzz target).
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -61,8 +65,11 @@
 #include "models/translators/seq2seq.h"
 #include "models/text/tasks.h"
 #include "models/training/trainer.h"
+#include "nn/file_io.h"
 #include "nn/gradcheck.h"
 #include "nn/serialize.h"
+
+#include "bahdanau.h"
 
 using namespace tg;
 using namespace tg::models;
@@ -74,13 +81,30 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Refuses an output path that is one of the inputs (writing it would destroy that input).
-void refuse_overwriting_input(const char* flag, const std::string& out, const std::vector<std::string>& inputs) {
-  std::error_code ec;
-  if (out.empty() || !std::filesystem::exists(out, ec)) return;
-  for (const std::string& in : inputs)
-    if (!in.empty() && std::filesystem::equivalent(out, in, ec))
-      throw UsageError(std::string(flag) + " " + out + " is also an input (" + in + "); refusing to overwrite it");
+namespace io = tg::nn::io;
+using io::NamedPath;
+
+/// The one rule for every subcommand's files, checked before any work: no output may be, alias
+/// (a link, another spelling) or lie inside an input, nor hold one inside it; and no two outputs
+/// may be the same file or one inside the other (the later write would destroy the earlier).
+/// Throws "NAME_OUT (PATH) would overwrite NAME_IN (PATH)" for the first clash.
+void require_distinct(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  io::require_distinct_outputs(inputs, outputs);
+  for (std::size_t i = 1; i < outputs.size(); ++i)
+    io::require_distinct_outputs(std::vector<NamedPath>(outputs.begin(), outputs.begin() + static_cast<std::ptrdiff_t>(i)),
+                                 {outputs[i]});
+}
+
+/// Each path of a repeatable flag as a NamedPath.
+std::vector<NamedPath> named(const std::string& flag, const std::vector<std::string>& paths) {
+  std::vector<NamedPath> out;
+  for (const std::string& p : paths) out.push_back({flag, p});
+  return out;
+}
+
+std::vector<NamedPath> concat(std::vector<NamedPath> a, const std::vector<NamedPath>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 /// CLI11 validators with plain messages ("expected a positive number, got 'abc'").
@@ -217,6 +241,7 @@ struct DataArgs {
 
   std::vector<SentencePair> pairs() const {
     if (!data.empty()) {
+      io::require_regular_file(data, "--data");  // a FIFO, a device (/dev/zero) or a directory: refused, not read
       auto pairs = read_sentence_pairs(data, num_examples > 0 ? std::optional<std::size_t>(num_examples) : std::nullopt);
       return reverse ? reverse_pairs(std::move(pairs)) : pairs;
     }
@@ -298,14 +323,13 @@ void set_threads(int threads) {
   if (threads > 0) set_num_threads(threads);
 }
 
-std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
+/// The lines of a text file the CLI reads itself (hypotheses, references, sources), without a
+/// final '\r': through io::read_lines, so only a regular file of at most kTextData bytes with
+/// lines of at most kLineBytes is read, and a read error is an error naming it.
+std::vector<std::string> read_text_lines(const std::string& path, std::string_view flag) {
+  std::vector<std::string> lines = io::read_lines(path, io::limits::kTextData, flag);
+  for (std::string& line : lines)
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(line);
-  }
   return lines;
 }
 
@@ -348,6 +372,7 @@ struct TrainArgs {
 /// The dev set of train --dev: the file's pairs (reversed with --reverse) as the model reads them,
 /// with the sentences as written as BLEU references when they are subword pieces.
 DevSet make_dev_set(const TrainArgs& a, const SubwordModel* subword) {
+  io::require_regular_file(a.dev, "--dev");
   auto raw = read_sentence_pairs(a.dev);
   if (a.data.reverse) raw = reverse_pairs(std::move(raw));
   if (raw.empty()) throw UsageError(a.dev + ": no sentence pairs");
@@ -359,6 +384,44 @@ DevSet make_dev_set(const TrainArgs& a, const SubwordModel* subword) {
     dev.pairs = tokenize_pairs(raw);
   }
   return dev;
+}
+
+/// Throws unless the file or directory `p` could be written (found before the work, not at its
+/// end): a file, or a directory replaced through a temporary sibling (a checkpoint), can be made
+/// beside where it goes.
+void require_writable(const NamedPath& p) {
+  if (p.path.empty()) return;
+  std::error_code ec;
+  std::filesystem::path where = std::filesystem::absolute(p.path, ec).lexically_normal();
+  if (!where.has_filename()) where = where.parent_path();  // "ck/"
+  // An existing directory is replaced, not written into: probe beside it.
+  if (std::filesystem::is_directory(where, ec)) where = where.parent_path() / (where.filename().string() + ".tmp");
+  try {
+    io::require_writable_location(where);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(p.name + ": " + e.what());
+  }
+}
+
+/// train's files, checked before any work. Inputs: --data, --dev (or those recorded in the
+/// checkpoint) and the --init-from checkpoint; outputs: --out, --best, --log-csv, --write-batches.
+/// One exception: --out may be the --init-from checkpoint itself (resuming into it, the default),
+/// as the checkpoint is read whole before the first save replaces it atomically; every other output
+/// must stay clear of it.
+void check_train_files(const TrainArgs& a) {
+  const std::vector<NamedPath> data = {{"--data", a.data.data}, {"--dev", a.dev}};
+  const NamedPath init{"--init-from", a.init_from}, out{"--out", a.out};
+  std::error_code ec;
+  const bool resume_in_place = !a.init_from.empty() && !a.out.empty() && std::filesystem::equivalent(a.out, a.init_from, ec);
+  require_distinct(resume_in_place ? data : concat(data, {init}), {out});
+  const std::vector<NamedPath> others = {{"--best", a.best}, {"--log-csv", a.log_csv}, {"--write-batches", a.write_batches}};
+  require_distinct(concat(data, {init}), others);
+  require_distinct({out}, others);  // inside --out, a file would be lost at its next save
+  // Inputs: regular files only (a FIFO would block, /dev/zero would never end).
+  if (!a.data.data.empty()) io::require_regular_file(a.data.data, "--data");
+  if (!a.dev.empty()) io::require_regular_file(a.dev, "--dev");
+  require_writable(out);
+  for (const NamedPath& p : others) require_writable(p);
 }
 
 int run_train(TrainArgs& a) {
@@ -467,6 +530,14 @@ int run_train(TrainArgs& a) {
     for (const char* flag : {"validate-every", "dev-bleu-pairs", "dev-beam", "best", "select-by", "patience", "lr-decay",
                              "lr-patience"})
       if (given(flag)) throw UsageError(std::string("--") + flag + " needs --dev FILE (validation on a dev set)");
+  // The best checkpoint is kept beside --out by default (a directory inside --out would be lost at
+  // its next save); worked out here so that the checks below see it.
+  if (!a.dev.empty() && a.best.empty() && !a.out.empty()) {
+    std::string out = a.out;
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    a.best = out + ".best";
+  }
+  check_train_files(a);
 
   std::optional<SubwordModel> subword;
   if (ck && ck->subword) {
@@ -512,12 +583,6 @@ int run_train(TrainArgs& a) {
   std::optional<DevSet> dev;
   if (!a.dev.empty()) {
     dev = make_dev_set(a, subword ? &*subword : nullptr);
-    // Kept beside the checkpoint by default; a directory inside --out would be lost at its next save.
-    if (a.best.empty() && !a.out.empty()) {
-      std::string out = a.out;
-      while (out.size() > 1 && out.back() == '/') out.pop_back();
-      a.best = out + ".best";
-    }
     notes["dev"] = a.dev;
     notes["dev_bleu_pairs"] = std::to_string(a.dev_bleu_pairs);
     notes["dev_beam"] = std::to_string(a.dev_beam);
@@ -643,9 +708,12 @@ struct TranslateArgs {
   CLI::Option *attention_layer_opt = nullptr, *attention_head_opt = nullptr;
   int threads = 0;
   std::vector<std::string> sentences;
+  std::istream* in = &std::cin;  // the sentences when none is given
 };
 
 int run_translate(TranslateArgs& a) {
+  require_distinct({{"--model", a.model}},
+                   {{"--heatmap", a.heatmap}, {"--attention-out", a.attention_out}, {"--bars", a.bars}});
   set_threads(a.threads);
   Checkpoint ck = load_checkpoint(a.model);
   if (a.attention_layer_opt->count() || a.attention_head_opt->count()) {
@@ -667,8 +735,9 @@ int run_translate(TranslateArgs& a) {
   if (wants_attention && !ck.model->has_attention())
     throw UsageError(a.model + ": model '" + std::string(ck.config.model.name()) + "' has no attention weights to show");
   std::vector<std::string> sentences = a.sentences;
-  if (sentences.empty()) {
-    for (std::string line; std::getline(std::cin, line);) {
+  if (sentences.empty()) {  // a line longer than kLineBytes or a read error is an error, not the end
+    io::LineReader reader(*a.in, "stdin");
+    for (std::string line; reader.next(line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       sentences.push_back(line);
     }
@@ -706,12 +775,12 @@ int run_translate(TranslateArgs& a) {
     for (const auto& row : first.attention) flat.insert(flat.end(), row.begin(), row.end());
     const Tensor t = Tensor::from_vector(flat, {static_cast<std::int64_t>(first.attention.size()),
                                                 static_cast<std::int64_t>(first.source.size())});
-    write_text(a.attention_out, nn::npy_encode(t));
+    io::write_file_atomic(a.attention_out, nn::npy_encode(t));
   }
   if (!a.heatmap.empty())
-    write_text(a.heatmap, attention_heatmap_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
+    io::write_file_atomic(a.heatmap, attention_heatmap_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
   if (!a.bars.empty())
-    write_text(a.bars, attention_bars_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
+    io::write_file_atomic(a.bars, attention_bars_svg({first.source, first.step_labels(), first.attention}, sentences.front()));
   if (a.show_attention)
     for (std::size_t i = 0; i < out.size(); ++i)
       std::fprintf(stderr, "%s\n%s\n", sentences[i].c_str(),
@@ -733,8 +802,8 @@ struct EvalArgs {
 };
 
 int run_eval(EvalArgs& a) {
+  require_distinct({{"--model", a.model}, {"--data", a.data.data}}, {{"--output", a.output}});
   set_threads(a.threads);
-  refuse_overwriting_input("--output", a.output, {a.data.data});
   Checkpoint ck = load_checkpoint(a.model);
   TokenizedPairs pairs;
   std::vector<std::string> raw_refs;  // subword checkpoints: the references as written, for sacreBLEU/chrF
@@ -743,8 +812,11 @@ int run_eval(EvalArgs& a) {
   if (!a.split.empty()) {
     // Reproduce the training run's data and split from the checkpoint's notes.
     if (!ck.training) throw UsageError(a.model + ": no training.json, so --split cannot reproduce the training data");
-    if (!have_data) a.data.from_notes(ck.training->notes, a.model);
-    else {
+    if (!have_data) {
+      a.data.from_notes(ck.training->notes, a.model);
+      // The training data recorded in the checkpoint is an input too.
+      require_distinct({{a.model + "/training.json's data", a.data.data}}, {{"--output", a.output}});
+    } else {
       const auto& n = ck.training->notes;
       if (n.count("min_freq")) a.data.min_freq = note_value<std::int64_t>(n, "min_freq", a.model);
       if (n.count("holdout")) a.data.holdout = note_value<double>(n, "holdout", a.model);
@@ -774,7 +846,7 @@ int run_eval(EvalArgs& a) {
   if (!a.output.empty()) {
     std::string text;
     for (const auto& h : hyps) text += h + "\n";
-    write_text(a.output, text);
+    io::write_file_atomic(a.output, text);
   }
   std::printf("pairs           %lld\n", static_cast<long long>(rep.count));
   std::printf("bleu4           %.4f\n", rep.bleu4);
@@ -823,7 +895,7 @@ std::vector<std::int64_t> parse_bucket_starts(const std::string& text) {
 // bleu --by-length: a table of one row per source-length bucket, a column per system.
 int run_bleu_by_length(const BleuArgs& a, const std::vector<std::vector<std::string>>& hyps,
                        const std::vector<std::string>& ref) {
-  const auto src = read_lines(a.src);
+  const auto src = read_text_lines(a.src, "--src");
   if (src.size() != ref.size())
     throw UsageError(a.src + " has " + std::to_string(src.size()) + " lines but " + a.ref + " has " +
                      std::to_string(ref.size()));
@@ -860,7 +932,7 @@ int run_bleu_by_length(const BleuArgs& a, const std::vector<std::vector<std::str
   for (std::size_t b = 0; b < s.buckets.size(); ++b) row(s.buckets[b].label(), s.buckets[b].lines.size(), s.scores[b]);
   row("all", src.size(), s.overall);
   std::printf("\n");
-  if (!a.csv.empty()) write_text(a.csv, length_scores_csv(s));
+  if (!a.csv.empty()) io::write_file_atomic(a.csv, length_scores_csv(s));
   if (!a.svg.empty()) {
     // x: the mean source length of each bucket's sentences, so the open last bucket has a place too.
     std::vector<Series> series;
@@ -877,17 +949,14 @@ int run_bleu_by_length(const BleuArgs& a, const std::vector<std::vector<std::str
     po.title = std::string(chrf ? "chrF2" : "BLEU") + " by source sentence length";
     po.x_label = "source sentence length in words (mean of each bucket)";
     po.y_label = chrf ? "chrF2" : "BLEU (sacreBLEU-compatible)";
-    write_text(a.svg, line_plot_svg(series, po));
+    io::write_file_atomic(a.svg, line_plot_svg(series, po));
   }
   return 0;
 }
 
 int run_bleu(const BleuArgs& a) {
-  std::vector<std::string> inputs = a.hyp;
-  inputs.push_back(a.ref);
-  inputs.push_back(a.src);
-  refuse_overwriting_input("--csv", a.csv, inputs);
-  refuse_overwriting_input("--svg", a.svg, inputs);
+  require_distinct(concat(named("--hyp", a.hyp), {{"--ref", a.ref}, {"--src", a.src}}),
+                   {{"--csv", a.csv}, {"--svg", a.svg}});
   if (!a.label.empty() && a.label.size() != a.hyp.size())
     throw UsageError(std::to_string(a.label.size()) + " --label for " + std::to_string(a.hyp.size()) +
                      " --hyp: give one label per --hyp, in the same order");
@@ -902,10 +971,10 @@ int run_bleu(const BleuArgs& a) {
                                       {"--svg", !a.svg.empty()}, {"--buckets", a.buckets_opt->count() > 0}})
       if (given) throw UsageError(std::string(flag) + " applies to --by-length only");
   }
-  const auto ref = read_lines(a.ref);
+  const auto ref = read_text_lines(a.ref, "--ref");
   std::vector<std::vector<std::string>> hyps;
   for (const std::string& path : a.hyp) {
-    hyps.push_back(read_lines(path));
+    hyps.push_back(read_text_lines(path, "--hyp"));
     if (hyps.back().size() != ref.size())
       throw UsageError(path + " has " + std::to_string(hyps.back().size()) + " lines but " + a.ref + " has " +
                        std::to_string(ref.size()));
@@ -952,6 +1021,14 @@ struct SplitArgs {
 };
 
 int run_split(const SplitArgs& a) {
+  // The files write_corpus_split writes: DIR itself may hold --data (fra.txt beside its split),
+  // but none of them may be --data.
+  std::vector<NamedPath> outputs;
+  for (const char* part : {"train", "dev", "test"})
+    for (const char* ext : {".tsv", ".src.txt", ".ref.txt"})
+      outputs.push_back({"--out", std::filesystem::path(a.out) / (std::string(part) + ext)});
+  require_distinct({{"--data", a.data}}, outputs);
+  io::require_regular_file(a.data, "--data");
   const auto pairs = read_sentence_pairs(a.data);
   CorpusSplit split;
   try {
@@ -981,12 +1058,13 @@ struct PlotArgs {
 };
 
 int run_plot(const PlotArgs& a) {
-  refuse_overwriting_input("--out", a.out, a.csv);
+  require_distinct(named("--csv", a.csv), {{"--out", a.out}});
   if (!a.labels.empty() && a.labels.size() != a.csv.size())
     throw UsageError("--label given " + std::to_string(a.labels.size()) + " times for " + std::to_string(a.csv.size()) +
                      " --csv files");
   std::vector<Series> series;
   for (std::size_t i = 0; i < a.csv.size(); ++i) {
+    io::require_regular_file(a.csv[i], "--csv");
     Series s = read_csv_series(a.csv[i], a.x, a.column);
     if (a.x_minutes)
       for (double& x : s.x) x /= 60.0;
@@ -1002,7 +1080,7 @@ int run_plot(const PlotArgs& a) {
   o.y_label = a.column;
   o.x_label = a.x_minutes ? a.x + " / 60 (minutes)" : a.x;
   o.log_y = a.log;
-  write_text(a.out, line_plot_svg(series, o));
+  io::write_file_atomic(a.out, line_plot_svg(series, o));
   return 0;
 }
 
@@ -1014,7 +1092,8 @@ struct AverageArgs {
 };
 
 int run_average(const AverageArgs& a) {
-  refuse_overwriting_input("--out", a.out, a.models);
+  require_distinct(named("--models", a.models), {{"--out", a.out}});
+  require_writable({"--out", a.out});
   for (std::size_t i = 0; i < a.models.size(); ++i)
     for (std::size_t j = 0; j < i; ++j) {
       std::error_code ec;
@@ -1100,6 +1179,7 @@ int run_experiment_cmd(ExperimentArgs& a) {
   }
   if (!a.o.data_file.empty() && a.name != "length") throw UsageError("--data is only used by the length experiment");
   if (a.o.out_dir.empty()) a.o.out_dir = "out/experiments/" + a.name;
+  require_distinct({{"--data", a.o.data_file}}, {{"--out-dir", a.o.out_dir}});
   {  // made now, not after the training it would otherwise throw away
     std::error_code ec;
     std::filesystem::create_directories(a.o.out_dir, ec);
@@ -1139,9 +1219,18 @@ void print_error(const std::string& what) {
   if (first) std::fprintf(stderr, "bahdanau: error: (no message)\n");
 }
 
+/// Prints an out-of-memory error as one line: tapegrad's allocator says how many bytes of what it
+/// could not get; a plain std::bad_alloc says nothing more.
+void print_out_of_memory(const std::bad_alloc& e) {
+  const std::string what = e.what();
+  if (what.empty() || what == "std::bad_alloc") print_error("out of memory");
+  else if (what.rfind("out of memory", 0) == 0) print_error(what);  // tg::OutOfMemoryError says it already
+  else print_error("out of memory: " + what);
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int tg::cli::bahdanau_main(int argc, char** argv, const MainOptions& options) {
   CLI::App app{"Bahdanau attention translator (tapegrad): train, translate, evaluate, score."};
   app.require_subcommand(1);
 
@@ -1328,6 +1417,7 @@ int main(int argc, char** argv) {
                           "num_steps");
   translate_cmd->add_option("--threads", tr.threads, "Threads (0 = all cores)");
   translate_cmd->add_option("sentences", tr.sentences, "Sentences to translate (default: read stdin)");
+  if (options.in) tr.in = options.in;
 
   // eval
   EvalArgs ea;
@@ -1466,12 +1556,27 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) {  // --help
+      const int status = app.exit(e, options.help_out ? *options.help_out : std::cout);
+      try {
+        io::flush_stdout_or_throw();
+      } catch (const std::exception& flush_error) {
+        print_error(flush_error.what());
+        return 2;
+      }
+      return status;
+    }
     std::string what = e.what();  // CLI11 messages are one line; they quote what was given, so elide
     std::replace(what.begin(), what.end(), '\n', ' ');
     std::fprintf(stderr, "bahdanau: error: %s (see --help)\n", elide(what, 140).c_str());
     return 2;
+  } catch (const std::bad_alloc& e) {
+    print_out_of_memory(e);
+    return 2;
   }
+  if (options.run_subcommand)
+    for (const CLI::App* chosen : app.get_subcommands())
+      if (!options.run_subcommand(chosen->get_name())) return 0;
   // Under mpirun, train runs on every rank (tg::dist); the other commands are single-process.
   std::optional<dist::Context> mpi;
   try {
@@ -1480,22 +1585,37 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return 2;
   }
+  // On an error, the other ranks would wait for this one in their next collective: stop them now.
+  auto stop_other_ranks = [] {
+    if (dist::world_size() > 1) dist::abort("stopping every rank after the error above", 2);
+  };
   try {
-    if (train_cmd->parsed()) return run_train(ta);
-    if (translate_cmd->parsed()) return run_translate(tr);
-    if (eval_cmd->parsed()) return run_eval(ea);
-    if (bleu_cmd->parsed()) return run_bleu(ba);
-    if (split_cmd->parsed()) return run_split(sa);
-    if (plot_cmd->parsed()) return run_plot(pa);
-    if (exp_cmd->parsed()) return run_experiment_cmd(xa);
-    if (grad_cmd->parsed()) return run_gradcheck(ga);
-    if (avg_cmd->parsed()) return run_average(aa);
+    int status = 0;
+    if (train_cmd->parsed()) status = run_train(ta);
+    else if (translate_cmd->parsed()) status = run_translate(tr);
+    else if (eval_cmd->parsed()) status = run_eval(ea);
+    else if (bleu_cmd->parsed()) status = run_bleu(ba);
+    else if (split_cmd->parsed()) status = run_split(sa);
+    else if (plot_cmd->parsed()) status = run_plot(pa);
+    else if (exp_cmd->parsed()) status = run_experiment_cmd(xa);
+    else if (grad_cmd->parsed()) status = run_gradcheck(ga);
+    else if (avg_cmd->parsed()) status = run_average(aa);
+    // Results that never reached stdout (a full disk, a closed pipe, /dev/full) are an error.
+    io::flush_stdout_or_throw();
+    return status;
+  } catch (const std::bad_alloc& e) {  // before std::exception: say what it is, not "std::bad_alloc"
+    std::fflush(stdout);
+    print_out_of_memory(e);
+    stop_other_ranks();
+    return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     print_error(e.what());
-    // The other ranks would wait for this one in their next collective: stop them now.
-    if (dist::world_size() > 1) dist::abort("stopping every rank after the error above", 2);
+    stop_other_ranks();
     return 2;
   }
-  return 0;
 }
+
+#ifndef TG_BAHDANAU_NO_MAIN
+int main(int argc, char** argv) { return tg::cli::bahdanau_main(argc, argv); }
+#endif

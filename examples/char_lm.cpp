@@ -12,11 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <sstream>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "nn/file_io.h"
 #include "nn/nn.h"
 
 using namespace tg;
@@ -168,20 +168,28 @@ int main(int argc, char** argv) {
   app.add_option("--prime", prime, "text the sample starts from (default: the first character)");
   app.add_option("--seed", seed, "seed of the initialisation and of the sampling");
   app.add_option("--threads", threads, "kernel threads (0 = all)")->check(CLI::NonNegativeNumber);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);  // --help: status 0, the text on stdout
+    if (status != 0) return status;
+    try {
+      nn::io::flush_stdout_or_throw();
+    } catch (const std::exception& flush_error) {
+      std::fprintf(stderr, "char_lm: %s\n", flush_error.what());
+      return 1;
+    }
+    return 0;
+  }
 
   try {
     set_num_threads(threads);
 
     // ---- data: code points -> ids, cut into `batch` parallel streams ----------------------------
     std::string bytes = kBuiltinText;
-    if (!file.empty()) {
-      std::ifstream in(file, std::ios::binary);
-      if (!in) throw std::runtime_error(file + ": cannot open for reading");
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      bytes = ss.str();
-    }
+    // A regular file only (a FIFO or /dev/zero is refused, not read until memory runs out), of at
+    // most the size of a corpus; a read error is an error, never a shorter text.
+    if (!file.empty()) bytes = nn::io::read_file(file, nn::io::limits::kTextData);
     const std::vector<char32_t> text = decode_utf8(bytes, file.empty() ? "built-in text" : file);
     std::map<char32_t, std::int64_t> to_id;  // sorted: ids do not depend on the order of the text
     for (char32_t c : text) to_id.emplace(c, 0);
@@ -273,6 +281,13 @@ int main(int argc, char** argv) {
       }
       std::printf("--- sample (temperature %.2f) ---\n%s\n", temperature, out.c_str());
     }
+    nn::io::flush_stdout_or_throw();  // a sample lost on a full disk is an error, not status 0
+  } catch (const std::bad_alloc& e) {
+    const std::string what = e.what();  // tapegrad's allocator names the bytes and the tensor
+    if (what.rfind("out of memory", 0) == 0) std::fprintf(stderr, "char_lm: %s\n", what.c_str());
+    else if (what.empty() || what == "std::bad_alloc") std::fprintf(stderr, "char_lm: out of memory\n");
+    else std::fprintf(stderr, "char_lm: out of memory: %s\n", what.c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "char_lm: %s\n", e.what());
     return 1;

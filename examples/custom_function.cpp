@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "nn/file_io.h"
 
 using namespace tg;
 using tg::autograd::AutogradContext;
@@ -60,6 +61,13 @@ int main() {
     }
     beta.zero_grad();
     if (step % 50 == 0) std::printf("step %3d  loss %.6f  beta %.4f\n", step, loss.item(), beta.item());
+  }
+  // Status 0 only if what was printed reached stdout (not a full disk or a closed pipe).
+  try {
+    nn::io::flush_stdout_or_throw();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "custom_function: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "autograd/tapegrad.h"
+#include "nn/file_io.h"
 #include "nn/nn.h"
 
 using namespace tg;
@@ -40,5 +41,12 @@ int main() {
   options.max_entries = 0;  // every entry; set e.g. 32 to sample large parameters (seeded by options.seed)
   const nn::ModuleGradcheckReport report = nn::gradcheck(block, {x}, options);
   std::fputs(report.str().c_str(), stdout);
+  // Status 0 only if what was printed reached stdout (not a full disk or a closed pipe).
+  try {
+    nn::io::flush_stdout_or_throw();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradcheck_module: %s\n", e.what());
+    return 1;
+  }
   return report ? 0 : 1;
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "nn/file_io.h"
 #include "nn/nn.h"
 
 using namespace tg;
@@ -103,6 +104,8 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // The checkpoint's directory must take a file: found now, not after the training.
+    nn::io::require_writable_location(checkpoint);
     // ---- data: 600 points, shuffled, 80 % train / 20 % test -----------------------------------------
     Generator gen(seed);
     Tensor x, y;
@@ -151,6 +154,7 @@ int main(int argc, char** argv) {
     const Tensor restored_logits = predict(restored, x_test);
     const double diff = std::sqrt(max(square(restored_logits - logits)).item());
     std::printf("reloaded: test accuracy %.1f%%  (max |logit difference| %g)\n", 100 * accuracy(restored_logits, y_test), diff);
+    nn::io::flush_stdout_or_throw();  // status 0 only if the report reached stdout
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mlp_classifier: %s\n", e.what());
     return 1;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/tapegrad.h"
+#include "nn/file_io.h"
 
 using namespace tg;
 
@@ -82,6 +83,13 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < pv.size(); ++i) correct += pv[i] == yv[i];
       std::printf("step %5d  loss %.4f  train accuracy %.1f%%\n", step, loss.item(), 100.0 * correct / pv.size());
     }
+  }
+  // Status 0 only if what was printed reached stdout (not a full disk or a closed pipe).
+  try {
+    nn::io::flush_stdout_or_throw();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_mlp: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -33,14 +33,16 @@ inline fs::path scratch_dir(const std::string& name) {
 }
 
 /// Runs `command` (program and arguments, already shell-quoted) with `input` on stdin; the
-/// streams pass through files in `dir`.
-inline ProgramRun run_command(const std::string& command, const fs::path& dir, const std::string& input = "") {
-  const fs::path in = dir / "stdin.txt", out = dir / "stdout.txt", err = dir / "stderr.txt";
+/// streams pass through files in `dir`. With `stdout_to` (e.g. /dev/full), stdout goes there
+/// instead and `out` stays empty.
+inline ProgramRun run_command(const std::string& command, const fs::path& dir, const std::string& input = "",
+                              const fs::path& stdout_to = {}) {
+  const fs::path in = dir / "stdin.txt", out = stdout_to.empty() ? dir / "stdout.txt" : stdout_to, err = dir / "stderr.txt";
   std::ofstream(in, std::ios::binary) << input;
   const int rc = std::system((command + " <" + in.string() + " >" + out.string() + " 2>" + err.string()).c_str());
   ProgramRun r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = read_file(out);
+  if (stdout_to.empty()) r.out = read_file(out);
   r.err = read_file(err);
   return r;
 }

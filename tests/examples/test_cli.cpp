@@ -63,6 +63,11 @@ class Cli : public ::testing::Test {
     return tg::testing::run_command(kBinary + " " + args, dir(), input);
   }
 
+  /// run() with stdout sent to `stdout_to` (e.g. /dev/full) instead of captured.
+  static CliRun run_to(const std::string& args, const fs::path& stdout_to, const std::string& input = "") {
+    return tg::testing::run_command(kBinary + " " + args, dir(), input, stdout_to);
+  }
+
   /// A tiny reverse-task model, trained once per test process (ctest runs each test in its own).
   static const fs::path& checkpoint() {
     static const fs::path ck = [] {
@@ -547,7 +552,7 @@ TEST_F(Cli, OutputsThatWouldLoseWorkAreRefusedFirst) {
   std::ofstream(log) << "step,loss\n1,4\n2,2\n";
   CliRun r = run("plot --csv " + log.string() + " --out " + log.string());
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--out " + log.string() + " is also an input"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--out (" + log.string() + ") would overwrite --csv (" + log.string() + ")"), std::string::npos) << r.err;
   EXPECT_EQ(read_file(log), "step,loss\n1,4\n2,2\n");
 
   r = run("average --models " + checkpoint().string() + " " + checkpoint().string() + " --out " + (dir() / "avg2").string());
@@ -555,7 +560,7 @@ TEST_F(Cli, OutputsThatWouldLoseWorkAreRefusedFirst) {
   EXPECT_NE(r.err.find("twice"), std::string::npos) << r.err;
   r = run("average --models " + checkpoint().string() + " --out " + checkpoint().string());
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("is also an input"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("would overwrite --models"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(checkpoint() / "training.json"));  // the checkpoint still resumes
 
   // train checks --out before the first step: no log is written, nothing is trained.
@@ -908,7 +913,9 @@ TEST_F(Cli, TrainWithDevSetKeepsTheBestAndContinues) {
     r = run(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
-    EXPECT_TRUE(r.err.find("--dev") != std::string::npos || r.err.find("best_dir") != std::string::npos) << r.err;
+    EXPECT_TRUE(r.err.find("needs --dev") != std::string::npos ||
+                r.err.find("--best (" + (dir() / "o" / "best").string() + ") would overwrite --out (") != std::string::npos)
+        << r.err;
   }
 }
 
@@ -1032,4 +1039,231 @@ TEST_F(Cli, ExperimentRoundsSeedAndDataMaxLenReachTheExperiment) {
   for (int len = 1; len <= 4; ++len) EXPECT_EQ(data[static_cast<std::size_t>(len)].rfind(std::to_string(len) + ",", 0), 0u);
   EXPECT_EQ(data[5].rfind("all,5,", 0), 0u) << data[5];
   EXPECT_NE(read_file(length / "length.md").find("sentences of 1–4 tokens"), std::string::npos);
+}
+
+// Issue 38: no output may be, alias or lie inside an input (or hold one), in any subcommand;
+// refused before any work, in one line naming both flags and paths.
+TEST_F(Cli, OutputsAliasingAnInputAreRefusedBeforeAnyWork) {
+  const fs::path w = dir() / "alias";
+  fs::create_directories(w);
+  const fs::path data = w / "x.tsv";
+  std::string pairs;
+  for (int i = 0; i < 40; ++i) pairs += "a b " + std::to_string(i % 7) + "\tb a " + std::to_string(i % 5) + "\n";
+  std::ofstream(data) << pairs;
+  auto refused = [&](const std::string& args, const std::string& out_flag, const std::string& in_flag) {
+    const CliRun r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(out_flag + " ("), std::string::npos) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("would overwrite " + in_flag + " ("), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << args;
+    return r;
+  };
+  const std::string tiny = " --num-steps 6 --embed-size 4 --num-hiddens 4 --steps 3 --quiet";
+  // The log would have replaced the training data (the run used to exit 0 doing so).
+  refused("train --data " + data.string() + " --log-csv " + data.string() + tiny, "--log-csv", "--data");
+  // Through a symbolic link and through another spelling of the path.
+  fs::create_symlink(data, w / "link.csv");
+  refused("train --data " + data.string() + " --log-csv " + (w / "link.csv").string() + tiny, "--log-csv", "--data");
+  refused("train --data " + data.string() + " --dev " + data.string() + " --log-csv " + (w / "." / "x.tsv").string() + tiny,
+          "--log-csv", "--data");
+  // A checkpoint directory that would hold the data, and --best/--write-batches on the data.
+  refused("train --data " + data.string() + " --out " + w.string() + tiny, "--out", "--data");
+  refused("train --data " + data.string() + " --dev " + data.string() + " --best " + data.string() + tiny, "--best",
+          "--data");
+  refused("train --data " + data.string() + " --write-batches " + w.string() + tiny, "--write-batches", "--data");
+  EXPECT_EQ(read_file(data), pairs);
+  EXPECT_FALSE(fs::exists(w / "batches.npz"));
+
+  // split: its train.tsv would have replaced --data (200 lines became 160).
+  const fs::path d = dir() / "split_self";
+  ASSERT_EQ(run("split --data " TG_TEST_DATA_DIR "/fra_head80.tsv --out " + d.string() + " --test 10 --dev 5").status, 0);
+  const std::string train_tsv = read_file(d / "train.tsv");
+  refused("split --data " + (d / "train.tsv").string() + " --out " + d.string() + " --test 10 --dev 5", "--out", "--data");
+  EXPECT_EQ(read_file(d / "train.tsv"), train_tsv);
+  // ... but --data may sit in --out beside the files split writes (fra.txt beside its split).
+  fs::copy_file(TG_TEST_DATA_DIR "/fra_head80.tsv", d / "fra.tsv");
+  EXPECT_EQ(run("split --data " + (d / "fra.tsv").string() + " --out " + d.string() + " --test 10 --dev 5").status, 0);
+
+  // The files of a checkpoint being read are inputs: translate, eval, train --init-from, average.
+  const fs::path& ck = checkpoint();
+  const std::string config = read_file(ck / "config.json"), vocab = read_file(ck / "src_vocab.txt"),
+                    weights = read_file(ck / "weights.npz");
+  refused("translate --model " + ck.string() + " --heatmap " + (ck / "config.json").string() + " 'a b'", "--heatmap",
+          "--model");
+  refused("translate --model " + ck.string() + " --attention-out " + (ck / "weights.npz").string() + " 'a b'",
+          "--attention-out", "--model");
+  refused("eval --model " + ck.string() + " --task reverse --num-examples 5 --max-len 5 --output " +
+              (ck / "src_vocab.txt").string(), "--output", "--model");
+  refused("train --init-from " + ck.string() + " --out " + (dir() / "ck_next").string() + " --log-csv " +
+              (ck / "weights.npz").string() + " --steps 40 --quiet", "--log-csv", "--init-from");
+  refused("train --init-from " + ck.string() + " --out " + (ck / "inner").string() + " --steps 40 --quiet", "--out",
+          "--init-from");
+  refused("average --models " + ck.string() + " --out " + (ck / "avg").string(), "--out", "--models");
+  EXPECT_EQ(read_file(ck / "config.json"), config);
+  EXPECT_EQ(read_file(ck / "src_vocab.txt"), vocab);
+  EXPECT_EQ(read_file(ck / "weights.npz"), weights);
+  EXPECT_FALSE(fs::exists(dir() / "ck_next"));
+  // Two outputs of one run that would destroy each other.
+  refused("translate --model " + ck.string() + " --heatmap " + (w / "a.svg").string() + " --bars " + (w / "a.svg").string() +
+              " 'a b'", "--bars", "--heatmap");
+  refused("train --data " + data.string() + " --out " + (dir() / "ck_log_inside").string() + " --log-csv " +
+              (dir() / "ck_log_inside" / "log.csv").string() + tiny, "--log-csv", "--out");
+  // bleu, plot, experiment.
+  const fs::path hyp = w / "hyp.txt", ref = w / "ref.txt";
+  std::ofstream(hyp) << "a b\nc d\n";
+  std::ofstream(ref) << "a b\nc e\n";
+  refused("bleu --metric sacrebleu --by-length --src " + hyp.string() + " --hyp " + hyp.string() + " --ref " + ref.string() +
+              " --svg " + (w / "." / "ref.txt").string(), "--svg", "--ref");
+  refused("plot --csv " + data.string() + " --out " + (w / "link.csv").string(), "--out", "--csv");
+  refused("experiment length --quick --quiet --data " + data.string() + " --out-dir " + w.string(), "--out-dir", "--data");
+  EXPECT_EQ(read_file(ref), "a b\nc e\n");
+  EXPECT_EQ(read_file(data), pairs);
+
+  // Resuming into the checkpoint it reads stays allowed, however --out is spelt: the checkpoint is
+  // read whole before the atomic save replaces it.
+  const fs::path again = dir() / "resume_same";
+  fs::copy(ck, again, fs::copy_options::recursive);
+  const fs::path spelt = dir() / ".." / dir().filename() / "resume_same";
+  const CliRun r = run("train --init-from " + again.string() + " --out " + spelt.string() + " --steps 32 --quiet");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(again / "training.json").find("\"step\": 32"), std::string::npos) << read_file(again / "training.json");
+}
+
+// Results that never reached stdout are an error (status 2, "stdout: ..."), not status 0.
+TEST_F(Cli, StdoutWriteErrorsAreErrors) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path& ck = checkpoint();
+  const fs::path hyp = dir() / "full_hyp.txt";
+  std::ofstream(hyp) << "a b c\nd e\n";
+  const std::vector<std::string> commands = {
+      "translate --model " + ck.string() + " 'a b c'",
+      "eval --model " + ck.string() + " --task reverse --num-examples 5 --max-len 5",
+      "bleu --hyp " + hyp.string() + " --ref " + hyp.string(),
+      "bleu --metric sacrebleu --hyp " + hyp.string() + " --ref " + hyp.string(),
+      "gradcheck --model d2l --max-entries 2",
+      "--help",
+      "translate --help"};
+  for (const std::string& args : commands) {
+    const CliRun r = run_to(args, "/dev/full");
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("bahdanau: error: stdout"), std::string::npos) << args << "\n" << r.err;
+  }
+  // stdin read, stdout full.
+  const CliRun r = run_to("translate --model " + ck.string(), "/dev/full", "a b\nc\n");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("bahdanau: error: stdout"), std::string::npos) << r.err;
+}
+
+// Outputs are replaced by a rename, never rewritten in place: a reader (or a hard link) holding
+// the previous file keeps it whole, and no temporary is left beside it.
+TEST_F(Cli, OutputFilesAreReplacedAtomically) {
+  const fs::path w = dir() / "atomic";
+  fs::create_directories(w);
+  const fs::path& ck = checkpoint();
+  const fs::path log = w / "log.csv", hyp = w / "hyp.txt", ref = w / "ref.txt", src = w / "src.txt";
+  std::ofstream(log) << "step,loss\n1,4\n2,2\n3,1\n";
+  std::ofstream(hyp) << "a b\nc d e\n";
+  std::ofstream(ref) << "a b\nc d f\n";
+  std::ofstream(src) << "x y\nz y x\n";
+  std::map<std::string, std::string> outputs = {
+      {"plot.svg", "plot --csv " + log.string() + " --out " + (w / "plot.svg").string()},
+      {"heat.svg", "translate --model " + ck.string() + " --heatmap " + (w / "heat.svg").string() + " 'a b'"},
+      {"att.npy", "translate --model " + ck.string() + " --attention-out " + (w / "att.npy").string() + " 'a b'"},
+      {"bars.svg", "translate --model " + ck.string() + " --bars " + (w / "bars.svg").string() + " 'a b'"},
+      {"hyps.txt", "eval --model " + ck.string() + " --task reverse --num-examples 5 --max-len 5 --output " +
+                       (w / "hyps.txt").string()},
+      {"len.csv", "bleu --metric sacrebleu --by-length --buckets 1,3 --src " + src.string() + " --hyp " + hyp.string() +
+                      " --ref " + ref.string() + " --csv " + (w / "len.csv").string()},
+      {"len.svg", "bleu --metric chrf --by-length --buckets 1,3 --src " + src.string() + " --hyp " + hyp.string() +
+                      " --ref " + ref.string() + " --svg " + (w / "len.svg").string()}};
+  for (const auto& [name, args] : outputs) {
+    const fs::path out = w / name, held = w / ("held_" + name);
+    std::ofstream(out) << "previous";
+    fs::create_hard_link(out, held);  // the previous file, as a reader that opened it sees it
+    const CliRun r = run(args);
+    ASSERT_EQ(r.status, 0) << args << "\n" << r.err;
+    EXPECT_EQ(read_file(held), "previous") << name << " was rewritten in place";
+    EXPECT_NE(read_file(out), "previous") << name;
+    EXPECT_GT(read_file(out).size(), 8u) << name;
+  }
+  for (const auto& entry : fs::directory_iterator(w))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+// An output that cannot be written is found before the first step, not at the first save.
+TEST_F(Cli, UnwritableOutputsAreFoundBeforeTraining) {
+  const fs::path file = dir() / "a_regular_file";
+  std::ofstream(file) << "not a directory";
+  fs::path train_tsv, dev_tsv;
+  ASSERT_NO_FATAL_FAILURE(split_fra_head80("unwritable", train_tsv, dev_tsv));
+  const std::string run_flags = "train --data " + train_tsv.string() + " --num-steps 6 --embed-size 4 --num-hiddens 4 "
+                                "--batch-size 16 --steps 8 --quiet";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--out", " --out " + (file / "ck").string()},
+      {"--best", " --out " + (dir() / "unwritable_ck").string() + " --dev " + dev_tsv.string() + " --best " +
+                     (file / "best").string()},
+      {"--log-csv", " --log-csv " + (file / "log.csv").string()}};
+  for (const auto& [flag, extra] : cases) {
+    const fs::path log = dir() / "unwritable_steps.csv";
+    fs::remove(log);
+    const std::string args = run_flags + extra + (flag == "--log-csv" ? "" : " --log-csv " + log.string());
+    const CliRun r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("bahdanau: error: " + flag + ": ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(log)) << flag << ": steps were trained before the output was checked";
+    EXPECT_FALSE(fs::exists(dir() / "unwritable_ck")) << flag;
+  }
+  EXPECT_EQ(read_file(file), "not a directory");
+}
+
+// Inputs the CLI reads itself: only regular files (a FIFO or /dev/zero would block or grow without
+// end), lines of bounded length on stdin too. Each run has a time limit: the old code hung.
+TEST_F(Cli, NonRegularInputsAndOverlongLinesAreRefused) {
+  const std::string limit = "timeout 30 ";
+  auto refused = [&](const std::string& args, const std::string& needle, const std::string& input = "") {
+    const CliRun r = tg::testing::run_command(limit + kBinary + " " + args, dir(), input);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("bahdanau: error: ", 0), 0u) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
+  };
+  refused("train --data /dev/zero --steps 1 --quiet", "/dev/zero");
+  refused("eval --model " + checkpoint().string() + " --data /dev/zero", "/dev/zero");
+  refused("split --data /dev/zero --out " + (dir() / "split_zero").string(), "/dev/zero");
+  const fs::path fifo = dir() / "fifo";
+  ASSERT_EQ(std::system(("mkfifo " + fifo.string()).c_str()), 0);
+  const fs::path ok = dir() / "ok.txt";
+  std::ofstream(ok) << "a b\n";
+  refused("bleu --hyp " + ok.string() + " --ref " + fifo.string(), fifo.string());
+  refused("bleu --hyp " + fifo.string() + " --ref " + ok.string(), fifo.string());
+  refused("bleu --hyp " + dir().string() + " --ref " + ok.string(), dir().string());
+  refused("plot --csv " + fifo.string() + " --out " + (dir() / "fifo.svg").string(), fifo.string());
+  refused("train --task reverse --dev " + fifo.string() + " --steps 1 --quiet", fifo.string());
+  EXPECT_FALSE(fs::exists(dir() / "fifo.svg"));
+  // A 2 MiB line on stdin is refused with its line number, not translated.
+  refused("translate --model " + checkpoint().string(), "stdin", "a b\n" + std::string(2 << 20, 'a') + "\n");
+}
+
+// Out of memory is said as such, in one line, not as "std::bad_alloc".
+TEST_F(Cli, OutOfMemoryIsReportedAsSuch) {
+  if (std::system("command -v prlimit >/dev/null 2>&1") != 0) GTEST_SKIP() << "no prlimit";
+  // GRUs of 12000 units need about 6 GB of weights (each weight_hh 1.7 GB); the address space is
+  // cut to 1.5 GB.
+  const CliRun r = tg::testing::run_command(
+      "prlimit --as=1500000000 " + kBinary +
+          " train --task reverse --num-examples 20 --max-len 4 --model d2l --num-layers 1 --embed-size 8 "
+          "--num-hiddens 12000 --steps 1 --quiet --threads 1",
+      dir());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("bahdanau: error: out of memory", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find("out of memory", 20), std::string::npos) << "said twice: " << r.err;
+  EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+  // A plain std::bad_alloc (16 million task pairs in 600 MB), which used to print "std::bad_alloc".
+  const CliRun plain = tg::testing::run_command(
+      "prlimit --as=600000000 " + kBinary + " train --task reverse --num-examples 16000000 --steps 1 --quiet --threads 1",
+      dir());
+  EXPECT_EQ(plain.status, 2) << plain.err;
+  EXPECT_EQ(plain.err, "bahdanau: error: out of memory\n");
 }

@@ -38,6 +38,12 @@ class Examples : public ::testing::Test {
     return tg::testing::run_command(std::string(TG_BINARY_DIR) + "/bin/" + program + " " + args, dir());
   }
 
+  /// run() with stdout sent to `stdout_to` (e.g. /dev/full) and the program stopped after 30 s.
+  static Result run_to(const std::string& program, const std::string& args, const fs::path& stdout_to) {
+    return tg::testing::run_command("timeout 30 " + std::string(TG_BINARY_DIR) + "/bin/" + program + " " + args, dir(),
+                                    "", stdout_to);
+  }
+
   /// Every number captured by group 1 of `pattern` in `text`, in order.
   static std::vector<double> numbers(const std::string& text, const std::string& pattern) {
     std::vector<double> out;
@@ -196,4 +202,43 @@ TEST_F(Examples, GradcheckModuleReportsEveryTensorAndPasses) {
   for (const char* name : {"gate.weight", "gate.bias", "proj.weight", "proj.bias", "norm.weight", "norm.bias", "input 0"})
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   EXPECT_NE(r.out.find("7 tensors, 114 entries checked, all passed"), std::string::npos) << r.out;
+}
+
+// What an example prints must reach stdout: a full disk (/dev/full) is an error, not status 0.
+TEST_F(Examples, EveryExampleFailsWhenItsStdoutCannotBeWritten) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const std::vector<std::pair<std::string, std::string>> programs = {
+      {"char_lm", "--steps 2 --log-every 1 --sample-len 5"},
+      {"char_lm", "--help"},
+      {"mlp_classifier", "5 0 " + (dir() / "full.npz").string()},
+      {"train_mlp", "5 1"},
+      {"custom_function", ""},
+      {"gradcheck_module", ""}};
+  for (const auto& [program, args] : programs) {
+    const Result r = run_to(program, args, "/dev/full");
+    EXPECT_EQ(r.status, 1) << program << " " << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(program + ": stdout"), std::string::npos) << program << " " << args << "\n" << r.err;
+  }
+}
+
+// char_lm reads a regular file only: /dev/zero grew without end and a FIFO blocked.
+TEST_F(Examples, CharLmRefusesDevicesAndFifos) {
+  const fs::path fifo = dir() / "char_lm_fifo";
+  ASSERT_EQ(std::system(("mkfifo " + fifo.string()).c_str()), 0);
+  for (const std::string& path : std::vector<std::string>{"/dev/zero", fifo.string()}) {
+    const Result r = run_to("char_lm", path + " --steps 1", dir() / "char_lm_stdout.txt");
+    EXPECT_EQ(r.status, 1) << path << "\n" << r.err;
+    EXPECT_NE(r.err.find("char_lm: " + path), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  }
+}
+
+// mlp_classifier checks that its checkpoint can be written before it trains, not after.
+TEST_F(Examples, MlpClassifierChecksItsCheckpointPathBeforeTraining) {
+  const fs::path file = dir() / "mlp_regular_file";
+  std::ofstream(file) << "x";
+  const Result r = run("mlp_classifier", "200 0 " + (file / "mlp.npz").string());
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find(file.string()), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("step"), std::string::npos) << r.out;
 }
