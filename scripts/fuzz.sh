@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGETS=(npy npz config_json vocab pairs_tsv csv_log checkpoint tokenizer)
+TARGETS=(npy npz config_json vocab pairs_tsv csv_log checkpoint tokenizer cli)
 if [ $# -lt 2 ]; then
   echo "usage: scripts/fuzz.sh TARGET|all SECONDS [libFuzzer args...]   (targets: ${TARGETS[*]})" >&2
   exit 2

@@ -54,7 +54,7 @@ case "$purpose" in
   test)  packages=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}"); tests=ON; bench=ON; targets=(all) ;;
   bench) packages=("${MAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${BENCH_PACKAGES[@]}"); tests=ON; bench=ON; targets=(all) ;;
   fuzz)  packages=("${MAIN_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}"); tests=OFF; bench=OFF
-         build=build-fuzz; targets=(fuzz_npy fuzz_npz fuzz_config_json fuzz_vocab fuzz_pairs_tsv fuzz_csv_log fuzz_checkpoint fuzz_tokenizer)
+         build=build-fuzz; targets=(fuzz_npy fuzz_npz fuzz_config_json fuzz_vocab fuzz_pairs_tsv fuzz_csv_log fuzz_checkpoint fuzz_tokenizer fuzz_cli)
          configure=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo
                     -DTG_BUILD_FUZZ=ON -DTG_BUILD_EXAMPLES=OFF) ;;
   *) echo "usage: scripts/setup.sh [--packages-only] main|test|bench|fuzz [cmake options...]" >&2; exit 2 ;;
