@@ -21,6 +21,7 @@
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"
+#include "bench/cpu_context.h"
 #include "bench/encoder_workload.h"
 #include "nn/optim.h"
 
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
        << ",\"tokens_per_sec\":" << num(tokens / train_s) << ",\"sec_per_step\":" << num(train_s / steps)
        << ",\"cpu_sec_per_step\":" << num(train_cpu_s / steps) << ",\"loss_last\":" << num(last_loss)
        << ",\"decode_batch1_sents_per_sec\":0,\"decode_batch64_sents_per_sec\":0"
-       << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count;
+       << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count
+       << tg::bench::cpu_json_fields();
     if (profile)
       js << ",\"profile_s\":{\"forward_and_loss\":" << num(times.forward_and_loss)
          << ",\"backward\":" << num(times.backward) << ",\"adam\":" << num(times.adam) << "}";

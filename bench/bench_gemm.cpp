@@ -1,5 +1,6 @@
 // SGEMM throughput of tapegrad's kernel, and of OpenBLAS as a yardstick when it is available.
 // Arguments: M, K, N, trans_a, trans_b, threads. Counter "GFLOPS" = 2*M*N*K per second / 1e9.
+// Each tapegrad row's label is the kernel path it took (avx2 or avx512); TG_CPU=avx2 forces AVX2.
 //   build-gemm/bin/bench_gemm --benchmark_repetitions=3 --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
@@ -9,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "autograd/cpu.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/parallel.h"
@@ -57,6 +59,7 @@ void BM_tapegrad_sgemm(benchmark::State& state) {
   }
   tg::set_num_threads(0);
   set_counters(state, M, K, N);
+  state.SetLabel(tg::cpu::isa_name(tg::cpu::isa()));
 }
 
 // Double precision, a few shapes only (the models train in float).
@@ -74,6 +77,7 @@ void BM_tapegrad_dgemm(benchmark::State& state) {
   }
   tg::set_num_threads(0);
   set_counters(state, M, K, N);
+  state.SetLabel(tg::cpu::isa_name(tg::cpu::isa()));
 }
 
 #ifdef TG_HAVE_OPENBLAS
@@ -142,8 +146,7 @@ void double_shapes(benchmark::internal::Benchmark* b) {
 // The FMA ceiling every GEMM figure is read against: 12 independent chains of float FMAs in
 // registers (enough to cover the latency on both FMA pipes), no memory traffic. Run with
 // ->Threads(2) for the two cores together. The 512-bit variant runs only where the CPU has
-// AVX-512F; the library itself is built for AVX2 (x86-64-v3), and this shows what a 512-bit
-// kernel could gain.
+// AVX-512F; read the GEMM against the peak of the path it took (the row's label).
 constexpr int kFmaChains = 12;
 constexpr int64_t kFmaSteps = 1 << 16;
 

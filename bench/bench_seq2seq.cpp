@@ -60,6 +60,7 @@
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"
+#include "bench/cpu_context.h"
 #include "bench/workloads.h"
 #include "models/decoding/decode.h"
 #include "models/translators/seq2seq.h"
@@ -315,7 +316,8 @@ int main(int argc, char** argv) {
        << ",\"decode_batch1_avg_steps\":" << num(dec1_len) << ",\"decode_batch64_avg_steps\":" << num(dec64_len)
        << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count
        << ",\"compact_grads\":" << (model->parameter("decoder.dense.weight").allows_compact_grad() ? "true" : "false")
-       << ",\"zero_grad_before_forward\":" << (w.zero_grad_before_forward ? "true" : "false");
+       << ",\"zero_grad_before_forward\":" << (w.zero_grad_before_forward ? "true" : "false")
+       << tg::bench::cpu_json_fields();
     const auto cache = tg::memory::cache_stats();  // the caching allocator behind every tensor
     js << ",\"alloc_peak_in_use_mib\":" << num(static_cast<double>(cache.peak_in_use_bytes) / (1 << 20))
        << ",\"alloc_peak_reserved_mib\":" << num(static_cast<double>(cache.peak_reserved_bytes) / (1 << 20))

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <stdexcept>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include <tbb/parallel_for.h>
 #include <xsimd/xsimd.hpp>
 
+#include "autograd/cpu.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
 #include "autograd/parallel.h"
@@ -36,11 +38,13 @@ namespace tg::kernels {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Block sizes.
-template <class T>
+// Block sizes, per instruction set of the micro-kernel (the rest of the code is the same for both).
+enum class Path { avx2, avx512 };
+
+template <class T, Path P = Path::avx2>
 struct Blocking;
 template <>
-struct Blocking<float> {
+struct Blocking<float, Path::avx2> {
   static constexpr int MR = 6;       // rows of the register tile
   static constexpr int NR = 16;      // columns of the register tile (2 x 8 lanes)
   static constexpr int64_t KC = 320;   // max depth of one pass: A strip 7.5 KB + B strip 20 KB (L1)
@@ -49,13 +53,34 @@ struct Blocking<float> {
   static constexpr int64_t JB = 8;     // B strips packed together before their first use (160 KB)
 };
 template <>
-struct Blocking<double> {
+struct Blocking<double, Path::avx2> {
   static constexpr int MR = 6;
   static constexpr int NR = 8;  // 2 x 4 lanes
   static constexpr int64_t KC = 256;  // A strip 12 KB + B strip 16 KB
   static constexpr int64_t MC = 96;
   static constexpr int64_t NC = 2048;
   static constexpr int64_t JB = 8;
+};
+// AVX-512: twice the lanes per register and 32 registers: 12 x 32 tiles (24 accumulators).
+// KC is the AVX2 one: kc then depends on K alone whichever path runs, and as each element of C
+// sees the same FMAs in the same order, both paths give the same bits.
+template <>
+struct Blocking<float, Path::avx512> {
+  static constexpr int MR = 12;
+  static constexpr int NR = 32;
+  static constexpr int64_t KC = Blocking<float, Path::avx2>::KC;
+  static constexpr int64_t MC = 144;
+  static constexpr int64_t NC = 3072;
+  static constexpr int64_t JB = 4;
+};
+template <>
+struct Blocking<double, Path::avx512> {
+  static constexpr int MR = 12;
+  static constexpr int NR = 16;
+  static constexpr int64_t KC = Blocking<double, Path::avx2>::KC;
+  static constexpr int64_t MC = 96;
+  static constexpr int64_t NC = 2048;
+  static constexpr int64_t JB = 4;
 };
 
 /// Products below this many flops (2*M*N*K) run on the calling thread: a TBB task costs ~1-5 us.
@@ -279,6 +304,73 @@ void pack_transpose<double, 6>(const double* src, int64_t sr, int lanes, int64_t
   pack_scalar<double, 6>(src, 1, sr, 6, k, kc, dst);
 }
 
+/// Any float width that is a multiple of 4 (the AVX-512 panels): 8x8 transposes, the last 4 lanes
+/// through one with 4 zero rows.
+template <int W>
+void pack_transpose_f32(const float* src, int64_t sr, int lanes, int64_t kc, float* dst) {
+  static_assert(W % 4 == 0);
+  if (lanes != W) return pack_scalar<float, W>(src, 1, sr, lanes, 0, kc, dst);
+  int64_t k = 0;
+  const __m256 z = _mm256_setzero_ps();
+  for (; k + 8 <= kc; k += 8) {
+    float* d = dst + k * W;
+    for (int g = 0; g + 8 <= W; g += 8) {
+      const float* s = src + g * sr + k;
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(s + i * sr);
+      transpose8x8(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+      for (int i = 0; i < 8; ++i) _mm256_storeu_ps(d + i * W + g, r[i]);
+    }
+    if constexpr (W % 8 == 4) {
+      const float* s = src + (W - 4) * sr + k;
+      __m256 r[8] = {_mm256_loadu_ps(s), _mm256_loadu_ps(s + sr), _mm256_loadu_ps(s + 2 * sr),
+                     _mm256_loadu_ps(s + 3 * sr), z, z, z, z};
+      transpose8x8(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+      for (int i = 0; i < 8; ++i) _mm_storeu_ps(d + i * W + W - 4, _mm256_castps256_ps128(r[i]));
+    }
+  }
+  pack_scalar<float, W>(src, 1, sr, W, k, kc, dst);
+}
+
+/// Any double width that is a multiple of 4: 4x4 transposes.
+template <int W>
+void pack_transpose_f64(const double* src, int64_t sr, int lanes, int64_t kc, double* dst) {
+  static_assert(W % 4 == 0);
+  if (lanes != W) return pack_scalar<double, W>(src, 1, sr, lanes, 0, kc, dst);
+  int64_t k = 0;
+  for (; k + 4 <= kc; k += 4) {
+    double* d = dst + k * W;
+    for (int g = 0; g < W; g += 4) {
+      const double* s = src + g * sr + k;
+      __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + sr), r2 = _mm256_loadu_pd(s + 2 * sr),
+              r3 = _mm256_loadu_pd(s + 3 * sr);
+      transpose4x4(r0, r1, r2, r3);
+      _mm256_storeu_pd(d + g, r0);
+      _mm256_storeu_pd(d + W + g, r1);
+      _mm256_storeu_pd(d + 2 * W + g, r2);
+      _mm256_storeu_pd(d + 3 * W + g, r3);
+    }
+  }
+  pack_scalar<double, W>(src, 1, sr, W, k, kc, dst);
+}
+
+template <>
+void pack_transpose<float, 32>(const float* src, int64_t sr, int lanes, int64_t kc, float* dst) {
+  pack_transpose_f32<32>(src, sr, lanes, kc, dst);
+}
+template <>
+void pack_transpose<float, 12>(const float* src, int64_t sr, int lanes, int64_t kc, float* dst) {
+  pack_transpose_f32<12>(src, sr, lanes, kc, dst);
+}
+template <>
+void pack_transpose<double, 16>(const double* src, int64_t sr, int lanes, int64_t kc, double* dst) {
+  pack_transpose_f64<16>(src, sr, lanes, kc, dst);
+}
+template <>
+void pack_transpose<double, 12>(const double* src, int64_t sr, int lanes, int64_t kc, double* dst) {
+  pack_transpose_f64<12>(src, sr, lanes, kc, dst);
+}
+
 /// Packs `cols` lanes of a block whose lanes are contiguous (row k at src + k*ld: B, or A
 /// transposed) into W-lane panels, walking the source row by row (contiguous reads for the
 /// hardware prefetcher and the TLB). The last panel is zero-padded.
@@ -409,26 +501,161 @@ void micro_kernel(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a_ks,
   }
 }
 
-template <class T>
-using KernelFn = void (*)(int64_t, const T*, int64_t, int64_t, const T*, T*, int64_t, int, T, T, const T*);
+// ---------------------------------------------------------------------------------------------
+// The AVX-512 micro-kernel: the same contract and the same arithmetic per element as micro_kernel
+// (one FMA chain per element in k order, then the same store formula), with 512-bit registers and
+// masked loads/stores at the matrix edge. Only the code between push_options and pop_options is
+// compiled for AVX-512, and all of it has internal linkage: no AVX-512 instruction can reach a
+// function the linker might share with the AVX2 code, and none runs unless cpu::isa() says so.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
 
-template <class T, int NB, bool kPackedA>
-constexpr KernelFn<T> kernel_for_rows(int r) {
-  switch (r) {
-    case 1: return &micro_kernel<T, 1, NB, kPackedA>;
-    case 2: return &micro_kernel<T, 2, NB, kPackedA>;
-    case 3: return &micro_kernel<T, 3, NB, kPackedA>;
-    case 4: return &micro_kernel<T, 4, NB, kPackedA>;
-    case 5: return &micro_kernel<T, 5, NB, kPackedA>;
-    default: return &micro_kernel<T, 6, NB, kPackedA>;
+template <class T>
+struct Zmm;
+template <>
+struct Zmm<float> {
+  using V = __m512;
+  using M = __mmask16;
+  static constexpr int L = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static V loadu(const float* p, M m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void storeu(float* p, V v, M m) { _mm512_mask_storeu_ps(p, m, v); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static M mask(int n) { return M((1u << n) - 1u); }  // the first n lanes, 0 <= n <= L
+};
+template <>
+struct Zmm<double> {
+  using V = __m512d;
+  using M = __mmask8;
+  static constexpr int L = 8;
+  static V zero() { return _mm512_setzero_pd(); }
+  static V set1(double x) { return _mm512_set1_pd(x); }
+  static V load(const double* p) { return _mm512_load_pd(p); }
+  static V loadu(const double* p) { return _mm512_loadu_pd(p); }
+  static V loadu(const double* p, M m) { return _mm512_maskz_loadu_pd(m, p); }
+  static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static void storeu(double* p, V v, M m) { _mm512_mask_storeu_pd(p, m, v); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
+  static M mask(int n) { return M((1u << n) - 1u); }
+};
+
+template <class T, int R, int NB, bool kPackedA>
+void micro_kernel_512(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a_ks, const T* __restrict b,
+                      T* __restrict c, int64_t ldc, int nr, T alpha, T beta, const T* __restrict bias) {
+  using Z = Zmm<T>;
+  using V = typename Z::V;
+  constexpr int L = Z::L;
+  constexpr int MR = Blocking<T, Path::avx512>::MR;
+  constexpr int NR = Blocking<T, Path::avx512>::NR;
+  static_assert(NB * L <= NR);
+
+  for (int i = 0; i < R; ++i) {
+    __builtin_prefetch(c + i * ldc, 1, 3);
+    __builtin_prefetch(c + i * ldc + NB * L - 1, 1, 3);
+  }
+
+  V acc[R][NB];
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) acc[i][j] = Z::zero();
+
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    V bv[NB];
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; ++j) bv[j] = Z::load(b + j * L);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      const V av = Z::set1(kPackedA ? a[i] : a[i * a_rs]);
+#pragma GCC unroll 2
+      for (int j = 0; j < NB; ++j) acc[i][j] = Z::fma(av, bv[j], acc[i][j]);
+    }
+    a += kPackedA ? MR : a_ks;
+    b += NR;
+  }
+
+  const V va = Z::set1(alpha), vb = Z::set1(beta);
+  if (nr == NB * L) {
+    if (bias) {
+      V bb[NB];
+#pragma GCC unroll 2
+      for (int j = 0; j < NB; ++j) bb[j] = Z::loadu(bias + j * L);
+#pragma GCC unroll 12
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) Z::storeu(c + i * ldc + j * L, Z::fma(va, acc[i][j], bb[j]));
+    } else if (beta == T(0)) {
+#pragma GCC unroll 12
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) Z::storeu(c + i * ldc + j * L, Z::mul(va, acc[i][j]));
+    } else if (beta == T(1)) {
+#pragma GCC unroll 12
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) {
+          T* p = c + i * ldc + j * L;
+          Z::storeu(p, Z::fma(va, acc[i][j], Z::loadu(p)));
+        }
+    } else {
+#pragma GCC unroll 12
+      for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; ++j) {
+          T* p = c + i * ldc + j * L;
+          Z::storeu(p, Z::fma(va, acc[i][j], Z::mul(vb, Z::loadu(p))));
+        }
+    }
+  } else {
+    // Matrix edge: the same formulas on the first nr columns only.
+    typename Z::M m[NB];
+    for (int j = 0; j < NB; ++j) m[j] = Z::mask(std::clamp(nr - j * L, 0, L));
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < NB; ++j) {
+        T* p = c + i * ldc + j * L;
+        const V r = bias ? Z::fma(va, acc[i][j], Z::loadu(bias + j * L, m[j]))
+                    : beta == T(0) ? Z::mul(va, acc[i][j])
+                    : beta == T(1) ? Z::fma(va, acc[i][j], Z::loadu(p, m[j]))
+                                   : Z::fma(va, acc[i][j], Z::mul(vb, Z::loadu(p, m[j])));
+        Z::storeu(p, r, m[j]);
+      }
   }
 }
 
+#pragma GCC pop_options
+
 template <class T>
+using KernelFn = void (*)(int64_t, const T*, int64_t, int64_t, const T*, T*, int64_t, int, T, T, const T*);
+
+template <class T, Path P, int R, int NB, bool kPackedA>
+constexpr KernelFn<T> kernel_ptr() {
+  if constexpr (P == Path::avx512)
+    return &micro_kernel_512<T, R, NB, kPackedA>;
+  else
+    return &micro_kernel<T, R, NB, kPackedA>;
+}
+
+template <class T, Path P, int NB, bool kPackedA, int... I>
+KernelFn<T> kernel_for_rows(int rows, std::integer_sequence<int, I...>) {
+  static constexpr KernelFn<T> table[] = {kernel_ptr<T, P, I + 1, NB, kPackedA>()...};
+  return table[rows - 1];
+}
+
+/// The micro-kernel for a tile of `rows` x `cols` (1 <= rows <= MR, 1 <= cols <= NR).
+template <class T, Path P>
 KernelFn<T> kernel_for(int rows, int cols, bool packed_a) {
-  constexpr int L = static_cast<int>(xsimd::batch<T>::size);
-  if (cols > L) return packed_a ? kernel_for_rows<T, 2, true>(rows) : kernel_for_rows<T, 2, false>(rows);
-  return packed_a ? kernel_for_rows<T, 1, true>(rows) : kernel_for_rows<T, 1, false>(rows);
+  constexpr int NR = Blocking<T, P>::NR;
+  using Rows = std::make_integer_sequence<int, Blocking<T, P>::MR>;
+  if (cols > NR / 2)
+    return packed_a ? kernel_for_rows<T, P, 2, true>(rows, Rows{}) : kernel_for_rows<T, P, 2, false>(rows, Rows{});
+  return packed_a ? kernel_for_rows<T, P, 1, true>(rows, Rows{}) : kernel_for_rows<T, P, 1, false>(rows, Rows{});
 }
 
 /// One-pass products (K <= kc) with at most this many rows read A in place instead of packing
@@ -462,13 +689,13 @@ int64_t choose_kc(int64_t K) {
   return (kc + 7) & ~int64_t(7);  // multiple of 8: whole transpose blocks
 }
 
-template <class T>
+template <class T, Path P>
 size_t a_buffer_elems(int64_t kc) {
-  return size_t(Blocking<T>::MC) * kc + 64;
+  return size_t(Blocking<T, P>::MC) * kc + 64;
 }
-template <class T>
+template <class T, Path P>
 size_t b_buffer_elems(int64_t kc, int64_t nc) {
-  constexpr int NR = Blocking<T>::NR;
+  constexpr int NR = Blocking<T, P>::NR;
   return size_t((nc + NR - 1) / NR) * NR * kc + 64;
 }
 
@@ -506,22 +733,22 @@ struct RegionPrefetcher {
 };
 
 /// Computes the C rectangle [m0, m1) x [n0, n1) for all of K.
-template <class T>
+template <class T, Path P>
 void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  constexpr int MR = Blocking<T>::MR;
-  constexpr int NR = Blocking<T>::NR;
-  constexpr int64_t MC = Blocking<T>::MC;
-  constexpr int64_t NC = Blocking<T>::NC;
-  constexpr int64_t JB = Blocking<T>::JB;
+  constexpr int MR = Blocking<T, P>::MR;
+  constexpr int NR = Blocking<T, P>::NR;
+  constexpr int64_t MC = Blocking<T, P>::MC;
+  constexpr int64_t NC = Blocking<T, P>::NC;
+  constexpr int64_t JB = Blocking<T, P>::JB;
 
   WorkspaceLease lease;
   const int64_t kc_max = std::min(p.kc, p.K);
   // A in place when the whole product is one K pass over a few rows (see kDirectAMaxRows).
   const bool direct_a = p.K <= p.kc && p.M <= kDirectAMaxRows;
-  T* abuf = direct_a ? nullptr : static_cast<T*>((*lease).a.get(a_buffer_elems<T>(kc_max) * sizeof(T)));
+  T* abuf = direct_a ? nullptr : static_cast<T*>((*lease).a.get(a_buffer_elems<T, P>(kc_max) * sizeof(T)));
   const bool single_ic = m1 - m0 <= MC;
   T* bbuf = static_cast<T*>((*lease).b.get(
-      b_buffer_elems<T>(kc_max, single_ic ? std::min(JB * NR, n1 - n0) : std::min(NC, n1 - n0)) * sizeof(T)));
+      b_buffer_elems<T, P>(kc_max, single_ic ? std::min(JB * NR, n1 - n0) : std::min(NC, n1 - n0)) * sizeof(T)));
 
   // Strides of op(A)(i, k) and op(B)(k, j) in memory.
   const int64_t a_si = p.trans_a ? 1 : p.lda, a_sk = p.trans_a ? p.lda : 1;
@@ -605,8 +832,8 @@ void run_tile(const Problem<T>& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
               pf.step();
               const T* a = direct_a ? p.A + (ic + ir) * a_si + pc * a_sk : abuf + ir * kc;
               const T* bias = pc == 0 && p.bias ? p.bias + jc + jr : nullptr;
-              kernel_for<T>(rows, cols, !direct_a)(kc, a, a_si, a_sk, bstrip, cblock + ir * p.ldc, p.ldc, cols,
-                                                   p.alpha, beta, bias);
+              kernel_for<T, P>(rows, cols, !direct_a)(kc, a, a_si, a_sk, bstrip, cblock + ir * p.ldc, p.ldc, cols,
+                                                      p.alpha, beta, bias);
             }
           }
         }
@@ -728,31 +955,16 @@ void gemm_skinny(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T 
           [&](const tbb::blocked_range<int64_t>& r) { run(r.begin(), r.end()); });
 }
 
-template <class T>
-void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel,
-               const T* bias = nullptr, const T* next_b = nullptr) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (bias) {
-      for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * ldc);
-    } else if (beta != T(1)) {
-      scale_c(M, N, beta, C, ldc);
-    }
-    return;
-  }
-  if (M <= kSkinnyRows || K <= kThinDepth) {
-    gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, allow_parallel, bias);
-    return;
-  }
-  constexpr int MR = Blocking<T>::MR;
-  constexpr int NR = Blocking<T>::NR;
-  const Problem<T> p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, choose_kc<T>(K), bias, next_b};
-
-  const double flops = 2.0 * double(M) * double(N) * double(K);
+/// A packed product on the path P: the task grid over C, each task a run_tile.
+template <class T, Path P>
+void gemm_tiled(const Problem<T>& p, bool allow_parallel) {
+  constexpr int MR = Blocking<T, P>::MR;
+  constexpr int NR = Blocking<T, P>::NR;
+  const int64_t M = p.M, N = p.N;
+  const double flops = 2.0 * double(M) * double(N) * double(p.K);
   const int threads = allow_parallel ? tg::num_threads() : 1;
   if (threads <= 1 || flops < kParallelFlops) {
-    run_tile(p, 0, M, 0, N);
+    run_tile<T, P>(p, 0, M, 0, N);
     return;
   }
   // Task grid: aim for 2 tasks per thread when the work allows (load balance on a busy machine).
@@ -780,10 +992,34 @@ void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T al
           for (int64_t ni = r.cols().begin(); ni < r.cols().end(); ++ni) {
             const int64_t m0 = mi * m_per * MR, m1 = std::min(M, (mi + 1) * m_per * MR);
             const int64_t n0 = ni * n_per * NR, n1 = std::min(N, (ni + 1) * n_per * NR);
-            run_tile(p, m0, m1, n0, n1);
+            run_tile<T, P>(p, m0, m1, n0, n1);
           }
       },
       tbb::simple_partitioner());
+}
+
+template <class T>
+void gemm_impl(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool allow_parallel,
+               const T* bias = nullptr, const T* next_b = nullptr) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (bias) {
+      for (int64_t i = 0; i < M; ++i) std::copy(bias, bias + N, C + i * ldc);
+    } else if (beta != T(1)) {
+      scale_c(M, N, beta, C, ldc);
+    }
+    return;
+  }
+  if (M <= kSkinnyRows || K <= kThinDepth) {
+    gemm_skinny(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, allow_parallel, bias);
+    return;
+  }
+  const Problem<T> p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, choose_kc<T>(K), bias, next_b};
+  if (tg::cpu::isa() == tg::cpu::Isa::avx512)
+    gemm_tiled<T, Path::avx512>(p, allow_parallel);
+  else
+    gemm_tiled<T, Path::avx2>(p, allow_parallel);
 }
 
 }  // namespace

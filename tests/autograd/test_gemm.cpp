@@ -1,4 +1,5 @@
-// The packed GEMM kernel against the plain reference loop.
+// The packed GEMM kernel against the plain reference loop, on every kernel path the CPU has
+// (tg::cpu::set_isa picks the path; a path the CPU lacks is skipped, naming the missing flags).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -9,8 +10,10 @@
 #include <stdexcept>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "autograd/cpu.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
@@ -21,6 +24,33 @@ namespace {
 using tg::kernels::gemm;
 using tg::kernels::gemm_batched;
 using tg::kernels::gemm_reference;
+
+/// The AVX-512 flags the CPU lacks, e.g. "avx512bw avx512vl" (empty when it has them all).
+std::string missing_avx512() {
+  const auto& f = tg::cpu::features();
+  std::string s;
+  for (auto [name, on] : {std::pair<const char*, bool>{"avx512f", f.avx512f}, {"avx512dq", f.avx512dq},
+                          {"avx512bw", f.avx512bw}, {"avx512vl", f.avx512vl}})
+    if (!on) (s += s.empty() ? "" : " ") += name;
+  return s;
+}
+
+/// Runs each test on one kernel path.
+class GemmTest : public ::testing::TestWithParam<tg::cpu::Isa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > tg::cpu::best_isa()) GTEST_SKIP() << "this CPU lacks " << missing_avx512();
+    previous_ = tg::cpu::set_isa(GetParam());
+    ASSERT_EQ(tg::cpu::isa(), GetParam());
+  }
+  void TearDown() override { tg::cpu::set_isa(previous_); }
+
+ private:
+  tg::cpu::Isa previous_ = tg::cpu::isa();
+};
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmTest, ::testing::Values(tg::cpu::Isa::avx2, tg::cpu::Isa::avx512),
+                         [](const auto& info) { return std::string(tg::cpu::isa_name(info.param)); });
 
 struct Case {
   bool ta, tb;
@@ -101,17 +131,17 @@ std::vector<Case> shape_cases() {
   return cases;
 }
 
-TEST(GemmTest, ShapesDouble) {
+TEST_P(GemmTest, ShapesDouble) {
   uint32_t seed = 1;
   for (const auto& c : shape_cases()) check_case<double>(c, seed++, 1e-13);
 }
 
-TEST(GemmTest, ShapesFloat) {
+TEST_P(GemmTest, ShapesFloat) {
   uint32_t seed = 100;
   for (const auto& c : shape_cases()) check_case<float>(c, seed++, 2e-6);
 }
 
-TEST(GemmTest, AlphaBetaAndLeadingDimensions) {
+TEST_P(GemmTest, AlphaBetaAndLeadingDimensions) {
   uint32_t seed = 200;
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
@@ -126,7 +156,7 @@ TEST(GemmTest, AlphaBetaAndLeadingDimensions) {
   }
 }
 
-TEST(GemmTest, SeveralBlocks) {
+TEST_P(GemmTest, SeveralBlocks) {
   // Spans several K passes, several A blocks (MC) and, for double, several B slabs (NC).
   uint32_t seed = 300;
   for (int t = 0; t < 4; ++t) {
@@ -144,7 +174,7 @@ TEST(GemmTest, SeveralBlocks) {
     }
 }
 
-TEST(GemmTest, SkinnyProducts) {
+TEST_P(GemmTest, SkinnyProducts) {
   // M <= 4 takes the unpacked path (dot products for a transposed B, row sums otherwise), M = 5
   // the packed one. Alpha, beta, leading dimensions, SIMD tails.
   uint32_t seed = 400;
@@ -163,7 +193,7 @@ TEST(GemmTest, SkinnyProducts) {
       }
 }
 
-TEST(GemmTest, ZeroSizes) {
+TEST_P(GemmTest, ZeroSizes) {
   std::vector<double> C(12, 2.0);
   double dummy = 1.0;
   // K == 0: C = beta * C.
@@ -203,7 +233,7 @@ void check_batched(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_
     ASSERT_LE(std::abs(double(C[i]) - double(R[i])), tol * scale) << "element " << i;
 }
 
-TEST(GemmTest, Batched) {
+TEST_P(GemmTest, Batched) {
   uint32_t seed = 400;
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
@@ -238,7 +268,7 @@ void check_thread_invariance(bool ta, bool tb, int64_t M, int64_t N, int64_t K, 
   EXPECT_EQ(0, std::memcmp(C1.data(), C2.data(), C1.size() * sizeof(T)));
 }
 
-TEST(GemmTest, BitwiseIdenticalAcrossThreadCounts) {
+TEST_P(GemmTest, BitwiseIdenticalAcrossThreadCounts) {
   uint32_t seed = 500;
   for (int t = 0; t < 4; ++t) {
     check_thread_invariance<float>(t & 1, t & 2, 80, 1000, 900, seed++);
@@ -306,7 +336,7 @@ void check_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, uint32_t seed
           << i << "," << j;
 }
 
-TEST(GemmTest, RowBias) {
+TEST_P(GemmTest, RowBias) {
   uint32_t seed = 900;
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
@@ -353,7 +383,7 @@ void check_batched_sum(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, in
   for (size_t i = 0; i < C.size(); ++i) ASSERT_LE(std::abs(double(C[i]) - double(R[i])), tol * scale) << "element " << i;
 }
 
-TEST(GemmTest, BatchedSumIntoOneC) {
+TEST_P(GemmTest, BatchedSumIntoOneC) {
   uint32_t seed = 700;
   for (int t = 0; t < 4; ++t) {
     const bool ta = t & 1, tb = t & 2;
@@ -368,7 +398,7 @@ TEST(GemmTest, BatchedSumIntoOneC) {
 
 // Large entries, at least two per thread: whole entries per task. Against the reference, and
 // bitwise the same with 1 and 2 threads, for every flag and shared operand.
-TEST(GemmTest, BatchedLargeEntriesPerTask) {
+TEST_P(GemmTest, BatchedLargeEntriesPerTask) {
   uint32_t seed = 800;
   const int64_t batch = 4, M = 203, N = 211, K = 345;  // 2MNK > 8 x the parallel threshold; odd edges
   for (int t = 0; t < 4; ++t)
