@@ -4,8 +4,10 @@
 #include <string>
 
 #include "autograd/compact_grad.h"
+#include "autograd/kernels/bf16_weights.h"
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/gemm.h"
+#include "autograd/kernels/gemm_bf16.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
 #include "autograd/ops_elementwise.h"
@@ -29,10 +31,16 @@ struct Product {
   std::int64_t batch = 1, M = 0, N = 0, K = 0;
   std::int64_t lda = 0, ldb = 0, sa = 0, sb = 0;
   std::int64_t sc = -1;  // C's batch stride: M * N unless given; 0 sums the entries into one C
+  bool bf16 = false;     // recorded under autocast: operands rounded to bf16, float32 sums
 };
 
 /// C = op(A) op(B) + beta C (beta 0: C is only written).
 void product_into(const Product& p, const Tensor& A, const Tensor& B, Tensor& C, double beta) {
+  if (p.bf16) {
+    kernels::bf16::gemm_batched(p.ta, p.tb, p.batch, p.M, p.N, p.K, A.data<float>(), p.lda, p.sa, B.data<float>(), p.ldb,
+                                p.sb, static_cast<float>(beta), C.data<float>(), p.N, p.sc < 0 ? p.M * p.N : p.sc);
+    return;
+  }
   kernels::dispatch_floating("matmul", A.dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::gemm_batched<T>(p.ta, p.tb, p.batch, p.M, p.N, p.K, T(1), A.data<T>(), p.lda, p.sa, B.data<T>(), p.ldb,
@@ -54,6 +62,26 @@ struct ProductGrad {
   const Shape& shape;
   void add_into(Tensor& buffer) const { product_into(p, A, B, buffer, 1.0); }
   Tensor make() const { return run(p, A, B, shape); }
+};
+
+/// Under autocast, a gradient G op(W)ᵀ whose right operand is a cached weight: op(W)ᵀ is packed
+/// once for every product recorded with that weight (LazyPacked), not once per backward.
+struct CachedWeightGrad {
+  Product p;  // batch 1, B = the weight in the orientation the gradient reads
+  const Tensor &A, &W;
+  std::shared_ptr<kernels::bf16::LazyPacked> lazy;
+  const Shape& shape;
+  const kernels::bf16::PackedB& packed() const {
+    return lazy->get(p.tb, p.K, p.N, W.data<float>(), p.ldb);
+  }
+  void add_into(Tensor& buffer) const {
+    kernels::bf16::gemm_packed(p.ta, p.M, A.data<float>(), p.lda, packed(), 1.0f, buffer.data<float>(), p.N);
+  }
+  Tensor make() const {
+    Tensor C = Tensor::empty(shape, DType::f32);
+    kernels::bf16::gemm_packed(p.ta, p.M, A.data<float>(), p.lda, packed(), 0.0f, C.data<float>(), p.N);
+    return C;
+  }
 };
 
 /// A linear layer's weight gradient Gᵀ X (p.ta, batch 1: G (K rows, M = out), X (K, N = in)), which a
@@ -78,16 +106,17 @@ Tensor batched(const Tensor& a, const Tensor& b, std::int64_t B, const Tensor& a
   const std::int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   const std::int64_t sa = share_a ? 0 : M * K, sb = share_b ? 0 : K * N;
   const std::int64_t lda = ta ? M : K, ldb = tb ? K : N;
-  Tensor y = run({ta, tb, B, M, N, K, lda, ldb, sa, sb}, as, bs, Shape{B, M, N});
-  return record("matmul", y, {a, b}, [as = as.detach(), bs = bs.detach(), ta, tb, B, M, N, K, sa, sb,
+  const bool bf16 = kernels::bf16::autocast_applies(a, b);
+  Tensor y = run({ta, tb, B, M, N, K, lda, ldb, sa, sb, -1, bf16}, as, bs, Shape{B, M, N});
+  return record("matmul", y, {a, b}, [as = as.detach(), bs = bs.detach(), ta, tb, B, M, N, K, sa, sb, bf16,
                                       a_shape = a.shape(), b_shape = b.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     // G op(B)ᵀ and op(A)ᵀ G. A shared operand's gradient is written with C stride 0: the entries
     // are summed into it.
     if (ctx.needs_grad(0))
-      ctx.accumulate(0, ProductGrad{{false, !tb, B, M, K, N, N, tb ? K : N, M * N, sb, sa}, g, bs, a_shape});
+      ctx.accumulate(0, ProductGrad{{false, !tb, B, M, K, N, N, tb ? K : N, M * N, sb, sa, bf16}, g, bs, a_shape});
     if (ctx.needs_grad(1))
-      ctx.accumulate(1, ProductGrad{{!ta, false, B, K, N, M, ta ? M : K, N, sa, M * N, sb}, as, g, b_shape});
+      ctx.accumulate(1, ProductGrad{{!ta, false, B, K, N, M, ta ? M : K, N, sa, M * N, sb, bf16}, as, g, b_shape});
   }, [a, b, share_a, share_b](GradGraphContext& ctx) {
     const Tensor& g = ctx.grad_output();
     const Tensor at = transpose(a, -2, -1), bt = transpose(b, -2, -1);
@@ -111,12 +140,26 @@ Tensor folded(const Tensor& a, const Tensor& b, const Tensor& bs, bool tb) {
   out_shape[out_shape.size() - 1] = N;
   const std::int64_t rows = prod_leading(a.shape());
   const std::int64_t ldb = tb ? K : N;
-  Tensor y = run({false, tb, 1, rows, N, K, K, ldb, 0, 0}, a, bs, out_shape);
-  return record("matmul", y, {a, b}, [a = a.detach(), bs = bs.detach(), tb, ldb, rows, N, K,
+  const bool bf16 = kernels::bf16::autocast_applies(a, b);
+  // Under autocast a parameter's packed bf16 copy comes from the weight cache (autograd/autocast.h).
+  const kernels::bf16::CachedWeight cached =
+      bf16 ? kernels::bf16::cached_weight(bs, tb, K, N, ldb) : kernels::bf16::CachedWeight{};
+  Tensor y;
+  if (cached.packed) {
+    y = Tensor::empty(out_shape, DType::f32);
+    kernels::bf16::gemm_packed(false, rows, a.data<float>(), K, *cached.packed, 0.0f, y.data<float>(), N);
+  } else {
+    y = run({false, tb, 1, rows, N, K, K, ldb, 0, 0, -1, bf16}, a, bs, out_shape);
+  }
+  return record("matmul", y, {a, b}, [a = a.detach(), bs = bs.detach(), tb, ldb, rows, N, K, bf16, lazy = cached.other,
                                       b_shape = b.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, !tb, 1, rows, K, N, N, ldb, 0, 0}, g, bs, a.shape()});  // G op(B)ᵀ
-    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0}, a, g, b_shape});  // Aᵀ G
+    const Product da{false, !tb, 1, rows, K, N, N, ldb, 0, 0, -1, bf16};  // G op(B)ᵀ
+    if (ctx.needs_grad(0)) {
+      if (lazy) ctx.accumulate(0, CachedWeightGrad{da, g, bs, lazy, a.shape()});
+      else ctx.accumulate(0, ProductGrad{da, g, bs, a.shape()});
+    }
+    if (ctx.needs_grad(1)) ctx.accumulate(1, ProductGrad{{true, false, 1, K, N, rows, K, N, 0, 0, -1, bf16}, a, g, b_shape});  // Aᵀ G
   }, [a, b, rows](GradGraphContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, matmul(g, transpose(b, 0, 1)));
@@ -192,16 +235,33 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_shape[out_shape.size() - 1] = out;
 
   Tensor y = Tensor::empty(out_shape, x.dtype());
-  kernels::dispatch_floating("linear", x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    T* py = y.template data<T>();
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;  // added in the GEMM's store
-    kernels::gemm<T>(false, true, rows, out, in, T(1), x.data<T>(), in, weight.data<T>(), in, T(0), py, out, pb);
-  });
-  auto backward = [x = x.detach(), w = weight.detach(), rows, in, out](BackwardContext& ctx) {
+  const bool bf16 = kernels::bf16::autocast_applies(x, weight);
+  std::shared_ptr<kernels::bf16::LazyPacked> lazy;  // W for G W, packed once per cached weight
+  if (bf16) {
+    const float* pb = bias.defined() ? bias.data<float>() : nullptr;
+    const kernels::bf16::CachedWeight cached = kernels::bf16::cached_weight(weight, true, in, out, in);
+    if (cached.packed)
+      kernels::bf16::gemm_packed(false, rows, x.data<float>(), in, *cached.packed, 0.0f, y.data<float>(), out, pb);
+    else
+      kernels::bf16::gemm(false, true, rows, out, in, x.data<float>(), in, weight.data<float>(), in, 0.0f,
+                          y.data<float>(), out, pb);
+    lazy = cached.other;
+  } else {
+    kernels::dispatch_floating("linear", x.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* py = y.template data<T>();
+      const T* pb = bias.defined() ? bias.data<T>() : nullptr;  // added in the GEMM's store
+      kernels::gemm<T>(false, true, rows, out, in, T(1), x.data<T>(), in, weight.data<T>(), in, T(0), py, out, pb);
+    });
+  }
+  auto backward = [x = x.detach(), w = weight.detach(), rows, in, out, bf16, lazy](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
-    if (ctx.needs_grad(0)) ctx.accumulate(0, ProductGrad{{false, false, 1, rows, in, out, out, in, 0, 0}, g, w, x.shape()});  // G W
-    if (ctx.needs_grad(1)) ctx.accumulate(1, WeightGrad{{{true, false, 1, out, in, rows, out, in, 0, 0}, g, x, w.shape()}});  // Gᵀ x
+    const Product dx{false, false, 1, rows, in, out, out, in, 0, 0, -1, bf16};  // G W
+    if (ctx.needs_grad(0)) {
+      if (lazy) ctx.accumulate(0, CachedWeightGrad{dx, g, w, lazy, x.shape()});
+      else ctx.accumulate(0, ProductGrad{dx, g, w, x.shape()});
+    }
+    if (ctx.needs_grad(1)) ctx.accumulate(1, WeightGrad{{{true, false, 1, out, in, rows, out, in, 0, 0, -1, bf16}, g, x, w.shape()}});  // Gᵀ x
     if (ctx.needs_grad(2)) ctx.accumulate(2, kernels::sum(kernels::view_as(g, Shape{rows, out}), {0}, false));
   };
   auto graph = [x, weight, rows, in, out](GradGraphContext& ctx) {

@@ -1,0 +1,58 @@
+#pragma once
+// Automatic mixed precision, as torch.autocast("cpu", dtype=torch.bfloat16): inside a Guard the
+// matrix products (matmul, linear, and through them bmm-style batched products, the GRU's and the
+// attention layers' projections) round their float32 operands to bfloat16 and accumulate in
+// float32; every other op runs in float32 as before. Unlike torch, whose autocast returns bf16
+// tensors, the products return float32 (tapegrad has no bf16 dtype yet): no bf16 elementwise
+// kernels are needed and the output keeps float32's precision. Backward of a product recorded
+// under autocast also uses bf16-rounded operands (as torch), wherever backward runs. Weights stay
+// float32 (master weights), and so do gradients; no loss scaling is needed (bf16 has float32's
+// exponent range). float64 tensors are never converted, so gradcheck is unaffected.
+// Design, kernels and figures: docs/performance.md, "bf16 mixed precision".
+#include <cstdint>
+
+namespace tg::autocast {
+
+enum class Precision : std::uint8_t { f32, bf16 };
+
+/// RAII scope setting this thread's autocast state (torch.autocast's context manager): nestable,
+/// restoring the previous state on exit; `enabled = false` (or Precision::f32) turns autocast off
+/// inside an enabled scope. Other threads are unaffected (thread-local, as torch's), including
+/// the threads of tg::run_tasks, whose tasks open their own Guard when they need one.
+/// With `cache_enabled`, a parameter's bf16 copy is made once and kept until the outermost Guard of
+/// the thread exits (torch's weight cast cache), or until a backward accumulates into that
+/// parameter's gradient (so an optimizer step is always seen), or until clear_cache().
+class Guard {
+ public:
+  explicit Guard(Precision precision = Precision::bf16, bool enabled = true, bool cache_enabled = true);
+  ~Guard();
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+
+ private:
+  bool prev_enabled_, prev_cache_;
+};
+
+/// True when products on this thread run in bf16 now.
+bool is_enabled();
+/// Whether this CPU has bf16 arithmetic (avx512_bf16); without it autocast runs a fallback that
+/// reads bf16 operands (half the bytes) and computes in float32 (the same results, slower).
+bool bf16_hardware();
+/// The kernel path bf16 products take on this machine, for logs and --version lines.
+const char* bf16_path();
+
+/// Drops this thread's cached bf16 weights. Call it after changing a parameter's elements in place
+/// inside a Guard other than through backward + optimizer (copy_, fill_, writing through data()):
+/// the cache notices a new buffer (set_data) and most whole-tensor rewrites (it compares 16 sampled
+/// elements), but not a change confined to unsampled elements.
+void clear_cache();
+
+struct CacheStats {
+  std::int64_t entries = 0;  ///< weights with a cached bf16 copy on this thread
+  std::int64_t bytes = 0;    ///< bytes of those copies
+  std::int64_t hits = 0;     ///< products that used a cached copy (this thread, since its start)
+  std::int64_t packs = 0;    ///< copies made (this thread, since its start)
+};
+CacheStats cache_stats();
+
+}  // namespace tg::autocast

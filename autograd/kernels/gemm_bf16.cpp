@@ -1,0 +1,362 @@
+// bf16 products with float32 accumulation: conversion, packing, the AVX2 + FMA fallback kernel and
+// the driver. The AVX-512 BF16 kernel lives in gemm_bf16_avx512.cpp, the only file compiled with
+// -mavx512bf16 (called only when the CPU has it).
+#include "autograd/kernels/gemm_bf16.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "autograd/kernels/parallel_for.h"
+#include "autograd/memory.h"
+#include "autograd/parallel.h"
+
+namespace tg::kernels::bf16 {
+
+namespace {
+
+/// A scratch block from the caching allocator (no system allocation once warm).
+struct Scratch {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  explicit Scratch(std::size_t n) : p(memory::allocate(n)), bytes(n) {}
+  ~Scratch() { memory::deallocate(p, bytes); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class T> T* as() const { return static_cast<T*>(p); }
+};
+
+/// from_float on 8 floats (bit-identical), as 8 uint16 in the low 128 bits.
+inline __m128i convert8(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x);
+  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(abs, _mm256_set1_epi32(0x7f800000));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+  const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+void convert_serial(const float* src, std::int64_t n, std::uint16_t* dst) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), convert8(_mm256_loadu_ps(src + i)));
+  for (; i < n; ++i) dst[i] = from_float(src[i]);
+}
+
+constexpr int kPanel = 32;             // columns of a packed panel
+constexpr std::int64_t kMC = 96;       // rows of C per task
+constexpr std::int64_t kPanelsPerTask = 8;
+constexpr double kParallelMacs = 1 << 20;  // products below this many multiply-adds run serially
+
+/// op(A) (M x K) as bf16 rows of `stride` pairs (K padded with a zero to even).
+void pack_a(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std::int64_t lda, std::uint16_t* dst,
+            std::int64_t stride, bool parallel) {
+  const std::int64_t width = stride * 2;
+  if (!trans_a) {
+    auto rows = [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) {
+        convert_serial(A + i * lda, K, dst + i * width);
+        for (std::int64_t k = K; k < width; ++k) dst[i * width + k] = 0;
+      }
+    };
+    if (parallel) parallel_for(M, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(K, 1)), rows);
+    else rows(0, M);
+    return;
+  }
+  // A stored (K, M): blocks of 8 rows of op(A) read 8 consecutive floats of each stored row.
+  auto rows = [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t i0 = b0 * 8; i0 < std::min(b1 * 8, M); i0 += 8) {
+      const std::int64_t n = std::min<std::int64_t>(8, M - i0);
+      for (std::int64_t k = 0; k < K; ++k)
+        for (std::int64_t r = 0; r < n; ++r) dst[(i0 + r) * width + k] = from_float(A[k * lda + i0 + r]);
+      for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t k = K; k < width; ++k) dst[(i0 + r) * width + k] = 0;
+    }
+  };
+  const std::int64_t blocks = (M + 7) / 8;
+  if (parallel) parallel_for(blocks, std::max<std::int64_t>(1, 2048 / std::max<std::int64_t>(K, 1)), rows);
+  else rows(0, blocks);
+}
+
+void pack_b_into(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb, PackedB& P,
+                 bool parallel) {
+  const std::int64_t pairs = P.pairs;
+  std::uint16_t* out = P.data;
+  auto panels = [&](std::int64_t p0, std::int64_t p1) {
+    std::uint16_t row[2][kPanel];
+    for (std::int64_t p = p0; p < p1; ++p) {
+      std::uint16_t* panel = out + p * pairs * 64;
+      const std::int64_t n0 = p * kPanel, cols = std::min<std::int64_t>(kPanel, N - n0);
+      if (trans_b) {
+        // Column n of op(B) is row n of B: its pairs are consecutive.
+        std::uint32_t* panel32 = reinterpret_cast<std::uint32_t*>(panel);
+        for (std::int64_t j = 0; j < kPanel; ++j) {
+          if (j >= cols) {
+            for (std::int64_t q = 0; q < pairs; ++q) panel32[q * kPanel + j] = 0;
+            continue;
+          }
+          const float* src = B + (n0 + j) * ldb;
+          std::int64_t q = 0;
+          for (; 2 * q + 1 < K; ++q)
+            panel32[q * kPanel + j] = from_float(src[2 * q]) | (std::uint32_t{from_float(src[2 * q + 1])} << 16);
+          if (q < pairs) panel32[q * kPanel + j] = from_float(src[2 * q]);
+        }
+      } else {
+        for (std::int64_t q = 0; q < pairs; ++q) {
+          for (int e = 0; e < 2; ++e) {
+            const std::int64_t k = 2 * q + e;
+            if (k < K) convert_serial(B + k * ldb + n0, cols, row[e]);
+            for (std::int64_t j = (k < K ? cols : 0); j < kPanel; ++j) row[e][j] = 0;
+          }
+          std::uint16_t* d = panel + q * 64;
+          for (int j = 0; j < kPanel; ++j) d[2 * j] = row[0][j], d[2 * j + 1] = row[1][j];
+        }
+      }
+    }
+  };
+  if (parallel) parallel_for(P.panels, std::max<std::int64_t>(1, 4096 / std::max<std::int64_t>(pairs, 1)), panels);
+  else panels(0, P.panels);
+}
+
+PackedB make_packed(std::int64_t K, std::int64_t N, void* storage) {
+  PackedB P;
+  P.K = K, P.N = N, P.pairs = (K + 1) / 2, P.panels = (N + kPanel - 1) / kPanel;
+  P.data = static_cast<std::uint16_t*>(storage);
+  return P;
+}
+
+// ---- the AVX2 + FMA kernel: bf16 widened to float32 in registers --------------------------------
+
+/// Rows [0, R) of C times 16 columns (half a panel) starting at column `h`.
+template <int R>
+void kernel_avx2_half(int h, int cols, std::int64_t pairs, const std::uint32_t* a, std::int64_t a_stride,
+                      const std::uint16_t* panel, float beta, float* C, std::int64_t ldc, const float* bias) {
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const std::uint16_t* b = panel + 2 * h;
+  for (std::int64_t q = 0; q < pairs; ++q, b += 64) {
+    const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 16));
+    const __m256 b00 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+    const __m256 b01 = _mm256_castsi256_ps(_mm256_and_si256(v0, hi_mask));
+    const __m256 b10 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+    const __m256 b11 = _mm256_castsi256_ps(_mm256_and_si256(v1, hi_mask));
+    for (int r = 0; r < R; ++r) {
+      const __m256i av = _mm256_set1_epi32(static_cast<int>(a[r * a_stride + q]));
+      const __m256 a0 = _mm256_castsi256_ps(_mm256_slli_epi32(av, 16));
+      const __m256 a1 = _mm256_castsi256_ps(_mm256_and_si256(av, hi_mask));
+      acc[r][0] = _mm256_fmadd_ps(a1, b01, _mm256_fmadd_ps(a0, b00, acc[r][0]));
+      acc[r][1] = _mm256_fmadd_ps(a1, b11, _mm256_fmadd_ps(a0, b10, acc[r][1]));
+    }
+  }
+  const int n = std::min(16, cols - h);
+  for (int r = 0; r < R; ++r) {
+    float* c = C + r * ldc + h;
+    alignas(32) float t[16];
+    _mm256_store_ps(t, acc[r][0]);
+    _mm256_store_ps(t + 8, acc[r][1]);
+    for (int j = 0; j < n; ++j) {
+      float v = beta != 0.0f ? std::fmaf(beta, c[j], t[j]) : t[j];
+      if (bias) v += bias[h + j];
+      c[j] = v;
+    }
+  }
+}
+
+template <int R>
+void kernel_avx2(int cols, std::int64_t pairs, const std::uint32_t* a, std::int64_t a_stride, const std::uint16_t* panel,
+                 float beta, float* C, std::int64_t ldc, const float* bias) {
+  kernel_avx2_half<R>(0, cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+  if (cols > 16) kernel_avx2_half<R>(16, cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+}
+
+constexpr int kRowsAvx2 = 4;
+constexpr int kRowsAvx512 = 12;
+
+void kernel(Path path, int rows, int cols, std::int64_t pairs, const std::uint32_t* a, std::int64_t a_stride,
+            const std::uint16_t* panel, float beta, float* C, std::int64_t ldc, const float* bias) {
+  if (path == Path::avx512bf16) {
+    detail::kernel_avx512bf16(rows, cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+    return;
+  }
+  switch (rows) {
+    case 1: return kernel_avx2<1>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+    case 2: return kernel_avx2<2>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+    case 3: return kernel_avx2<3>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+    default: return kernel_avx2<4>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+  }
+}
+
+/// C = A_packed B_packed (+ beta C, + bias): tasks of kMC rows x kPanelsPerTask panels; inside a
+/// task, each strip of register rows runs over the task's panels (the strip's pairs stay in L1).
+void run(Path path, std::int64_t M, const std::uint32_t* a, std::int64_t a_stride, const PackedB& B, float beta,
+         float* C, std::int64_t ldc, const float* bias, bool parallel) {
+  if (M <= 0 || B.N <= 0) return;
+  const int mr = path == Path::avx512bf16 ? kRowsAvx512 : kRowsAvx2;
+  const std::int64_t mblocks = (M + kMC - 1) / kMC;
+  const std::int64_t per_task = M <= 4 ? 2 : kPanelsPerTask;  // few rows: thin tasks, the product streams B
+  const std::int64_t nblocks = (B.panels + per_task - 1) / per_task;
+  auto tasks = [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t nb = t / mblocks, mb = t % mblocks;
+      const std::int64_t m0 = mb * kMC, m1 = std::min(M, m0 + kMC);
+      const std::int64_t p0 = nb * per_task, p1 = std::min(B.panels, p0 + per_task);
+      for (std::int64_t r0 = m0; r0 < m1; r0 += mr) {
+        const int rows = static_cast<int>(std::min<std::int64_t>(mr, m1 - r0));
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const int cols = static_cast<int>(std::min<std::int64_t>(kPanel, B.N - p * kPanel));
+          kernel(path, rows, cols, B.pairs, a + r0 * a_stride, a_stride, B.data + p * B.pairs * 64, beta,
+                 C + r0 * ldc + p * kPanel, ldc, bias ? bias + p * kPanel : nullptr);
+        }
+      }
+    }
+  };
+  const std::int64_t n_tasks = mblocks * nblocks;
+  if (parallel && n_tasks > 1) parallel_for(n_tasks, 1, tasks);
+  else tasks(0, n_tasks);
+}
+
+bool is_parallel(std::int64_t M, std::int64_t N, std::int64_t K) {
+  return tg::num_threads() > 1 && static_cast<double>(M) * N * K >= kParallelMacs;
+}
+
+void gemm_impl(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std::int64_t lda, const PackedB& B,
+               float beta, float* C, std::int64_t ldc, const float* bias, Path path, bool parallel) {
+  if (M <= 0 || B.N <= 0) return;
+  const std::int64_t stride = (K + 1) / 2;
+  Scratch pa(static_cast<std::size_t>(M * stride) * 4);
+  pack_a(trans_a, M, K, A, lda, pa.as<std::uint16_t>(), stride, parallel);
+  run(path, M, pa.as<std::uint32_t>(), stride, B, beta, C, ldc, bias, parallel);
+}
+
+void gemm_any(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+              std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,
+              const float* bias, Path path, bool parallel) {
+  if (M <= 0 || N <= 0) return;
+  if (!available(path)) path = Path::avx2;
+  PackedB P = make_packed(K, N, nullptr);
+  Scratch pb(P.bytes());
+  P.data = pb.as<std::uint16_t>();
+  pack_b_into(trans_b, K, N, B, ldb, P, parallel);
+  gemm_impl(trans_a, M, K, A, lda, P, beta, C, ldc, bias, path, parallel);
+}
+
+}  // namespace
+
+void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
+  parallel_for(n, kGrainCheap, [&](std::int64_t i0, std::int64_t i1) {
+    // Chunks may start anywhere: each element's result is the same either way.
+    convert_serial(src + i0, i1 - i0, dst + i0);
+  });
+}
+
+bool hardware() {
+  static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return has;
+}
+
+bool available(Path path) { return path == Path::avx2 || hardware(); }
+
+Path default_path() {
+  static const Path path = [] {
+    const char* env = std::getenv("TG_BF16_PATH");
+    if (env && std::string_view(env) == "avx2") return Path::avx2;
+    return hardware() ? Path::avx512bf16 : Path::avx2;
+  }();
+  return path;
+}
+
+const char* path_name(Path path) {
+  return path == Path::avx512bf16 ? "avx512_bf16 (vdpbf16ps)" : "avx2 fallback (bf16 operands widened to fp32, FMA)";
+}
+
+PackedB pack_b(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb) {
+  PackedB P = make_packed(K, N, nullptr);
+  const std::size_t bytes = std::max<std::size_t>(P.bytes(), 64);
+  void* block = memory::allocate(bytes);
+  P.owner = std::shared_ptr<void>(block, [bytes](void* p) { memory::deallocate(p, bytes); });
+  P.data = static_cast<std::uint16_t*>(block);
+  pack_b_into(trans_b, K, N, B, ldb, P, is_parallel(1, N, K * 64));
+  return P;
+}
+
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+          std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,
+          const float* bias, Path path) {
+  gemm_any(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, path, is_parallel(M, N, K));
+}
+
+void gemm_serial(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+                 std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,
+                 Path path) {
+  gemm_any(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, nullptr, path, false);
+}
+
+void gemm_packed(bool trans_a, std::int64_t M, const float* A, std::int64_t lda, const PackedB& B, float beta,
+                 float* C, std::int64_t ldc, const float* bias, Path path) {
+  if (!available(path)) path = Path::avx2;
+  gemm_impl(trans_a, M, B.K, A, lda, B, beta, C, ldc, bias, path, is_parallel(M, B.N, B.K));
+}
+
+void gemm_batched(bool trans_a, bool trans_b, std::int64_t batch, std::int64_t M, std::int64_t N, std::int64_t K,
+                  const float* A, std::int64_t lda, std::int64_t stride_a, const float* B, std::int64_t ldb,
+                  std::int64_t stride_b, float beta, float* C, std::int64_t ldc, std::int64_t stride_c, Path path) {
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  if (!available(path)) path = Path::avx2;
+  const bool big = is_parallel(M, N, K);
+  if (stride_b == 0) {  // one B for every entry: packed once
+    PackedB P = make_packed(K, N, nullptr);
+    Scratch pb(P.bytes());
+    P.data = pb.as<std::uint16_t>();
+    pack_b_into(trans_b, K, N, B, ldb, P, big);
+    auto entry = [&](std::int64_t i, bool parallel) {
+      gemm_impl(trans_a, M, K, A + i * stride_a, lda, P, stride_c == 0 && i > 0 ? 1.0f : beta, C + i * stride_c, ldc,
+                nullptr, path, parallel);
+    };
+    if (stride_c == 0 || big || tg::num_threads() <= 1)
+      for (std::int64_t i = 0; i < batch; ++i) entry(i, big);
+    else
+      parallel_for(batch, 1, [&](std::int64_t i0, std::int64_t i1) {
+        for (std::int64_t i = i0; i < i1; ++i) entry(i, false);
+      });
+    return;
+  }
+  auto entry = [&](std::int64_t i, bool parallel) {
+    gemm_any(trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb,
+             stride_c == 0 && i > 0 ? 1.0f : beta, C + i * stride_c, ldc, nullptr, path, parallel);
+  };
+  // Each entry's result is the same computed alone or beside others: entries in parallel when
+  // each is small, one after the other (each in parallel) when large; sums in batch order.
+  if (stride_c == 0 || big || tg::num_threads() <= 1 || batch == 1)
+    for (std::int64_t i = 0; i < batch; ++i) entry(i, big);
+  else
+    parallel_for(batch, 1, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) entry(i, false);
+    });
+}
+
+void gemm_reference(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+                    std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,
+                    const float* bias) {
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t j = 0; j < N; ++j) {
+      float acc = 0.0f;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const float a = round(trans_a ? A[k * lda + i] : A[i * lda + k]);
+        const float b = round(trans_b ? B[j * ldb + k] : B[k * ldb + j]);
+        acc = std::fmaf(a, b, acc);
+      }
+      float v = beta != 0.0f ? std::fmaf(beta, C[i * ldc + j], acc) : acc;
+      if (bias) v += bias[j];
+      C[i * ldc + j] = v;
+    }
+}
+
+}  // namespace tg::kernels::bf16

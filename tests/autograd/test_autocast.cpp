@@ -1,0 +1,275 @@
+// Autocast (autograd/autocast.h): the products under a Guard against float32, forward and backward,
+// within the bound of bf16 rounding; scoping, nesting and threads; the weight cache never stale.
+//
+// The bound: rounding an operand to bf16 (8 significant bits, round to nearest even) changes it by
+// at most 2^-8 relative, so a product of two rounded operands is off by at most 2^-7 + 2^-16
+// relative; the products are exact in float32 and summed in float32 both here and in the float32
+// reference, each sum off by at most about K 2^-24 of sum|a b|. So
+//   |y_bf16 - y_f32| <= (2^-7 + 2^-16 + 2 K 2^-24) sum_k |a_ik| |b_kj|
+// and the same for each gradient, whose operands (the output's gradient among them) are rounded
+// too. The sums of |a||b| come from the same op run in float64 on |a|, |b| and |g|.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/kernels/gemm_bf16.h"
+#include "autograd/ops_elementwise.h"
+#include "autograd/ops_matmul.h"
+#include "autograd/ops_reduce.h"
+#include "autograd/ops_shape.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "autograd/tape.h"
+
+using namespace tg;
+
+namespace {
+
+using Op = std::function<Tensor(const Tensor&, const Tensor&)>;
+
+constexpr double kSumTerms = 4096;  // more than any sum's length below
+const double kRel = std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + 2 * kSumTerms * std::ldexp(1.0, -24);
+
+struct Result {
+  Tensor y, ga, gb;
+};
+
+/// y = op(a, b) and the gradients of sum(y * r), the forward under autocast when `bf16`; backward
+/// runs outside the Guard, as torch recommends (the products recorded under it still use bf16).
+Result run(const Op& op, const Tensor& A, const Tensor& B, const Tensor& R, bool bf16) {
+  Tensor a = A.detach().clone().requires_grad_(), b = B.detach().clone().requires_grad_();
+  Tensor y;
+  {
+    std::optional<autocast::Guard> guard;
+    if (bf16) guard.emplace();
+    y = op(a, b);
+  }
+  sum(y * R).backward();
+  return {y.detach(), a.grad(), b.grad()};
+}
+
+void expect_within(const Tensor& got, const Tensor& want, const Tensor& mass, const char* what) {
+  const auto g = got.to_vector<double>(), w = want.to_vector<double>(), m = mass.to_vector<double>();
+  ASSERT_EQ(g.size(), w.size()) << what;
+  bool differs = false;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    ASSERT_LE(std::fabs(g[i] - w[i]), kRel * m[i] + 1e-30) << what << " element " << i;
+    differs |= g[i] != w[i];
+  }
+  EXPECT_TRUE(differs) << what << ": no element changed, so bf16 was not used";
+}
+
+void check_op(const Op& op, const Shape& sa, const Shape& sb, unsigned seed) {
+  Generator gen(seed);
+  const Tensor A = Tensor::normal(sa, 0, 1, gen), B = Tensor::normal(sb, 0, 1, gen);
+  const Shape sy = op(A, B).shape();
+  const Tensor R = Tensor::normal(sy, 0, 1, gen);
+  const Result f32 = run(op, A, B, R, false), ac = run(op, A, B, R, true);
+  // The sums of |a||b| (and of |g||b|, |a||g| for the gradients) in float64.
+  Tensor a64 = abs(A.to(DType::f64)).requires_grad_(), b64 = abs(B.to(DType::f64)).requires_grad_();
+  Tensor y64 = op(a64, b64);
+  sum(y64 * abs(R.to(DType::f64))).backward();
+  expect_within(ac.y, f32.y, y64.detach(), "forward");
+  expect_within(ac.ga, f32.ga, a64.grad(), "grad a");
+  expect_within(ac.gb, f32.gb, b64.grad(), "grad b");
+}
+
+TEST(Autocast, ScopesNestAndRestore) {
+  EXPECT_FALSE(autocast::is_enabled());
+  {
+    autocast::Guard on;
+    EXPECT_TRUE(autocast::is_enabled());
+    {
+      autocast::Guard off(autocast::Precision::bf16, false);
+      EXPECT_FALSE(autocast::is_enabled());
+      {
+        autocast::Guard again;
+        EXPECT_TRUE(autocast::is_enabled());
+      }
+      EXPECT_FALSE(autocast::is_enabled());
+    }
+    {
+      autocast::Guard f32(autocast::Precision::f32);
+      EXPECT_FALSE(autocast::is_enabled());
+    }
+    EXPECT_TRUE(autocast::is_enabled());
+  }
+  EXPECT_FALSE(autocast::is_enabled());
+}
+
+TEST(Autocast, OtherThreadsAreUnaffected) {
+  Generator gen(3);
+  const Tensor a = Tensor::normal({7, 9}, 0, 1, gen), b = Tensor::normal({9, 5}, 0, 1, gen);
+  const auto plain = matmul(a, b).to_vector<float>();
+  autocast::Guard on;
+  bool seen = true;
+  std::vector<float> there;
+  std::thread t([&] {
+    seen = autocast::is_enabled();
+    there = matmul(a, b).to_vector<float>();
+  });
+  t.join();
+  EXPECT_FALSE(seen);
+  EXPECT_EQ(there, plain);
+  EXPECT_NE(matmul(a, b).to_vector<float>(), plain);  // this thread's product is in bf16
+}
+
+TEST(Autocast, MatmulWithinBf16Bound) {
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(a, b); }, {13, 17}, {17, 9}, 1);
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(a, b); }, {1, 33}, {33, 65}, 2);  // a decoding row
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(a, b); }, {3, 5, 17}, {17, 40}, 3);  // folded
+}
+
+TEST(Autocast, TransposedOperandsWithinBf16Bound) {
+  // x.transpose(-2, -1) reaches the product as a transpose flag on x.
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(a, transpose(b, -2, -1)); }, {11, 19}, {7, 19}, 4);
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(transpose(a, -2, -1), b); }, {4, 19, 11}, {4, 19, 6}, 5);
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(transpose(a, -2, -1), transpose(b, -2, -1)); },
+           {3, 9, 5}, {3, 7, 9}, 6);
+}
+
+TEST(Autocast, BroadcastBatchesWithinBf16Bound) {
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(a, b); }, {2, 3, 5, 7}, {3, 7, 4}, 7);
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(a, b); }, {5, 7}, {4, 7, 6}, 8);   // left shared
+  check_op([](const Tensor& a, const Tensor& b) { return matmul(a, b); }, {4, 1, 5, 7}, {3, 7, 2}, 9);
+}
+
+TEST(Autocast, LinearWithinBf16Bound) {
+  check_op([](const Tensor& x, const Tensor& w) { return linear(x, w); }, {2, 9, 33}, {41, 33}, 10);
+  Generator gen(11);
+  const Tensor bias = Tensor::normal({41}, 0, 1, gen);
+  // The bias is added in float32 after the sum: its terms join the bound's sum of magnitudes.
+  const Op with_bias = [&](const Tensor& x, const Tensor& w) {
+    return linear(x, w, x.dtype() == DType::f64 ? abs(bias.to(DType::f64)) : bias);
+  };
+  check_op(with_bias, {31, 33}, {41, 33}, 12);
+}
+
+TEST(Autocast, Float64IsUntouched) {
+  Generator gen(13);
+  const Tensor a = Tensor::normal({6, 10}, 0, 1, gen, DType::f64), b = Tensor::normal({10, 4}, 0, 1, gen, DType::f64);
+  const auto plain = matmul(a, b).to_vector<double>(), plain_lin = linear(a, transpose(b, 0, 1)).to_vector<double>();
+  autocast::Guard on;
+  EXPECT_EQ(matmul(a, b).to_vector<double>(), plain);
+  EXPECT_EQ(linear(a, transpose(b, 0, 1)).to_vector<double>(), plain_lin);
+}
+
+/// The product of x and a weight with the cache off: the value a cached product must give.
+std::vector<float> fresh_linear(const Tensor& x, const Tensor& w) {
+  autocast::Guard no_cache(autocast::Precision::bf16, true, false);
+  return linear(x, w.detach().clone()).to_vector<float>();
+}
+
+TEST(AutocastCache, ReusesAWeightAndGivesTheSameBits) {
+  Generator gen(14);
+  const Tensor x = Tensor::normal({5, 40}, 0, 1, gen);
+  Tensor w = Tensor::normal({70, 40}, 0, 1, gen).requires_grad_();
+  autocast::Guard on;
+  const auto before = autocast::cache_stats();
+  const auto y1 = linear(x, w).to_vector<float>();
+  const auto y2 = linear(x, w).to_vector<float>();
+  const auto after = autocast::cache_stats();
+  EXPECT_EQ(after.packs - before.packs, 1);
+  EXPECT_EQ(after.hits - before.hits, 1);
+  EXPECT_EQ(after.entries, 1);
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(y1, fresh_linear(x, w));
+}
+
+TEST(AutocastCache, TheOutermostScopeClearsIt) {
+  Generator gen(15);
+  Tensor w = Tensor::normal({8, 8}, 0, 1, gen).requires_grad_();
+  {
+    autocast::Guard on;
+    linear(Tensor::normal({2, 8}, 0, 1, gen), w);
+    { autocast::Guard inner(autocast::Precision::bf16, false); }
+    EXPECT_EQ(autocast::cache_stats().entries, 1);
+  }
+  EXPECT_EQ(autocast::cache_stats().entries, 0);
+}
+
+// A weight changed in place must never leave a stale copy: after backward (an optimizer step may
+// follow), after set_data, after a whole-tensor copy_, after clear_cache().
+TEST(AutocastCache, InPlaceUpdatesAreSeen) {
+  Generator gen(16);
+  const Tensor x = Tensor::normal({6, 40}, 0, 1, gen);
+  Tensor w = Tensor::normal({50, 40}, 0, 1, gen).requires_grad_();
+  autocast::Guard on;
+  // An optimizer-like update of one element the cache does not sample (index 1), after backward.
+  sum(linear(x, w)).backward();
+  w.data<float>()[1] += 0.75f;
+  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
+  // A new buffer.
+  w.set_data(Tensor::normal({50, 40}, 0, 1, gen));
+  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
+  // New values copied in (checkpoint loading, swapping in EMA weights), no backward in between.
+  w.copy_(Tensor::normal({50, 40}, 0, 1, gen));
+  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
+  // Any other change, announced.
+  w.data<float>()[1] -= 2.0f;
+  autocast::clear_cache();
+  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
+  // The same for matmul's right operand, in both orientations.
+  Tensor v = Tensor::normal({40, 30}, 0, 1, gen).requires_grad_();
+  const auto m0 = matmul(x, v).to_vector<float>();
+  sum(matmul(x, v)).backward();
+  v.data<float>()[1] += 1.0f;
+  const auto m1 = matmul(x, v).to_vector<float>();
+  EXPECT_NE(m0, m1);
+  autocast::clear_cache();
+  EXPECT_EQ(matmul(x, v).to_vector<float>(), m1);
+}
+
+// A weight used at several steps (a recurrence) packs its backward orientation once; the
+// gradients equal those computed without the cache bit for bit.
+TEST(AutocastCache, RecurrenceGradientsEqualUncached) {
+  Generator gen(17);
+  const Tensor h0 = Tensor::normal({4, 24}, 0, 1, gen);
+  const Tensor W0 = Tensor::normal({24, 24}, 0, 0.3, gen);
+  auto grads = [&](bool cache) {
+    Tensor w = W0.detach().clone().requires_grad_();
+    Tensor h0c = h0.detach().clone().requires_grad_();
+    Tensor h = h0c;
+    {
+      autocast::Guard on(autocast::Precision::bf16, true, cache);
+      for (int t = 0; t < 5; ++t) h = tanh(linear(h, w));
+    }
+    sum(h).backward();
+    return std::make_pair(w.grad().to_vector<float>(), h0c.grad().to_vector<float>());
+  };
+  EXPECT_EQ(grads(true), grads(false));
+}
+
+TEST(Autocast, OneAndTwoThreadsIdentical) {
+  Generator gen(18);
+  const Tensor X = Tensor::normal({300, 200}, 0, 1, gen), W0 = Tensor::normal({520, 200}, 0, 1, gen);
+  auto step = [&](int threads) {
+    set_num_threads(threads);
+    Tensor w = W0.detach().clone().requires_grad_(), x = X.detach().clone().requires_grad_();
+    Tensor y;
+    {
+      autocast::Guard on;
+      y = linear(x, w);
+    }
+    sum(y * y).backward();
+    set_num_threads(0);
+    return std::make_tuple(y.to_vector<float>(), x.grad().to_vector<float>(), w.grad().to_vector<float>());
+  };
+  EXPECT_EQ(step(1), step(2));
+}
+
+TEST(Autocast, ReportsItsKernelPath) {
+  const std::string path = autocast::bf16_path();
+  EXPECT_EQ(autocast::bf16_hardware(), tg::kernels::bf16::hardware());
+  EXPECT_FALSE(path.empty());
+}
+
+}  // namespace
