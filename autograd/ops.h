@@ -10,5 +10,6 @@
 #include "autograd/ops_norm.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_rnn.h"
+#include "autograd/ops_sampling.h"  // not differentiable: multinomial, randint, randperm, bernoulli, normal
 #include "autograd/ops_shape.h"
 #include "autograd/ops_softmax.h"

@@ -198,6 +198,11 @@ std::map<std::string, Probe> probes() {
       {"arange", [](const Tensor& x) { return arange(0.0, 4.0, 1.0, x.dtype()); }},
       {"linspace", [](const Tensor& x) { return linspace(0.0, 4.0, 5, x.dtype()); }},
       {"eye", [](const Tensor& x) { return eye(3, -1, x.dtype()); }},
+      {"multinomial", [](const Tensor& x) { return multinomial(x, 2, false, gen); }},
+      {"randint", [](const Tensor& x) { return randint(0, 5, x.shape(), gen, x.dtype()); }},
+      {"randperm", [](const Tensor& x) { return randperm(4, gen, x.dtype()); }},
+      {"bernoulli", [](const Tensor& x) { return bernoulli(x / 8.0, gen); }},
+      {"normal", [](const Tensor& x) { return normal(x, x, gen); }},
   };
   // The one-argument elementwise functions.
   using Unary = Tensor (*)(const Tensor&);
