@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <iostream>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"
@@ -64,8 +66,14 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps before");
   app.add_option("--seed", seed, "seed of the weights and of the data");
   app.add_flag("--profile", profile, "also report seconds per phase of a step");
+  std::string precision = "f32";
+  app.add_option("--precision", precision, "f32, or bf16: every step and decode under tg::autocast::Guard")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   try {
+    // bf16: the whole run inside one autocast scope (the weight cache is renewed after each backward).
+    std::optional<tg::autocast::Guard> autocast;
+    if (precision == "bf16") autocast.emplace(tg::autocast::Precision::bf16);
     if (steps < 1) throw std::invalid_argument("bench_encoder: --steps must be >= 1");
     tg::set_num_threads(threads);
     tg::Generator gen(seed);
@@ -99,7 +107,10 @@ int main(int argc, char** argv) {
     const double tokens = static_cast<double>(steps) * sizes.batch * sizes.seq;
 
     std::ostringstream js;
-    js << "{\"framework\":\"tapegrad\",\"config\":\"G\",\"model\":\"pre-LN encoder layer (public ops)\",\"threads\":"
+    js << "{\"framework\":\"tapegrad\",\"config\":\"G\",\"model\":\"pre-LN encoder layer (public ops)\",\"precision\":\""
+       << precision << (precision == "bf16" ? "\",\"bf16_path\":\"" : "")
+       << (precision == "bf16" ? tg::autocast::bf16_path() : "")
+       << "\",\"threads\":"
        << tg::num_threads() << ",\"blas\":\"tapegrad kernels\",\"steps\":" << steps << ",\"warmup\":" << warmup
        << ",\"batch\":" << sizes.batch << ",\"num_steps\":" << sizes.seq << ",\"tokens\":" << num(tokens)
        << ",\"tokens_per_sec\":" << num(tokens / train_s) << ",\"sec_per_step\":" << num(train_s / steps)

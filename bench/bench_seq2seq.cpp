@@ -47,10 +47,12 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/dist.h"
 #include "autograd/memory.h"
 #include "autograd/ops_elementwise.h"
@@ -158,9 +160,15 @@ int main(int argc, char** argv) {
   std::string only;
   app.add_option("--only", only, "run one part only, for profilers: train | decode1 | decode64")
       ->check(CLI::IsMember({"train", "decode1", "decode64"}));
+  std::string precision = "f32";
+  app.add_option("--precision", precision, "f32, or bf16: every step and decode under tg::autocast::Guard")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
+    // bf16: the whole run inside one autocast scope (the weight cache is renewed after each backward).
+    std::optional<tg::autocast::Guard> autocast;
+    if (precision == "bf16") autocast.emplace(tg::autocast::Precision::bf16);
     Workload w = workload(config, readout);
     if (batch_override > 0) w.batch = batch_override;
     const auto& c = w.config;
@@ -307,7 +315,10 @@ int main(int argc, char** argv) {
 
     std::ostringstream js;
     js << "{\"framework\":\"tapegrad\",\"config\":\"" << w.name << "\",\"model\":\"" << c.model
-       << "\",\"readout\":\"" << (c.model == "rnnsearch" ? to_string(c.readout) : "linear") << "\",\"threads\":"
+       << "\",\"readout\":\"" << (c.model == "rnnsearch" ? to_string(c.readout) : "linear") << "\",\"precision\":\""
+       << precision << (precision == "bf16" ? "\",\"bf16_path\":\"" : "")
+       << (precision == "bf16" ? tg::autocast::bf16_path() : "")
+       << "\",\"threads\":"
        << tg::num_threads() << ",\"steps\":" << steps << ",\"warmup\":" << warmup << ",\"batch\":" << w.batch
        << ",\"num_steps\":" << c.num_steps << ",\"tokens\":" << tokens
        << ",\"tokens_per_sec\":" << num(steps > 0 ? static_cast<double>(tokens) / train_s : 0.0)

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
 #include "autograd/parallel.h"
@@ -68,14 +69,26 @@ void pack_a(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std::i
     else rows(0, M);
     return;
   }
-  // A stored (K, M): blocks of 8 rows of op(A) read 8 consecutive floats of each stored row.
+  // A stored (K, M): blocks of 8 rows of op(A); two stored rows (k, k+1) give 8 pairs at once.
   auto rows = [&](std::int64_t b0, std::int64_t b1) {
+    std::uint32_t* d32 = reinterpret_cast<std::uint32_t*>(dst);
     for (std::int64_t i0 = b0 * 8; i0 < std::min(b1 * 8, M); i0 += 8) {
       const std::int64_t n = std::min<std::int64_t>(8, M - i0);
-      for (std::int64_t k = 0; k < K; ++k)
-        for (std::int64_t r = 0; r < n; ++r) dst[(i0 + r) * width + k] = from_float(A[k * lda + i0 + r]);
-      for (std::int64_t r = 0; r < n; ++r)
-        for (std::int64_t k = K; k < width; ++k) dst[(i0 + r) * width + k] = 0;
+      alignas(16) std::uint16_t lo[8] = {}, hi[8] = {};
+      for (std::int64_t q = 0; q < stride; ++q) {
+        const std::int64_t k = 2 * q;
+        if (n == 8) {
+          _mm_store_si128(reinterpret_cast<__m128i*>(lo), convert8(_mm256_loadu_ps(A + k * lda + i0)));
+          if (k + 1 < K) _mm_store_si128(reinterpret_cast<__m128i*>(hi), convert8(_mm256_loadu_ps(A + (k + 1) * lda + i0)));
+          else _mm_store_si128(reinterpret_cast<__m128i*>(hi), _mm_setzero_si128());
+        } else {
+          for (std::int64_t r = 0; r < n; ++r) {
+            lo[r] = from_float(A[k * lda + i0 + r]);
+            hi[r] = k + 1 < K ? from_float(A[(k + 1) * lda + i0 + r]) : 0;
+          }
+        }
+        for (std::int64_t r = 0; r < n; ++r) d32[(i0 + r) * stride + q] = lo[r] | (std::uint32_t{hi[r]} << 16);
+      }
     }
   };
   const std::int64_t blocks = (M + 7) / 8;
@@ -83,37 +96,81 @@ void pack_a(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std::i
   else rows(0, blocks);
 }
 
+/// Transposes an 8 x 8 block of 32-bit values (rows `in[r]`) into `out` rows `out_stride` apart.
+inline void transpose8x8(const std::uint32_t* in, std::int64_t in_stride, std::uint32_t* out, std::int64_t out_stride) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i * in_stride)));
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * out_stride), _mm256_castps_si256(t[i]));
+}
+
 void pack_b_into(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb, PackedB& P,
                  bool parallel) {
   const std::int64_t pairs = P.pairs;
   std::uint16_t* out = P.data;
   auto panels = [&](std::int64_t p0, std::int64_t p1) {
+    if (trans_b) {
+      // Column n of op(B) is row n of B: its pairs are consecutive. The panel's rows are converted
+      // in blocks of kChunk pairs into `tmp`, then transposed into the panel 8 x 8 at a time.
+      constexpr std::int64_t kChunk = 128;
+      alignas(64) std::uint32_t tmp[kPanel][kChunk];
+      for (std::int64_t p = p0; p < p1; ++p) {
+        std::uint32_t* panel32 = reinterpret_cast<std::uint32_t*>(out + p * pairs * 64);
+        const std::int64_t n0 = p * kPanel, cols = std::min<std::int64_t>(kPanel, N - n0);
+        for (std::int64_t q0 = 0; q0 < pairs; q0 += kChunk) {
+          const std::int64_t nq = std::min(kChunk, pairs - q0), k0 = 2 * q0, nk = std::min(2 * nq, K - k0);
+          for (std::int64_t j = 0; j < kPanel; ++j) {
+            std::uint16_t* t16 = reinterpret_cast<std::uint16_t*>(tmp[j]);
+            if (j < cols) convert_serial(B + (n0 + j) * ldb + k0, nk, t16);
+            for (std::int64_t k = (j < cols ? nk : 0); k < 2 * kChunk; ++k) t16[k] = 0;
+          }
+          std::int64_t q = 0;
+          for (; q + 8 <= nq; q += 8)
+            for (int j = 0; j < kPanel; j += 8) transpose8x8(&tmp[j][q], kChunk, panel32 + (q0 + q) * kPanel + j, kPanel);
+          for (; q < nq; ++q)
+            for (std::int64_t j = 0; j < kPanel; ++j) panel32[(q0 + q) * kPanel + j] = tmp[j][q];
+        }
+      }
+      return;
+    }
+    // Rows k, k+1 of B hold a pair for every column: blocks of kRowPairs pairs, each read once
+    // across the task's panels while the block stays in cache.
+    constexpr std::int64_t kRowPairs = 32;
     std::uint16_t row[2][kPanel];
-    for (std::int64_t p = p0; p < p1; ++p) {
-      std::uint16_t* panel = out + p * pairs * 64;
-      const std::int64_t n0 = p * kPanel, cols = std::min<std::int64_t>(kPanel, N - n0);
-      if (trans_b) {
-        // Column n of op(B) is row n of B: its pairs are consecutive.
-        std::uint32_t* panel32 = reinterpret_cast<std::uint32_t*>(panel);
-        for (std::int64_t j = 0; j < kPanel; ++j) {
-          if (j >= cols) {
-            for (std::int64_t q = 0; q < pairs; ++q) panel32[q * kPanel + j] = 0;
+    for (std::int64_t q0 = 0; q0 < pairs; q0 += kRowPairs) {
+      const std::int64_t q1 = std::min(pairs, q0 + kRowPairs);
+      for (std::int64_t p = p0; p < p1; ++p) {
+        std::uint16_t* panel = out + p * pairs * 64;
+        const std::int64_t n0 = p * kPanel, cols = std::min<std::int64_t>(kPanel, N - n0);
+        for (std::int64_t q = q0; q < q1; ++q) {
+          std::uint16_t* d = panel + q * 64;
+          if (cols == kPanel && 2 * q + 1 < K) {
+            const float* r0 = B + 2 * q * ldb + n0;
+            for (int j = 0; j < kPanel; j += 8) {
+              const __m128i a = convert8(_mm256_loadu_ps(r0 + j)), b = convert8(_mm256_loadu_ps(r0 + ldb + j));
+              _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * j), _mm_unpacklo_epi16(a, b));
+              _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * j + 8), _mm_unpackhi_epi16(a, b));
+            }
             continue;
           }
-          const float* src = B + (n0 + j) * ldb;
-          std::int64_t q = 0;
-          for (; 2 * q + 1 < K; ++q)
-            panel32[q * kPanel + j] = from_float(src[2 * q]) | (std::uint32_t{from_float(src[2 * q + 1])} << 16);
-          if (q < pairs) panel32[q * kPanel + j] = from_float(src[2 * q]);
-        }
-      } else {
-        for (std::int64_t q = 0; q < pairs; ++q) {
           for (int e = 0; e < 2; ++e) {
             const std::int64_t k = 2 * q + e;
             if (k < K) convert_serial(B + k * ldb + n0, cols, row[e]);
             for (std::int64_t j = (k < K ? cols : 0); j < kPanel; ++j) row[e][j] = 0;
           }
-          std::uint16_t* d = panel + q * 64;
           for (int j = 0; j < kPanel; ++j) d[2 * j] = row[0][j], d[2 * j + 1] = row[1][j];
         }
       }
@@ -226,9 +283,62 @@ bool is_parallel(std::int64_t M, std::int64_t N, std::int64_t K) {
   return tg::num_threads() > 1 && static_cast<double>(M) * N * K >= kParallelMacs;
 }
 
+/// The avx2 path from kAvx2WidenRows rows: op(B) widened back to float32 (bf16 values) and A
+/// rounded to bf16 values, then the float32 GEMM. Without bf16 arithmetic the FMA peak is the
+/// limit; the in-register widening of the small-M kernel would cost more than it saves here.
+void gemm_widened(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std::int64_t lda, const PackedB& B,
+                  float beta, float* C, std::int64_t ldc, const float* bias, bool parallel) {
+  const std::int64_t N = B.N, rows = trans_a ? K : M, cols = trans_a ? M : K;
+  Scratch af(static_cast<std::size_t>(rows * cols) * 4), bfl(static_cast<std::size_t>(K * N) * 4);
+  float* a = af.as<float>();
+  float* b = bfl.as<float>();
+  auto round_rows = [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* src = A + r * lda;
+      float* d = a + r * cols;
+      std::int64_t j = 0;
+      for (; j + 8 <= cols; j += 8) {
+        const __m256i h = _mm256_cvtepu16_epi32(convert8(_mm256_loadu_ps(src + j)));
+        _mm256_storeu_ps(d + j, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+      }
+      for (; j < cols; ++j) d[j] = round(src[j]);
+    }
+  };
+  auto unpack = [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const std::int64_t n0 = p * kPanel, nc = std::min<std::int64_t>(kPanel, N - n0);
+      const std::uint16_t* panel = B.data + p * B.pairs * 64;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const std::uint16_t* src = panel + (k / 2) * 64 + (k & 1);
+        float* d = b + k * N + n0;
+        for (std::int64_t j = 0; j < nc; ++j) d[j] = to_float(src[2 * j]);
+      }
+    }
+  };
+  // kernels::gemm takes a bias only with beta == 0; otherwise it is added after.
+  const float* fused_bias = beta == 0.0f ? bias : nullptr;
+  if (parallel) {
+    parallel_for(rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cols, 1)), round_rows);
+    parallel_for(B.panels, std::max<std::int64_t>(1, 2048 / std::max<std::int64_t>(K, 1)), unpack);
+    kernels::gemm<float>(trans_a, false, M, N, K, 1.0f, a, cols, b, N, beta, C, ldc, fused_bias);
+  } else {
+    round_rows(0, rows);
+    unpack(0, B.panels);
+    if (fused_bias) kernels::gemm<float>(trans_a, false, M, N, K, 1.0f, a, cols, b, N, beta, C, ldc, fused_bias);
+    else kernels::gemm_serial<float>(trans_a, false, M, N, K, 1.0f, a, cols, b, N, beta, C, ldc);
+  }
+  if (bias && !fused_bias)
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) C[i * ldc + j] += bias[j];
+}
+
 void gemm_impl(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std::int64_t lda, const PackedB& B,
                float beta, float* C, std::int64_t ldc, const float* bias, Path path, bool parallel) {
   if (M <= 0 || B.N <= 0) return;
+  if (path == Path::avx2 && M >= kAvx2WidenRows) {
+    gemm_widened(trans_a, M, K, A, lda, B, beta, C, ldc, bias, parallel);
+    return;
+  }
   const std::int64_t stride = (K + 1) / 2;
   Scratch pa(static_cast<std::size_t>(M * stride) * 4);
   pack_a(trans_a, M, K, A, lda, pa.as<std::uint16_t>(), stride, parallel);

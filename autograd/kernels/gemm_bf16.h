@@ -36,6 +36,11 @@ Path default_path();
 bool available(Path path);
 const char* path_name(Path path);
 
+/// From this many rows of C the avx2 path widens the packed bf16 operand back to float32 and runs the
+/// float32 GEMM on the bf16 values (the float32 FMA peak is its limit); below, it widens in
+/// registers and reads half the bytes (batch-1 decoding is bound by reading the weights).
+inline constexpr std::int64_t kAvx2WidenRows = 8;
+
 /// op(B) (K x N) rounded to bf16 and packed for the kernels: 32-column panels, inside a panel the
 /// pairs (k, k+1) of each column side by side (the operand layout of vdpbf16ps), K padded to even
 /// and N to a multiple of 32 with zeros. Read-only once built: shared between threads.
@@ -52,7 +57,8 @@ PackedB pack_b(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std
 /// C = op(A) op(B) + beta C (+ bias on every row, length N, optional), with A and B rounded to bf16
 /// and every sum accumulated in float32. Same conventions as kernels::gemm (row-major; trans_a: A
 /// stored (K, M); beta == 0 does not read C). Results do not depend on the thread count (K is
-/// never split), and both paths add each column's products in the order k = 0, 1, ..., K-1.
+/// never split). The avx2 path below kAvx2WidenRows rows adds each column's products in the order
+/// k = 0, 1, ..., K-1 as gemm_reference does; from there it sums as the float32 GEMM does.
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
           std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,
           const float* bias = nullptr, Path path = default_path());
