@@ -62,13 +62,12 @@ struct Blocking<double, Path::avx2> {
   static constexpr int64_t JB = 8;
 };
 // AVX-512: twice the lanes per register and 32 registers: 12 x 32 tiles (24 accumulators).
-// KC is the AVX2 one: kc then depends on K alone whichever path runs, and as each element of C
-// sees the same FMAs in the same order, both paths give the same bits.
+// No KC of its own: choose_kc uses the AVX2 one, so kc depends on K alone whichever path runs and,
+// as each element of C sees the same FMAs in the same order, both paths give the same bits.
 template <>
 struct Blocking<float, Path::avx512> {
   static constexpr int MR = 12;
   static constexpr int NR = 32;
-  static constexpr int64_t KC = Blocking<float, Path::avx2>::KC;
   static constexpr int64_t MC = 144;
   static constexpr int64_t NC = 3072;
   static constexpr int64_t JB = 4;
@@ -77,7 +76,6 @@ template <>
 struct Blocking<double, Path::avx512> {
   static constexpr int MR = 12;
   static constexpr int NR = 16;
-  static constexpr int64_t KC = Blocking<double, Path::avx2>::KC;
   static constexpr int64_t MC = 96;
   static constexpr int64_t NC = 2048;
   static constexpr int64_t JB = 4;
@@ -507,8 +505,13 @@ void micro_kernel(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a_ks,
 // masked loads/stores at the matrix edge. Only the code between push_options and pop_options is
 // compiled for AVX-512, and all of it has internal linkage: no AVX-512 instruction can reach a
 // function the linker might share with the AVX2 code, and none runs unless cpu::isa() says so.
+// (Clang has no #pragma GCC target: the fuzz build compiles this file with clang.)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl")
+#endif
 
 template <class T>
 struct Zmm;
@@ -629,7 +632,11 @@ void micro_kernel_512(int64_t kc, const T* __restrict a, int64_t a_rs, int64_t a
   }
 }
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 template <class T>
 using KernelFn = void (*)(int64_t, const T*, int64_t, int64_t, const T*, T*, int64_t, int, T, T, const T*);
