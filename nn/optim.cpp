@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -121,20 +122,94 @@ NamedTensors name_by_index(const std::vector<Tensor>& params) {
   return out;
 }
 
+// ---- ParamGroup -------------------------------------------------------------------------------
+
+ParamGroup::ParamGroup(NamedTensors params) : params_(std::move(params)) {}
+
+ParamGroup::ParamGroup(const std::vector<Tensor>& params) : params_(name_by_index(params)), unnamed_(true) {}
+
+ParamGroup::ParamGroup(const ParamGroup& other)
+    : params_(other.params_), unnamed_(other.unnamed_), overrides_(other.overrides_),
+      options_(other.options_ ? other.options_->clone() : nullptr), first_(other.first_) {}
+
+ParamGroup& ParamGroup::operator=(const ParamGroup& other) {
+  if (this != &other) *this = ParamGroup(other);
+  return *this;
+}
+
+ParamGroup::~ParamGroup() = default;
+
+namespace {
+void refuse_after_add(const ParamGroup& g, const char* option) {
+  if (g.has_options())
+    throw std::logic_error(std::string("ParamGroup::") + option +
+                           ": the group is in an optimizer; change its options through options()");
+}
+}  // namespace
+
+ParamGroup& ParamGroup::lr(double v) {
+  if (has_options()) set_lr(v);
+  else overrides_.lr = v;
+  return *this;
+}
+ParamGroup& ParamGroup::weight_decay(double v) { refuse_after_add(*this, "weight_decay"); overrides_.weight_decay = v; return *this; }
+ParamGroup& ParamGroup::momentum(double v) { refuse_after_add(*this, "momentum"); overrides_.momentum = v; return *this; }
+ParamGroup& ParamGroup::dampening(double v) { refuse_after_add(*this, "dampening"); overrides_.dampening = v; return *this; }
+ParamGroup& ParamGroup::nesterov(bool v) { refuse_after_add(*this, "nesterov"); overrides_.nesterov = v; return *this; }
+ParamGroup& ParamGroup::betas(double b1, double b2) { refuse_after_add(*this, "betas"); overrides_.betas = std::pair{b1, b2}; return *this; }
+ParamGroup& ParamGroup::eps(double v) { refuse_after_add(*this, "eps"); overrides_.eps = v; return *this; }
+
+OptimizerOptions& ParamGroup::options() {
+  if (!options_) throw std::logic_error("ParamGroup::options: the group is not in an optimizer yet");
+  return *options_;
+}
+
+const OptimizerOptions& ParamGroup::options() const {
+  if (!options_) throw std::logic_error("ParamGroup::options: the group is not in an optimizer yet");
+  return *options_;
+}
+
+double ParamGroup::lr() const {
+  if (options_) return options_->get_lr();
+  return overrides_.lr.value_or(std::numeric_limits<double>::quiet_NaN());
+}
+
+void ParamGroup::set_lr(double v) {
+  if (!(v >= 0.0)) throw std::invalid_argument("ParamGroup: invalid learning rate " + num(v));
+  if (options_) options_->set_lr(v);
+  else overrides_.lr = v;
+}
+
 // ---- Optimizer --------------------------------------------------------------------------------
 
 void Optimizer::check_lr(const char* who, double lr) {
   if (!(lr >= 0.0)) throw std::invalid_argument(std::string(who) + ": invalid learning rate " + num(lr));
 }
 
-Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> buffers, const char* who)
-    : params_(std::move(params)), buffer_names_(std::move(buffers)) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, std::vector<std::string> buffers, const char* who)
+    : buffer_names_(std::move(buffers)) {
   check_lr(who, lr);
   const std::string w = who;
-  if (params_.empty()) throw std::invalid_argument(w + ": got an empty parameter list");
+  std::size_t total = 0;
+  for (const ParamGroup& g : groups) total += g.params().size();
+  if (total == 0) throw std::invalid_argument(w + ": got an empty parameter list");
+  for (ParamGroup& g : groups) append_group(std::move(g), w);
+}
+
+void Optimizer::append_group(ParamGroup group, const std::string& w) {
+  if (group.unnamed_) group.params_ = [&] {  // global indices, as torch's state_dict keys
+    NamedTensors named;
+    for (std::size_t k = 0; k < group.params_.size(); ++k)
+      named.emplace_back(std::to_string(params_.size() + k), group.params_[k].second);
+    return named;
+  }();
   std::set<std::string> names;
   std::set<const TensorImpl*> impls;
   for (const auto& [n, p] : params_) {
+    names.insert(n);
+    impls.insert(p.impl());
+  }
+  for (const auto& [n, p] : group.params_) {
     if (!p.defined()) throw std::invalid_argument(w + ": parameter '" + n + "' is undefined");
     if (!is_floating(p.dtype()))
       throw std::invalid_argument(w + ": parameter '" + n + "' is " + std::string(dtype_name(p.dtype())) +
@@ -144,16 +219,37 @@ Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> bu
     if (!impls.insert(p.impl()).second)
       throw std::invalid_argument(w + ": parameter '" + n + "' appears more than once");
   }
-  state_.assign(params_.size(), ParamState{std::vector<Tensor>(buffer_names_.size()), 0});
+  group.first_ = params_.size();
+  for (const auto& entry : group.params_) {
+    params_.push_back(entry);
+    state_.push_back(ParamState{std::vector<Tensor>(buffer_names_.size()), 0});
+    group_of_.push_back(groups_.size());
+  }
+  groups_.push_back(std::move(group));
 }
+
+void Optimizer::resolve_groups() {
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    if (!groups_[g].options_) groups_[g].options_ = resolve(groups_[g], g);
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  if (group.params().empty()) throw std::invalid_argument(name() + ": add_param_group: the group has no parameters");
+  group.options_ = resolve(group, groups_.size());  // validated before anything is added
+  append_group(std::move(group), name());
+}
+
+bool Optimizer::keeps_buffer(std::size_t, std::size_t) const { return true; }
 
 void Optimizer::zero_grad() {
   for (auto& [_, p] : params_) p.zero_grad();
 }
 
+double Optimizer::lr() const { return groups_.front().lr(); }
+
 void Optimizer::set_lr(double lr) {
   check_lr(name().c_str(), lr);
-  store_lr(lr);
+  for (ParamGroup& g : groups_) g.options_->set_lr(lr);
 }
 
 Tensor& Optimizer::buffer(std::size_t i, std::size_t b) {
@@ -169,7 +265,7 @@ NamedTensors Optimizer::state_dict() const {
     if (state_[i].step == 0) continue;
     const std::string& n = params_[i].first;
     for (std::size_t b = 0; b < buffer_names_.size(); ++b)
-      if (state_[i].buffers[b].defined()) out.emplace_back("optimizer." + buffer_names_[b] + "." + n, state_[i].buffers[b]);
+      if (state_[i].buffers[b].defined() && keeps_buffer(i, b)) out.emplace_back("optimizer." + buffer_names_[b] + "." + n, state_[i].buffers[b]);
     out.emplace_back("optimizer.step." + n, Tensor::scalar(static_cast<double>(state_[i].step), DType::i64));
   }
   out.emplace_back("optimizer.step", Tensor::scalar(static_cast<double>(step_count_), DType::i64));
@@ -214,6 +310,7 @@ void Optimizer::load_state_dict(const NamedTensors& entries, const std::string& 
         if (rest.compare(0, kind.size() + 1, kind + ".") != 0) continue;
         auto it = index.find(rest.substr(kind.size() + 1));
         if (it == index.end()) continue;
+        if (b < buffer_names_.size() && !keeps_buffer(it->second, b)) continue;  // e.g. SGD without momentum
         matched = true;
         const std::size_t i = it->second;
         const Tensor& p = params_[i].second;
@@ -236,6 +333,7 @@ void Optimizer::load_state_dict(const NamedTensors& entries, const std::string& 
   for (std::size_t i = 0; i < params_.size(); ++i) {
     // A parameter that was updated has every buffer its optimizer keeps; one never updated has none.
     for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
+      if (!keeps_buffer(i, b)) continue;
       const std::string key = "optimizer." + buffer_names_[b] + "." + params_[i].first;
       if (staged[i].step > 0 && !staged[i].buffers[b].defined() && !bad_shape.count(key))
         missing.push_back(key);
@@ -254,124 +352,196 @@ void Optimizer::load(const std::string& path) { load_state_dict(load_npz(path), 
 
 // ---- SGD --------------------------------------------------------------------------------------
 
-SGD::SGD(NamedTensors params, const SGDOptions& options)
-    : Optimizer(std::move(params), options.lr(),
-                options.momentum() != 0.0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{},
-                "SGD"),
-      options_(options) {
-  if (!(options.momentum() >= 0.0)) throw std::invalid_argument("SGD: invalid momentum value " + num(options.momentum()));
-  if (!(options.weight_decay() >= 0.0))
-    throw std::invalid_argument("SGD: invalid weight_decay value " + num(options.weight_decay()));
-  if (!std::isfinite(options.dampening()))
-    throw std::invalid_argument("SGD: invalid dampening value " + num(options.dampening()));
-  if (options.nesterov() && (options.momentum() <= 0.0 || options.dampening() != 0.0))
-    throw std::invalid_argument("SGD: Nesterov momentum requires a momentum and zero dampening");
+namespace {
+
+void validate_sgd(const SGDOptions& o, const std::string& where) {
+  if (!(o.lr() >= 0.0)) throw std::invalid_argument("SGD: invalid learning rate " + num(o.lr()) + where);
+  if (!(o.momentum() >= 0.0)) throw std::invalid_argument("SGD: invalid momentum value " + num(o.momentum()) + where);
+  if (!(o.weight_decay() >= 0.0))
+    throw std::invalid_argument("SGD: invalid weight_decay value " + num(o.weight_decay()) + where);
+  if (!std::isfinite(o.dampening())) throw std::invalid_argument("SGD: invalid dampening value " + num(o.dampening()) + where);
+  if (o.nesterov() && (o.momentum() <= 0.0 || o.dampening() != 0.0))
+    throw std::invalid_argument("SGD: Nesterov momentum requires a momentum and zero dampening" + where);
 }
 
-SGD::SGD(const std::vector<Tensor>& params, const SGDOptions& options) : SGD(name_by_index(params), options) {}
+/// " (param group i)" for a group's own option errors.
+std::string group_suffix(std::size_t index) { return " (param group " + std::to_string(index) + ")"; }
+
+void refuse_option(bool set, const std::string& who, const char* option, std::size_t index) {
+  if (set) throw std::invalid_argument(who + ": param group " + std::to_string(index) + " sets " + option + ", which " + who + " does not have");
+}
+
+}  // namespace
+
+SGD::SGD(NamedTensors params, const SGDOptions& options) : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+
+SGD::SGD(const std::vector<Tensor>& params, const SGDOptions& options) : SGD(std::vector<ParamGroup>{ParamGroup(params)}, options) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults)
+    : Optimizer(std::move(groups), defaults.lr(), {"momentum_buffer"}, "SGD"), defaults_(defaults) {
+  validate_sgd(defaults_, "");
+  resolve_groups();
+}
+
+std::unique_ptr<OptimizerOptions> SGD::resolve(const ParamGroup& group, std::size_t index) const {
+  const ParamGroup::Overrides& o = group.overrides();
+  refuse_option(o.betas.has_value(), "SGD", "betas", index);
+  refuse_option(o.eps.has_value(), "SGD", "eps", index);
+  auto out = std::make_unique<SGDOptions>(defaults_);
+  if (o.lr) out->lr(*o.lr);
+  if (o.momentum) out->momentum(*o.momentum);
+  if (o.dampening) out->dampening(*o.dampening);
+  if (o.weight_decay) out->weight_decay(*o.weight_decay);
+  if (o.nesterov) out->nesterov(*o.nesterov);
+  validate_sgd(*out, group_suffix(index));
+  return out;
+}
+
+bool SGD::keeps_buffer(std::size_t i, std::size_t) const {
+  return static_cast<const SGDOptions&>(options_of(i)).momentum() != 0.0;
+}
 
 void SGD::step() {
   NoGradGuard no_grad;
   ++step_count_;
-  const bool use_momentum = options_.momentum() != 0.0;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    const Grad g(p);
-    if (!g.defined()) continue;
-    const bool first = state_[i].step == 0;
-    Tensor buf;
-    if (use_momentum) {
-      if (first) state_[i].buffers[0] = Tensor::empty(p.shape(), p.dtype());
-      buf = buffer(i, 0);
-    }
-    ++state_[i].step;
-    dispatch_floating("SGD", p.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const SgdScalars<T> s{static_cast<T>(options_.weight_decay()), static_cast<T>(options_.momentum()),
-                            static_cast<T>(1.0 - options_.dampening()), static_cast<T>(-options_.lr())};
-      T* pp = p.data<T>();
-      T* pb = use_momentum ? buf.data<T>() : nullptr;
-      with_flag(options_.weight_decay() != 0.0, [&](auto decay) {
-        with_flag(use_momentum, [&](auto momentum) {
-          with_flag(first, [&](auto first_step) {
-            with_flag(options_.nesterov(), [&](auto nesterov) {
-              for_each_grad_range<T>(p.numel(), g, [&](std::int64_t b, std::int64_t e, const T* pg) {
-                sgd_kernel<T, decltype(decay)::value, decltype(momentum)::value, decltype(first_step)::value,
-                           decltype(nesterov)::value>(pp + b, pg, pb ? pb + b : nullptr, e - b, s);
+  for_each_group([&](const OptimizerOptions& group, std::size_t first, std::size_t last) {
+    const auto& options = static_cast<const SGDOptions&>(group);
+    const bool use_momentum = options.momentum() != 0.0;
+    for (std::size_t i = first; i < last; ++i) {
+      Tensor& p = params_[i].second;
+      const Grad g(p);
+      if (!g.defined()) continue;
+      // No buffer yet (first update, or momentum turned on later): it starts as the step, as torch's.
+      bool fresh = false;
+      Tensor buf;
+      if (use_momentum) {
+        fresh = !state_[i].buffers[0].defined();
+        if (fresh) state_[i].buffers[0] = Tensor::empty(p.shape(), p.dtype());
+        buf = buffer(i, 0);
+      }
+      ++state_[i].step;
+      dispatch_floating("SGD", p.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const SgdScalars<T> s{static_cast<T>(options.weight_decay()), static_cast<T>(options.momentum()),
+                              static_cast<T>(1.0 - options.dampening()), static_cast<T>(-options.lr())};
+        T* pp = p.data<T>();
+        T* pb = use_momentum ? buf.data<T>() : nullptr;
+        with_flag(options.weight_decay() != 0.0, [&](auto decay) {
+          with_flag(use_momentum, [&](auto momentum) {
+            with_flag(fresh, [&](auto first_flag) {
+              with_flag(options.nesterov(), [&](auto nesterov) {
+                for_each_grad_range<T>(p.numel(), g, [&](std::int64_t b, std::int64_t e, const T* pg) {
+                  sgd_kernel<T, decltype(decay)::value, decltype(momentum)::value, decltype(first_flag)::value,
+                             decltype(nesterov)::value>(pp + b, pg, pb ? pb + b : nullptr, e - b, s);
+                });
               });
             });
           });
         });
       });
-    });
-  }
+    }
+  });
 }
 
 // ---- Adam / AdamW -----------------------------------------------------------------------------
 
-Adam::Adam(NamedTensors params, const AdamOptions& options)
-    : Optimizer(std::move(params), options.lr(), {"exp_avg", "exp_avg_sq"},
-                options.decoupled_weight_decay() ? "AdamW" : "Adam"),
-      options_(options) {
-  const std::string w = name();
-  const auto [b1, b2] = options.betas();
-  if (!(options.eps() >= 0.0)) throw std::invalid_argument(w + ": invalid epsilon value " + num(options.eps()));
-  if (!(b1 >= 0.0 && b1 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 0: " + num(b1));
-  if (!(b2 >= 0.0 && b2 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 1: " + num(b2));
-  if (!(options.weight_decay() >= 0.0))
-    throw std::invalid_argument(w + ": invalid weight_decay value " + num(options.weight_decay()));
+namespace {
+
+void validate_adam(const AdamOptions& o, const std::string& w, const std::string& where) {
+  const auto [b1, b2] = o.betas();
+  if (!(o.lr() >= 0.0)) throw std::invalid_argument(w + ": invalid learning rate " + num(o.lr()) + where);
+  if (!(o.eps() >= 0.0)) throw std::invalid_argument(w + ": invalid epsilon value " + num(o.eps()) + where);
+  if (!(b1 >= 0.0 && b1 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 0: " + num(b1) + where);
+  if (!(b2 >= 0.0 && b2 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 1: " + num(b2) + where);
+  if (!(o.weight_decay() >= 0.0))
+    throw std::invalid_argument(w + ": invalid weight_decay value " + num(o.weight_decay()) + where);
 }
 
-Adam::Adam(const std::vector<Tensor>& params, const AdamOptions& options) : Adam(name_by_index(params), options) {}
+}  // namespace
+
+Adam::Adam(NamedTensors params, const AdamOptions& options)
+    : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+
+Adam::Adam(const std::vector<Tensor>& params, const AdamOptions& options)
+    : Adam(std::vector<ParamGroup>{ParamGroup(params)}, options) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults)
+    : Optimizer(std::move(groups), defaults.lr(), {"exp_avg", "exp_avg_sq"},
+                defaults.decoupled_weight_decay() ? "AdamW" : "Adam"),
+      defaults_(defaults) {
+  validate_adam(defaults_, name(), "");
+  resolve_groups();
+}
+
+std::unique_ptr<OptimizerOptions> Adam::resolve(const ParamGroup& group, std::size_t index) const {
+  const ParamGroup::Overrides& o = group.overrides();
+  const std::string w = name();
+  refuse_option(o.momentum.has_value(), w, "momentum", index);
+  refuse_option(o.dampening.has_value(), w, "dampening", index);
+  refuse_option(o.nesterov.has_value(), w, "nesterov", index);
+  auto out = std::make_unique<AdamOptions>(defaults_);
+  if (o.lr) out->lr(*o.lr);
+  if (o.betas) out->betas(o.betas->first, o.betas->second);
+  if (o.eps) out->eps(*o.eps);
+  if (o.weight_decay) out->weight_decay(*o.weight_decay);
+  validate_adam(*out, w, group_suffix(index));
+  return out;
+}
 
 void Adam::step() {
   NoGradGuard no_grad;
   ++step_count_;
-  // Not a structured binding: the lambdas below capture these, which clang < 16 refuses (fuzz build).
-  const double beta1 = options_.betas().first, beta2 = options_.betas().second;
-  const double wd = options_.weight_decay();
-  const bool decoupled = options_.decoupled_weight_decay();
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    const Grad g(p);
-    if (!g.defined()) continue;
-    ParamState& st = state_[i];
-    if (st.step == 0) {
-      st.buffers[0] = Tensor::zeros(p.shape(), p.dtype());
-      st.buffers[1] = Tensor::zeros(p.shape(), p.dtype());
-    }
-    Tensor m = buffer(i, 0), v = buffer(i, 1);
-    const auto t = static_cast<double>(++st.step);
-    const double bias_correction1 = 1.0 - std::pow(beta1, t);
-    const double bias_correction2 = 1.0 - std::pow(beta2, t);
-    const double step_size = options_.lr() / bias_correction1;
-    dispatch_floating(decoupled ? "AdamW" : "Adam", p.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const AdamScalars<T> s{static_cast<T>(beta1),
-                             static_cast<T>(1.0 - beta1),
-                             static_cast<T>(beta2),
-                             static_cast<T>(1.0 - beta2),
-                             static_cast<T>(wd),
-                             static_cast<T>(1.0 - options_.lr() * wd),
-                             static_cast<T>(std::sqrt(bias_correction2)),
-                             static_cast<T>(options_.eps()),
-                             static_cast<T>(-step_size)};
-      T* pp = p.data<T>();
-      T* pm = m.data<T>();
-      T* pv = v.data<T>();
-      for_each_grad_range<T>(p.numel(), g, [&](std::int64_t b, std::int64_t e, const T* pg) {
-        if (wd == 0.0) adam_kernel<T, false, false>(pp + b, pg, pm + b, pv + b, e - b, s);
-        else if (decoupled) adam_kernel<T, false, true>(pp + b, pg, pm + b, pv + b, e - b, s);
-        else adam_kernel<T, true, false>(pp + b, pg, pm + b, pv + b, e - b, s);
+  for_each_group([&](const OptimizerOptions& group, std::size_t first, std::size_t last) {
+    const auto& options = static_cast<const AdamOptions&>(group);
+    // Not a structured binding: the lambdas below capture these, which clang < 16 refuses (fuzz build).
+    const double beta1 = options.betas().first, beta2 = options.betas().second;
+    const double wd = options.weight_decay(), lr = options.lr();
+    const bool decoupled = options.decoupled_weight_decay();
+    for (std::size_t i = first; i < last; ++i) {
+      Tensor& p = params_[i].second;
+      const Grad g(p);
+      if (!g.defined()) continue;
+      ParamState& st = state_[i];
+      if (st.step == 0) {
+        st.buffers[0] = Tensor::zeros(p.shape(), p.dtype());
+        st.buffers[1] = Tensor::zeros(p.shape(), p.dtype());
+      }
+      Tensor m = buffer(i, 0), v = buffer(i, 1);
+      const auto t = static_cast<double>(++st.step);
+      const double bias_correction1 = 1.0 - std::pow(beta1, t);
+      const double bias_correction2 = 1.0 - std::pow(beta2, t);
+      const double step_size = lr / bias_correction1;
+      dispatch_floating(decoupled ? "AdamW" : "Adam", p.dtype(), [&](auto tag) {
+        using T = decltype(tag);
+        const AdamScalars<T> s{static_cast<T>(beta1),
+                               static_cast<T>(1.0 - beta1),
+                               static_cast<T>(beta2),
+                               static_cast<T>(1.0 - beta2),
+                               static_cast<T>(wd),
+                               static_cast<T>(1.0 - lr * wd),
+                               static_cast<T>(std::sqrt(bias_correction2)),
+                               static_cast<T>(options.eps()),
+                               static_cast<T>(-step_size)};
+        T* pp = p.data<T>();
+        T* pm = m.data<T>();
+        T* pv = v.data<T>();
+        for_each_grad_range<T>(p.numel(), g, [&](std::int64_t b, std::int64_t e, const T* pg) {
+          if (wd == 0.0) adam_kernel<T, false, false>(pp + b, pg, pm + b, pv + b, e - b, s);
+          else if (decoupled) adam_kernel<T, false, true>(pp + b, pg, pm + b, pv + b, e - b, s);
+          else adam_kernel<T, true, false>(pp + b, pg, pm + b, pv + b, e - b, s);
+        });
       });
-    });
-  }
+    }
+  });
 }
 
 AdamW::AdamW(NamedTensors params, AdamOptions options)
     : Adam(std::move(params), options.decoupled_weight_decay(true)) {}
 
 AdamW::AdamW(const std::vector<Tensor>& params, AdamOptions options)
-    : Adam(name_by_index(params), options.decoupled_weight_decay(true)) {}
+    : Adam(params, options.decoupled_weight_decay(true)) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions defaults)
+    : Adam(std::move(groups), defaults.decoupled_weight_decay(true)) {}
 
 }  // namespace tg::nn

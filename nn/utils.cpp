@@ -84,17 +84,26 @@ double clip_grad_norm(const NamedTensors& params, double max_norm) {
   return clip_grad_norm(ts, max_norm);
 }
 
-LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), last_lr_(optimizer.lr()) {}
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
+  for (const ParamGroup& g : optimizer.param_groups()) last_lrs_.push_back(g.lr());
+}
 
-void LRScheduler::set_initial_lr(double lr) {
-  optimizer_.set_lr(lr);
-  last_lr_ = lr;
+void LRScheduler::apply() {
+  for (double lr : last_lrs_)
+    if (!(lr >= 0.0)) {
+      std::ostringstream os;
+      os << optimizer_.name() << ": invalid learning rate " << lr;
+      throw std::invalid_argument(os.str());
+    }
+  auto groups = optimizer_.param_groups();
+  for (std::size_t g = 0; g < last_lrs_.size(); ++g) groups[g].set_lr(last_lrs_[g]);
 }
 
 void LRScheduler::step() {
   ++last_epoch_;
-  last_lr_ = next_lr(optimizer_.lr(), last_epoch_);
-  optimizer_.set_lr(last_lr_);
+  auto groups = optimizer_.param_groups();
+  for (std::size_t g = 0; g < last_lrs_.size(); ++g) last_lrs_[g] = next_lr(groups[g].lr(), last_epoch_, g);
+  apply();
 }
 
 StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
@@ -107,7 +116,7 @@ StepLR::StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma)
   }
 }
 
-double StepLR::next_lr(double current, std::int64_t epoch) const {
+double StepLR::next_lr(double current, std::int64_t epoch, std::size_t) const {
   return epoch % step_size_ == 0 ? current * gamma_ : current;
 }
 
@@ -120,10 +129,10 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
     throw std::invalid_argument(os.str());
   }
   if (total_iters < 1) throw std::invalid_argument("LinearLR: total_iters must be >= 1, got " + std::to_string(total_iters));
-  set_initial_lr(optimizer.lr() * start_);
+  set_initial_lrs([&](std::size_t, double lr) { return lr * start_; });
 }
 
-double LinearLR::next_lr(double current, std::int64_t epoch) const {
+double LinearLR::next_lr(double current, std::int64_t epoch, std::size_t) const {
   if (epoch > total_) return current;
   const double e = static_cast<double>(epoch), n = static_cast<double>(total_);
   return current * (1.0 + (end_ - start_) / (n * start_ + (e - 1.0) * (end_ - start_)));
@@ -137,22 +146,25 @@ ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(o
   }
 }
 
-double ExponentialLR::next_lr(double current, std::int64_t) const { return current * gamma_; }
+double ExponentialLR::next_lr(double current, std::int64_t, std::size_t) const { return current * gamma_; }
 
 WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& optimizer, std::int64_t warmup_steps, std::int64_t start_step)
-    : LRScheduler(optimizer), base_lr_(optimizer.lr()), warmup_(warmup_steps), start_(start_step) {
+    : LRScheduler(optimizer), warmup_(warmup_steps), start_(start_step) {
+  for (const ParamGroup& g : optimizer.param_groups()) base_lrs_.push_back(g.lr());
   if (warmup_steps < 1)
     throw std::invalid_argument("WarmupInverseSqrtLR: warmup_steps must be >= 1, got " + std::to_string(warmup_steps));
   if (start_step < 0)
     throw std::invalid_argument("WarmupInverseSqrtLR: start_step must be >= 0, got " + std::to_string(start_step));
-  set_initial_lr(lr_at(start_ + 1));
+  set_initial_lrs([&](std::size_t g, double) { return lr_at(start_ + 1, g); });
 }
 
-double WarmupInverseSqrtLR::lr_at(std::int64_t step) const {
+double WarmupInverseSqrtLR::lr_at(std::int64_t step, std::size_t group) const {
   const double s = static_cast<double>(std::max<std::int64_t>(step, 1)), w = static_cast<double>(warmup_);
-  return base_lr_ * std::min(s / w, std::sqrt(w / s));
+  return base_lrs_.at(group) * std::min(s / w, std::sqrt(w / s));
 }
 
-double WarmupInverseSqrtLR::next_lr(double, std::int64_t epoch) const { return lr_at(start_ + epoch + 1); }
+double WarmupInverseSqrtLR::next_lr(double, std::int64_t epoch, std::size_t group) const {
+  return lr_at(start_ + epoch + 1, group);
+}
 
 }  // namespace tg::nn

@@ -1,6 +1,7 @@
 #pragma once
 // Training utilities: gradient clipping and learning-rate schedules, as torch.nn.utils and
 // torch.optim.lr_scheduler.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -26,31 +27,42 @@ inline double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm
 inline double clip_grad_norm_(const NamedTensors& params, double max_norm) { return clip_grad_norm(params, max_norm); }
 
 /// Base of learning-rate schedules (torch.optim.lr_scheduler). Construction counts as epoch 0
-/// and leaves the learning rate unchanged (but for WarmupInverseSqrtLR, which sets step 0's); each step() advances one epoch and sets the
-/// optimizer's learning rate from its current value (PyTorch's chainable form). The optimizer
-/// must outlive the scheduler. Schedule state is not part of the optimizer checkpoint.
+/// and leaves the learning rates unchanged (but for LinearLR and WarmupInverseSqrtLR, which set
+/// epoch 0's); each step() advances one epoch and sets every parameter group's learning rate from
+/// its current value (PyTorch's chainable form), the groups that the optimizer had at construction
+/// (torch's schedulers zip over their base_lrs too: a group added later is not scheduled). The
+/// optimizer must outlive the scheduler. Schedule state is not part of the optimizer checkpoint.
 class LRScheduler {
  public:
-  /// Takes the optimizer's current learning rate as the initial one.
+  /// Takes the groups' current learning rates as the initial ones.
   explicit LRScheduler(Optimizer& optimizer);
   virtual ~LRScheduler() = default;
-  /// Advances one epoch and updates the optimizer's learning rate.
+  /// Advances one epoch and updates the groups' learning rates.
   void step();
   /// Number of step() calls since construction.
   std::int64_t last_epoch() const { return last_epoch_; }
-  /// The learning rate set by the last step() (or the initial one).
-  double get_last_lr() const { return last_lr_; }
+  /// The first group's learning rate set by the last step() (or the initial one).
+  double get_last_lr() const { return last_lrs_.front(); }
+  /// Every scheduled group's (torch's get_last_lr() list).
+  const std::vector<double>& get_last_lrs() const { return last_lrs_; }
 
  protected:
-  /// The learning rate for epoch `epoch` (>= 1) given the current one.
-  virtual double next_lr(double current, std::int64_t epoch) const = 0;
-  /// Sets the optimizer's learning rate now (a schedule that starts elsewhere than at its lr).
-  void set_initial_lr(double lr);
+  /// The learning rate of group `group` for epoch `epoch` (>= 1) given its current one.
+  virtual double next_lr(double current, std::int64_t epoch, std::size_t group) const = 0;
+  /// Sets each scheduled group's learning rate now to f(group, its current lr) (a schedule that
+  /// starts elsewhere than at its lr).
+  template <class F> void set_initial_lrs(F&& f) {
+    for (std::size_t g = 0; g < last_lrs_.size(); ++g) last_lrs_[g] = f(g, last_lrs_[g]);
+    apply();
+  }
+  /// Number of groups scheduled.
+  std::size_t num_groups() const { return last_lrs_.size(); }
 
  private:
+  void apply();  // writes last_lrs_ into the groups (each checked >= 0; nothing written on an error)
   Optimizer& optimizer_;
   std::int64_t last_epoch_ = 0;
-  double last_lr_;
+  std::vector<double> last_lrs_;
 };
 
 /// lr *= gamma every `step_size` epochs (torch.optim.lr_scheduler.StepLR).
@@ -60,7 +72,7 @@ class StepLR : public LRScheduler {
   StepLR(Optimizer& optimizer, std::int64_t step_size, double gamma = 0.1);
 
  protected:
-  double next_lr(double current, std::int64_t epoch) const override;
+  double next_lr(double current, std::int64_t epoch, std::size_t group) const override;
 
  private:
   std::int64_t step_size_;
@@ -71,7 +83,8 @@ class StepLR : public LRScheduler {
 /// Transformer's schedule, Vaswani et al. 2017, eq. 3):
 ///   lr(s) = base_lr * min(s / warmup_steps, sqrt(warmup_steps / s)),
 /// rising to base_lr at s = warmup_steps. The paper's d_model^-0.5 min(s^-0.5, s warmup^-1.5) is
-/// base_lr = (d_model * warmup_steps)^-0.5. base_lr is the optimizer's lr at construction, which
+/// base_lr = (d_model * warmup_steps)^-0.5. base_lr is a group's lr at construction (each group
+/// has its own), which
 /// sets the lr of update start_step + 1 (unlike StepLR: starting at lr(0) = 0 would waste an
 /// update); each step() after an optimizer step sets the next one's. start_step = the updates
 /// already done, to continue a schedule (e.g. the optimizer's step_count() after loading it).
@@ -79,14 +92,14 @@ class WarmupInverseSqrtLR : public LRScheduler {
  public:
   /// warmup_steps >= 1, start_step >= 0.
   WarmupInverseSqrtLR(Optimizer& optimizer, std::int64_t warmup_steps, std::int64_t start_step = 0);
-  /// The learning rate of update `step` (1-based).
-  double lr_at(std::int64_t step) const;
+  /// The learning rate of update `step` (1-based) for group `group`.
+  double lr_at(std::int64_t step, std::size_t group = 0) const;
 
  protected:
-  double next_lr(double current, std::int64_t epoch) const override;
+  double next_lr(double current, std::int64_t epoch, std::size_t group) const override;
 
  private:
-  double base_lr_;
+  std::vector<double> base_lrs_;
   std::int64_t warmup_, start_;
 };
 
@@ -102,7 +115,7 @@ class LinearLR : public LRScheduler {
                     std::int64_t total_iters = 5);
 
  protected:
-  double next_lr(double current, std::int64_t epoch) const override;
+  double next_lr(double current, std::int64_t epoch, std::size_t group) const override;
 
  private:
   double start_, end_;
@@ -116,7 +129,7 @@ class ExponentialLR : public LRScheduler {
   ExponentialLR(Optimizer& optimizer, double gamma);
 
  protected:
-  double next_lr(double current, std::int64_t epoch) const override;
+  double next_lr(double current, std::int64_t epoch, std::size_t group) const override;
 
  private:
   double gamma_;
