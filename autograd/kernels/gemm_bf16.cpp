@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "autograd/cpu.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/memory.h"
@@ -226,6 +227,43 @@ void kernel_avx2_half(int h, int cols, std::int64_t pairs, const std::uint32_t* 
   }
 }
 
+/// Rows [0, R) (R <= 2: decoding) times the whole 32-column panel in one pass: four accumulators a
+/// row, so four independent FMA chains even for one row; the panel's bf16 pairs widened one
+/// vector at a time. Same order of additions per column as kernel_avx2_half.
+template <int R>
+void kernel_avx2_full(int cols, std::int64_t pairs, const std::uint32_t* a, std::int64_t a_stride,
+                      const std::uint16_t* panel, float beta, float* C, std::int64_t ldc, const float* bias) {
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  __m256 acc[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < 4; ++c) acc[r][c] = _mm256_setzero_ps();
+  const std::uint16_t* b = panel;
+  for (std::int64_t q = 0; q < pairs; ++q, b += 64) {
+    __m256 a0[R], a1[R];
+    for (int r = 0; r < R; ++r) {
+      const __m256i av = _mm256_set1_epi32(static_cast<int>(a[r * a_stride + q]));
+      a0[r] = _mm256_castsi256_ps(_mm256_slli_epi32(av, 16));
+      a1[r] = _mm256_castsi256_ps(_mm256_and_si256(av, hi_mask));
+    }
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 16 * c));
+      const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+      const __m256 hi = _mm256_castsi256_ps(_mm256_and_si256(v, hi_mask));
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(a1[r], hi, _mm256_fmadd_ps(a0[r], lo, acc[r][c]));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* c = C + r * ldc;
+    alignas(32) float t[32];
+    for (int v = 0; v < 4; ++v) _mm256_store_ps(t + 8 * v, acc[r][v]);
+    for (int j = 0; j < cols; ++j) {
+      float x = beta != 0.0f ? std::fmaf(beta, c[j], t[j]) : t[j];
+      if (bias) x += bias[j];
+      c[j] = x;
+    }
+  }
+}
+
 template <int R>
 void kernel_avx2(int cols, std::int64_t pairs, const std::uint32_t* a, std::int64_t a_stride, const std::uint16_t* panel,
                  float beta, float* C, std::int64_t ldc, const float* bias) {
@@ -243,8 +281,8 @@ void kernel(Path path, int rows, int cols, std::int64_t pairs, const std::uint32
     return;
   }
   switch (rows) {
-    case 1: return kernel_avx2<1>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
-    case 2: return kernel_avx2<2>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+    case 1: return kernel_avx2_full<1>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
+    case 2: return kernel_avx2_full<2>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
     case 3: return kernel_avx2<3>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
     default: return kernel_avx2<4>(cols, pairs, a, a_stride, panel, beta, C, ldc, bias);
   }
@@ -367,20 +405,19 @@ void convert(const float* src, std::int64_t n, std::uint16_t* dst) {
 }
 
 bool hardware() {
-  static const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return has;
+  const cpu::Features& f = cpu::features();  // counts a feature only when the OS saves its registers
+  return f.avx512_bf16 && f.avx512f && f.avx512bw && f.avx512vl;
 }
 
 bool available(Path path) { return path == Path::avx2 || hardware(); }
 
 Path default_path() {
-  static const Path path = [] {
+  // TG_CPU=avx2 (cpu::isa()) caps the bf16 kernels as it caps the others; TG_BF16_PATH=avx2 only these.
+  static const bool forced_avx2 = [] {
     const char* env = std::getenv("TG_BF16_PATH");
-    if (env && std::string_view(env) == "avx2") return Path::avx2;
-    return hardware() ? Path::avx512bf16 : Path::avx2;
+    return env && std::string_view(env) == "avx2";
   }();
-  return path;
+  return !forced_avx2 && hardware() && cpu::isa() == cpu::Isa::avx512 ? Path::avx512bf16 : Path::avx2;
 }
 
 const char* path_name(Path path) {

@@ -9,11 +9,13 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "autograd/cpu.h"
 #include "autograd/kernels/gemm_bf16.h"
 #include "autograd/parallel.h"
 
@@ -71,6 +73,15 @@ TEST(Bf16Convert, VectorEqualsScalar) {
     for (std::size_t i = 0; i < dst.size(); ++i)
       ASSERT_EQ(dst[i], bf::from_float(src[i + offset])) << "bits " << std::hex << bits[i + offset];
   }
+}
+
+TEST(Bf16Path, FollowsTheCpuCap) {
+  // TG_CPU=avx2 / cpu::set_isa cap the bf16 kernels as they cap the others.
+  const tg::cpu::Isa previous = tg::cpu::set_isa(tg::cpu::Isa::avx2);
+  EXPECT_EQ(bf::default_path(), bf::Path::avx2);
+  tg::cpu::set_isa(previous);
+  if (bf::hardware() && tg::cpu::isa() == tg::cpu::Isa::avx512 && !std::getenv("TG_BF16_PATH"))
+    EXPECT_EQ(bf::default_path(), bf::Path::avx512bf16);
 }
 
 struct Shape3 {
