@@ -1,6 +1,7 @@
 #include "nn/init.h"
 
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -36,6 +37,58 @@ std::pair<std::int64_t, std::int64_t> fans(const Tensor& tensor) {
   std::int64_t receptive = 1;
   for (int i = 2; i < tensor.dim(); ++i) receptive *= tensor.size(i);
   return {tensor.size(1) * receptive, tensor.size(0) * receptive};
+}
+
+namespace {
+/// The overloads without a generator: f(default_generator()) under its mutex.
+template <class F> Tensor with_default_generator(F&& f) {
+  std::lock_guard<std::mutex> lock(default_generator_mutex());
+  return f(default_generator());
+}
+}  // namespace
+
+Tensor uniform_(Tensor tensor, double a, double b, Generator& generator) { return uniform_(std::move(tensor), generator, a, b); }
+Tensor uniform_(Tensor tensor, double a, double b) {
+  return with_default_generator([&](Generator& g) { return uniform_(std::move(tensor), g, a, b); });
+}
+Tensor normal_(Tensor tensor, double mean, double std, Generator& generator) {
+  return normal_(std::move(tensor), generator, mean, std);
+}
+Tensor normal_(Tensor tensor, double mean, double std) {
+  return with_default_generator([&](Generator& g) { return normal_(std::move(tensor), g, mean, std); });
+}
+Tensor xavier_uniform_(Tensor tensor, double gain, Generator& generator) {
+  return xavier_uniform_(std::move(tensor), generator, gain);
+}
+Tensor xavier_uniform_(Tensor tensor, double gain) {
+  return with_default_generator([&](Generator& g) { return xavier_uniform_(std::move(tensor), g, gain); });
+}
+Tensor xavier_normal_(Tensor tensor, double gain, Generator& generator) {
+  return xavier_normal_(std::move(tensor), generator, gain);
+}
+Tensor xavier_normal_(Tensor tensor, double gain) {
+  return with_default_generator([&](Generator& g) { return xavier_normal_(std::move(tensor), g, gain); });
+}
+Tensor kaiming_uniform_(Tensor tensor, double a, FanMode mode, Generator& generator) {
+  return kaiming_uniform_(std::move(tensor), generator, a, mode);
+}
+Tensor kaiming_uniform_(Tensor tensor, double a, FanMode mode) {
+  return with_default_generator([&](Generator& g) { return kaiming_uniform_(std::move(tensor), g, a, mode); });
+}
+Tensor kaiming_normal_(Tensor tensor, double a, FanMode mode, Generator& generator) {
+  check(tensor, "kaiming_normal_");
+  const auto [fan_in, fan_out] = fans(tensor);
+  const double fan = static_cast<double>(mode == FanMode::fan_in ? fan_in : fan_out);
+  if (fan == 0) return tensor;  // empty tensor: nothing to draw (torch warns and returns)
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  return normal_(std::move(tensor), generator, 0.0, gain / std::sqrt(fan));
+}
+Tensor kaiming_normal_(Tensor tensor, double a, FanMode mode) {
+  return with_default_generator([&](Generator& g) { return kaiming_normal_(std::move(tensor), a, mode, g); });
+}
+Tensor orthogonal_(Tensor tensor, double gain, Generator& generator) { return orthogonal_(std::move(tensor), generator, gain); }
+Tensor orthogonal_(Tensor tensor, double gain) {
+  return with_default_generator([&](Generator& g) { return orthogonal_(std::move(tensor), g, gain); });
 }
 
 Tensor uniform_(Tensor tensor, Generator& gen, double a, double b) {
