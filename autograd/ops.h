@@ -4,6 +4,7 @@
 // the families it uses, so adding an op recompiles that family's users only.
 #include "autograd/ops_attention.h"
 #include "autograd/ops_compare.h"
+#include "autograd/ops_conv.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_matmul.h"

@@ -2,7 +2,9 @@
 // Everything of the nn layer in one include.
 #include "nn/activation.h"
 #include "nn/attention.h"
+#include "nn/batchnorm.h"
 #include "nn/container.h"
+#include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/gradcheck.h"
