@@ -4,6 +4,7 @@
 #include "nn/attention.h"
 #include "nn/batchnorm.h"
 #include "nn/container.h"
+#include "nn/data.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
