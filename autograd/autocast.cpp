@@ -51,6 +51,10 @@ void sample(const Tensor& w, std::uint32_t* out) {
 }
 
 void pack_into(Entry& e, const Tensor& w) {
+  // The old copies go back to the caching allocator first, so that the new ones reuse their blocks
+  // (a step's graph, which may hold them, is gone by the next step's forward).
+  e.packed.reset();
+  e.other.reset();
   e.packed = std::make_shared<const kernels::bf16::PackedB>(
       kernels::bf16::pack_b(e.trans, e.K, e.N, w.data<float>(), e.ldb));
   e.other = std::make_shared<kernels::bf16::LazyPacked>();

@@ -21,15 +21,35 @@ namespace tg::kernels::bf16 {
 
 namespace {
 
-/// A scratch block from the caching allocator (no system allocation once warm).
-struct Scratch {
-  void* p = nullptr;
-  std::size_t bytes = 0;
-  explicit Scratch(std::size_t n) : p(memory::allocate(n)), bytes(n) {}
-  ~Scratch() { memory::deallocate(p, bytes); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <class T> T* as() const { return static_cast<T*>(p); }
+/// Per-thread scratch for the packed operands, kept between calls and grown as needed. Transient
+/// blocks of megabytes taken from the caching allocator at every call went back to the system
+/// whenever the cache was at its limit, and the kernel zeroed fresh pages for each (4x float32's
+/// page faults in B's training step). Slots: 0 op(A) packed, 1 op(B) packed, 2 and 3 the widened
+/// operands of the avx2 path.
+class Scratch {
+ public:
+  Scratch(int slot, std::size_t n) : p_(get(slot, n)) {}
+  template <class T> T* as() const { return static_cast<T*>(p_); }
+
+ private:
+  struct Slots {
+    void* p[4] = {};
+    std::size_t bytes[4] = {};
+    ~Slots() {
+      for (int i = 0; i < 4; ++i)
+        if (p[i]) memory::deallocate(p[i], bytes[i]);
+    }
+  };
+  static void* get(int slot, std::size_t n) {
+    thread_local Slots slots;
+    if (slots.bytes[slot] < n) {
+      if (slots.p[slot]) memory::deallocate(slots.p[slot], slots.bytes[slot]);
+      slots.p[slot] = nullptr, slots.bytes[slot] = 0;
+      slots.p[slot] = memory::allocate_at_least(n, &slots.bytes[slot]);
+    }
+    return slots.p[slot];
+  }
+  void* p_;
 };
 
 /// from_float on 8 floats (bit-identical), as 8 uint16 in the low 128 bits.
@@ -327,7 +347,7 @@ bool is_parallel(std::int64_t M, std::int64_t N, std::int64_t K) {
 void gemm_widened(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std::int64_t lda, const PackedB& B,
                   float beta, float* C, std::int64_t ldc, const float* bias, bool parallel) {
   const std::int64_t N = B.N, rows = trans_a ? K : M, cols = trans_a ? M : K;
-  Scratch af(static_cast<std::size_t>(rows * cols) * 4), bfl(static_cast<std::size_t>(K * N) * 4);
+  Scratch af(2, static_cast<std::size_t>(rows * cols) * 4), bfl(3, static_cast<std::size_t>(K * N) * 4);
   float* a = af.as<float>();
   float* b = bfl.as<float>();
   auto round_rows = [&](std::int64_t r0, std::int64_t r1) {
@@ -378,7 +398,7 @@ void gemm_impl(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std
     return;
   }
   const std::int64_t stride = (K + 1) / 2;
-  Scratch pa(static_cast<std::size_t>(M * stride) * 4);
+  Scratch pa(0, static_cast<std::size_t>(M * stride) * 4);
   pack_a(trans_a, M, K, A, lda, pa.as<std::uint16_t>(), stride, parallel);
   run(path, M, pa.as<std::uint32_t>(), stride, B, beta, C, ldc, bias, parallel);
 }
@@ -389,7 +409,7 @@ void gemm_any(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::i
   if (M <= 0 || N <= 0) return;
   if (!available(path)) path = Path::avx2;
   PackedB P = make_packed(K, N, nullptr);
-  Scratch pb(P.bytes());
+  Scratch pb(1, P.bytes());
   P.data = pb.as<std::uint16_t>();
   pack_b_into(trans_b, K, N, B, ldb, P, parallel);
   gemm_impl(trans_a, M, K, A, lda, P, beta, C, ldc, bias, path, parallel);
@@ -426,8 +446,8 @@ const char* path_name(Path path) {
 
 PackedB pack_b(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb) {
   PackedB P = make_packed(K, N, nullptr);
-  const std::size_t bytes = std::max<std::size_t>(P.bytes(), 64);
-  void* block = memory::allocate(bytes);
+  std::size_t bytes = 0;
+  void* block = memory::allocate_at_least(std::max<std::size_t>(P.bytes(), 64), &bytes);
   P.owner = std::shared_ptr<void>(block, [bytes](void* p) { memory::deallocate(p, bytes); });
   P.data = static_cast<std::uint16_t*>(block);
   pack_b_into(trans_b, K, N, B, ldb, P, is_parallel(1, N, K * 64));
@@ -460,7 +480,7 @@ void gemm_batched(bool trans_a, bool trans_b, std::int64_t batch, std::int64_t M
   const bool big = is_parallel(M, N, K);
   if (stride_b == 0) {  // one B for every entry: packed once
     PackedB P = make_packed(K, N, nullptr);
-    Scratch pb(P.bytes());
+    Scratch pb(1, P.bytes());
     P.data = pb.as<std::uint16_t>();
     pack_b_into(trans_b, K, N, B, ldb, P, big);
     auto entry = [&](std::int64_t i, bool parallel) {
