@@ -528,32 +528,37 @@ int64_t plane_grain(const PoolGeom& g) { return std::max<int64_t>(1, 32768 / std
 
 template <class T>
 void max_pool_forward(const T* x, T* y, int64_t* idx, const PoolGeom& g) {
+  // Valid output columns of each kernel column, computed once (not per row).
+  std::vector<int64_t> lo(g.kw), hi(g.kw);
+  for (int64_t j = 0; j < g.kw; ++j) valid_range(j * g.dw - g.pw, g.sw, g.W, g.OW, lo[j], hi[j]);
   kernels::parallel_for(g.P, plane_grain(g), [&](int64_t p0, int64_t p1) {
+    const int64_t H = g.H, W = g.W, OW = g.OW, sw = g.sw;
     for (int64_t p = p0; p < p1; ++p) {
-      const T* xp = x + p * g.H * g.W;
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          // As PyTorch: start at -inf with the first valid position, a later element replaces the
-          // maximum when greater or NaN.
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t at = -1;
-          for (int64_t i = 0; i < g.kh; ++i) {
-            const int64_t ih = oh * g.sh - g.ph + i * g.dh;
-            if (ih < 0 || ih >= g.H) continue;
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iw = ow * g.sw - g.pw + j * g.dw;
-              if (iw < 0 || iw >= g.W) continue;
-              const T v = xp[ih * g.W + iw];
-              if (at < 0) at = ih * g.W + iw;
-              if (v > best || std::isnan(v)) {
-                best = v;
-                at = ih * g.W + iw;
-              }
+      const T* xp = x + p * H * W;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        T* best = y + (p * g.OH + oh) * OW;
+        int64_t* at = idx + (p * g.OH + oh) * OW;
+        std::fill(best, best + OW, -std::numeric_limits<T>::infinity());
+        std::fill(at, at + OW, int64_t{-1});
+        // Window positions in row-major order, each over the whole output row (independent
+        // outputs side by side instead of one compare chain per output). As PyTorch: the first
+        // valid position, then any later one that is greater or NaN, takes the maximum.
+        for (int64_t i = 0; i < g.kh; ++i) {
+          const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t base = ih * W + j * g.dw - g.pw;
+            const T* row = xp + base;
+            for (int64_t ow = lo[j]; ow < hi[j]; ++ow) {
+              const T v = row[ow * sw], b = best[ow];
+              const int64_t a = at[ow];
+              const bool take = (v > b) | (v != v) | (a < 0);
+              best[ow] = take ? v : b;
+              at[ow] = take ? base + ow * sw : a;
             }
           }
-          y[(p * g.OH + oh) * g.OW + ow] = best;
-          idx[(p * g.OH + oh) * g.OW + ow] = at;
         }
+      }
     }
   });
 }
@@ -793,6 +798,18 @@ Tensor batch_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, do
   return y;
 }
 
+// Sums of a row in double over 8 fixed lanes (vectorisable without reassociation, the same
+// result on any thread count).
+template <class T, class F>
+double lane_sum(int64_t n, F&& term) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += term(i + l);
+  for (; i < n; ++i) acc[0] += term(i);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 // Per channel c of x viewed as (N, C, S): the batch mean and 1/sqrt(var + eps), sums in double as
 // PyTorch's CPU kernel; y = x * a + (b - mean * a) with a = w / sqrt(var + eps).
 template <class T>
@@ -804,13 +821,13 @@ void bn_forward(const T* x, const T* w, const T* b, T* y, T* mean_out, T* rstd_o
       double s = 0;
       for (int64_t n = 0; n < N; ++n) {
         const T* xr = x + (n * C + c) * S;
-        for (int64_t i = 0; i < S; ++i) s += xr[i];
+        s += lane_sum<T>(S, [&](int64_t i) { return double(xr[i]); });
       }
       const double m = s / double(cnt);
       double v = 0;
       for (int64_t n = 0; n < N; ++n) {
         const T* xr = x + (n * C + c) * S;
-        for (int64_t i = 0; i < S; ++i) v += (xr[i] - m) * (xr[i] - m);
+        v += lane_sum<T>(S, [&](int64_t i) { return (double(xr[i]) - m) * (double(xr[i]) - m); });
       }
       const double rstd = 1.0 / std::sqrt(v / double(cnt) + eps);
       mean_out[c] = static_cast<T>(m);
@@ -840,10 +857,8 @@ void bn_backward(const T* g, const T* x, const T* w, const T* mean, const T* rst
       for (int64_t n = 0; n < N; ++n) {
         const T* gr = g + (n * C + c) * S;
         const T* xr = x + (n * C + c) * S;
-        for (int64_t i = 0; i < S; ++i) {
-          sg += gr[i];
-          sgx += gr[i] * (xr[i] - m);
-        }
+        sg += lane_sum<T>(S, [&](int64_t i) { return double(gr[i]); });
+        sgx += lane_sum<T>(S, [&](int64_t i) { return double(gr[i]) * (double(xr[i]) - m); });
       }
       if (dw) dw[c] = static_cast<T>(sgx * r);
       if (db) db[c] = static_cast<T>(sg);
@@ -853,7 +868,7 @@ void bn_backward(const T* g, const T* x, const T* w, const T* mean, const T* rst
         const T* gr = g + (n * C + c) * S;
         const T* xr = x + (n * C + c) * S;
         T* dr = dx + (n * C + c) * S;
-        for (int64_t i = 0; i < S; ++i) dr[i] = static_cast<T>((gr[i] - gm - (xr[i] - m) * k) * scale);
+        for (int64_t i = 0; i < S; ++i) dr[i] = static_cast<T>((double(gr[i]) - gm - (double(xr[i]) - m) * k) * scale);
       }
     }
   });
