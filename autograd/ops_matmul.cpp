@@ -171,8 +171,10 @@ Tensor folded(const Tensor& a, const Tensor& b, const Tensor& bs, bool tb) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype()) shape_error("matmul", a, b, "dtypes differ");
-  if (!is_floating(a.dtype())) shape_error("matmul", a, b, "needs floating tensors");
+  if (a.dtype() != b.dtype() || !is_floating(a.dtype()))  // as torch.matmul: no promotion
+    throw std::invalid_argument(std::string("matmul: ") + (a.dtype() != b.dtype() ? "dtypes differ" : "needs floating tensors") +
+                                ": " + std::string(dtype_name(a.dtype())) + " " + a.shape().str() + " and " +
+                                std::string(dtype_name(b.dtype())) + " " + b.shape().str());
   if (a.dim() == 0 || b.dim() == 0) shape_error("matmul", a, b, "both operands need at least 1 dimension");
   if (a.size(-1) != b.size(b.dim() == 1 ? 0 : -2)) shape_error("matmul", a, b, "inner dimensions differ");
   // Vectors as in torch.matmul: 1-D x 1-D is the dot product; a 1-D operand becomes a matrix
@@ -225,7 +227,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     throw std::invalid_argument(std::string("linear: ") + why + ": input " + x.shape().str() + ", weight " +
                                 weight.shape().str() + ", bias " + (bias.defined() ? bias.shape().str() : "none"));
   };
-  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype())) fail("dtypes differ");
+  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()) || !is_floating(x.dtype()))
+    throw std::invalid_argument(std::string("linear: ") + (is_floating(x.dtype()) ? "dtypes differ" : "needs floating tensors") +
+                                ": input " + std::string(dtype_name(x.dtype())) + " " + x.shape().str() + ", weight " +
+                                std::string(dtype_name(weight.dtype())) + " " + weight.shape().str() + ", bias " +
+                                (bias.defined() ? std::string(dtype_name(bias.dtype())) + " " + bias.shape().str() : "none"));
   if (weight.dim() != 2 || x.dim() < 1) fail("weight must be (out, in) and input (..., in)");
   const std::int64_t in = weight.size(1), out = weight.size(0);
   if (x.size(-1) != in) fail("input features differ from weight's in_features");
