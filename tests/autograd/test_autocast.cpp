@@ -153,6 +153,18 @@ TEST(Autocast, LinearWithinBf16Bound) {
   check_op(with_bias, {31, 33}, {41, 33}, 12);
 }
 
+TEST(Autocast, EmptyDimensions) {
+  autocast::Guard on;
+  // An empty inner dimension gives zeros, or the bias, as in float32.
+  EXPECT_EQ(matmul(Tensor::ones({2, 0}), Tensor::ones({0, 3})).to_vector<float>(), std::vector<float>(6, 0.0f));
+  EXPECT_EQ(matmul(Tensor::ones({9, 0}), Tensor::ones({0, 3})).to_vector<float>(), std::vector<float>(27, 0.0f));
+  const Tensor bias = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3});
+  EXPECT_EQ(linear(Tensor::ones({2, 0}), Tensor::ones({3, 0}), bias).to_vector<float>(),
+            (std::vector<float>{1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(matmul(Tensor::ones({0, 4}), Tensor::ones({4, 3})).numel(), 0);
+  EXPECT_EQ(matmul(Tensor::ones({2, 0, 4}), Tensor::ones({2, 4, 3})).numel(), 0);
+}
+
 TEST(Autocast, Float64IsUntouched) {
   Generator gen(13);
   const Tensor a = Tensor::normal({6, 10}, 0, 1, gen, DType::f64), b = Tensor::normal({10, 4}, 0, 1, gen, DType::f64);
