@@ -21,6 +21,11 @@
 // output that would overwrite an input (checked before any work), a write error on stdout and
 // running out of memory ("bahdanau: error: out of memory ..."). The CLI itself is
 // tg::cli::bahdanau_main (bahdanau.h); TG_BAHDANAU_NO_MAIN leaves main() out (the fuzz target).
+//
+// `--precision bf16` (train, translate, eval, experiment) runs the matrix products under
+// tg::autocast (bf16 operands, float32 sums; weights, losses and Adam stay float32); train records it
+// in training.json, so --init-from continues in it. `bahdanau --version` names the CPU, the kernel
+// paths and the bf16 path this machine takes.
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +47,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/autocast.h"
+#include "autograd/cpu.h"
 #include "autograd/dist.h"
 #include "autograd/error_text.h"
 #include "autograd/parallel.h"
@@ -318,6 +325,48 @@ void use_vocabularies(TranslationData& data, const Vocab& src, const Vocab& tgt,
   data.heldout = Seq2SeqDataset(data.heldout_pairs, src, tgt, num_steps);
 }
 
+/// "--precision" of train, translate, eval and experiment.
+const std::vector<std::string> kPrecisions = {"fp32", "bf16"};
+const char* const kPrecisionHelp =
+    "Precision of the matrix products: fp32, or bf16 (autocast: operands rounded to bfloat16, sums in float32; "
+    "weights, losses and the optimizer stay float32)";
+
+/// With --precision bf16 on a machine whose bf16 products take the fallback (no avx512_bf16), one
+/// line on stderr says so. On a CPU without bf16 arithmetic tg::autocast::Guard prints that line
+/// itself at its first use (once per process), so here only the other way to the fallback is
+/// reported: TG_BF16_PATH=avx2 forcing it on a CPU that has the instructions.
+void note_precision(autocast::Precision p) {
+  if (p != autocast::Precision::bf16 || dist::rank() != 0) return;
+  const std::string path = autocast::bf16_path();
+  if (!autocast::bf16_hardware() || path.rfind("avx512_bf16", 0) == 0) return;
+  std::fprintf(stderr, "bahdanau: --precision bf16: TG_BF16_PATH forces the %s on this avx512_bf16 CPU; products "
+                       "read bf16 and compute in float32\n", path.c_str());
+}
+
+/// `bahdanau --version`: the program, then the machine as the kernels see it.
+std::string version_text() {
+  std::string v = "bahdanau (tapegrad; no release number or commit is compiled in)";
+#if defined(__VERSION__)
+#if defined(__clang__)
+  v += ", built by clang " __VERSION__;
+#elif defined(__GNUC__)
+  v += ", built by g++ " __VERSION__;
+#endif
+#endif
+#ifdef NDEBUG
+  v += ", optimised (NDEBUG)";
+#else
+  v += ", with assertions";
+#endif
+  v += "\ncpu: " + cpu::summary();
+  v += std::string("\nisa: ") + cpu::isa_name(cpu::isa()) + " (best on this CPU: " + cpu::isa_name(cpu::best_isa()) +
+       "; TG_CPU=avx2 caps it)";
+  v += "\nkernel paths: " + cpu::kernel_paths();
+  v += std::string("\nbf16 path: ") + autocast::bf16_path() + " (bf16 arithmetic: " +
+       (autocast::bf16_hardware() ? "yes" : "no") + ")";
+  return v;
+}
+
 void set_threads(int threads) {
   if (threads < 0) throw UsageError("--threads must be >= 0");
   if (threads > 0) set_num_threads(threads);
@@ -365,6 +414,7 @@ struct TrainArgs {
   std::int64_t lr_anneal_from = 0, lr_anneal_to = 0;
   double lr_decay = 1.0, max_minutes = 0.0;
   double ema_decay = 0.0;  // weight EMA (0 = off)
+  std::string precision = "fp32";  // --precision
   std::string write_batches;  // --write-batches DIR: export what the run would train on, then stop
   std::map<std::string, CLI::Option*> opts;
 };
@@ -469,6 +519,7 @@ int run_train(TrainArgs& a) {
       }
       if (!given("label-smoothing")) a.label_smoothing = t.label_smoothing;
       if (!given("ema-decay")) a.ema_decay = t.ema_decay;
+      if (!given("precision")) a.precision = precision_name(t.precision);
       if (!given("no-shuffle")) a.no_shuffle = !t.shuffle;
       if (!given("batch-tokens")) a.batch_tokens = t.batch_tokens;
       if (!given("data") && !given("task")) a.data.from_notes(t.notes, a.init_from);
@@ -597,7 +648,8 @@ int run_train(TrainArgs& a) {
       .warmup_steps(a.warmup_steps).lr_anneal(a.lr_anneal_from, a.lr_anneal_to).label_smoothing(a.label_smoothing)
       .ema_decay(a.ema_decay)
       .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(notes).subword(subword)
-      .batch_tokens(a.batch_tokens).max_seconds(a.max_minutes * 60.0);
+      .batch_tokens(a.batch_tokens).max_seconds(a.max_minutes * 60.0)
+      .precision(parse_precision(a.precision, "--precision"));
   if (dev) {
     opts.dev(std::move(*dev)).validate_every(a.validate_every).dev_bleu_pairs(a.dev_bleu_pairs)
         .dev_decode(DecodeOptions().beam_size(a.dev_beam)).select_by(a.select_by == "loss" ? SelectBy::kLoss : SelectBy::kBleu)
@@ -625,11 +677,12 @@ int run_train(TrainArgs& a) {
     return 0;
   }
 
-  if (lead) std::fprintf(stderr, "bahdanau: %s, %lld parameters, %lld training pairs (%lld held out), vocab %lld/%lld, %d threads\n",
+  if (lead) std::fprintf(stderr, "bahdanau: %s, %lld parameters, %lld training pairs (%lld held out), vocab %lld/%lld, %d threads%s\n",
                std::string(config.model.name()).c_str(), static_cast<long long>(model->num_parameters()),
                static_cast<long long>(data.train.size()), static_cast<long long>(data.heldout.size()),
                static_cast<long long>(data.src_vocab.size()), static_cast<long long>(data.tgt_vocab.size()),
-               num_threads());
+               num_threads(), opts.precision() == autocast::Precision::bf16 ? ", bf16 mixed precision" : "");
+  note_precision(opts.precision());
   const TrainResult r = train(*model, data, opts);
   if (!lead) return 0;
   if (r.ranks > 1 || r.shards > 1)
@@ -661,8 +714,10 @@ int run_train(TrainArgs& a) {
   if (r.time_limit_reached)
     std::fprintf(stderr, "bahdanau: stopped at the time limit (--max-minutes %g) after %.1f s of training\n", a.max_minutes,
                  r.state.elapsed_s);
-  if (data.heldout.size() > 0) {
-    const EvalReport rep = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
+  if (data.heldout.size() > 0) {  // in the training's precision
+    EvalOptions eo;
+    eo.decode.precision(opts.precision());
+    const EvalReport rep = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab, eo);
     std::fprintf(stderr, "bahdanau: held out (%lld pairs): loss %.4f, BLEU-4 %.4f%s, exact match %.4f\n",
                  static_cast<long long>(rep.count), rep.loss, rep.bleu4, subword ? " (of pieces)" : "", rep.exact_match);
   }
@@ -676,6 +731,7 @@ struct DecodeArgs {
   std::int64_t beam = 1, max_steps = 0, max_len_b = 0;
   double alpha = 1.0, max_len_a = 0.0;
   std::string length_penalty = "steps";
+  std::string precision = "fp32";
 
   void add_options(CLI::App* app) {
     app->add_option("--beam", beam, "Beam size (1 = greedy)")->check(int_range(1, limits::kMaxBeam))->capture_default_str();
@@ -692,10 +748,12 @@ struct DecodeArgs {
                     "source_len = tokens + <eos> as the model sees them")
         ->check(CLI::Range(0.0, static_cast<double>(limits::kMaxSteps)));
     app->add_option("--max-len-b", max_len_b, "See --max-len-a")->check(kMaxSteps);
+    app->add_option("--precision", precision, kPrecisionHelp)->check(CLI::IsMember(kPrecisions))->capture_default_str();
   }
   DecodeOptions options() const {
     return DecodeOptions().beam_size(beam).length_alpha(alpha).max_steps(max_steps).max_len_a(max_len_a)
-        .max_len_b(max_len_b).length_penalty(parse_length_penalty(length_penalty, "--length-penalty"));
+        .max_len_b(max_len_b).length_penalty(parse_length_penalty(length_penalty, "--length-penalty"))
+        .precision(parse_precision(precision, "--precision"));
   }
 };
 
@@ -747,6 +805,7 @@ int run_translate(TranslateArgs& a) {
   if (ck.training && ck.training->notes.count("task"))
     for (auto& s : sentences) s = task_input(ck.training->notes.at("task"), s);
   const DecodeOptions decode_options = a.decode.options();
+  note_precision(decode_options.precision());
   std::vector<Translation> out;
   if (ck.subword) {  // plain sentences in and out: the pieces stay inside
     std::vector<std::vector<std::string>> pieces;
@@ -840,6 +899,7 @@ int run_eval(EvalArgs& a) {
   EvalOptions eo;
   eo.decode = a.decode.options();
   eo.bleu_k = a.bleu_k;
+  note_precision(eo.decode.precision());
   const EvalReport rep = evaluate(*ck.model, pairs, ck.src_vocab, ck.tgt_vocab, eo);
   std::vector<std::string> hyps;
   for (const auto& tr : rep.translations) hyps.push_back(sp ? sp->decode(tr.tokens) : tr.text());
@@ -1165,6 +1225,7 @@ struct ExperimentArgs {
   std::string name;
   ExperimentOptions o;
   std::string max_lens;
+  std::string precision = "fp32";
   bool quiet = false;
 };
 
@@ -1187,6 +1248,8 @@ int run_experiment_cmd(ExperimentArgs& a) {
       throw UsageError("--out-dir " + a.o.out_dir + ": cannot create the directory" + (ec ? " (" + ec.message() + ")" : ""));
   }
   a.o.verbose = !a.quiet;
+  a.o.precision = parse_precision(a.precision, "--precision");
+  note_precision(a.o.precision);
   try {
     a.o.validate();
   } catch (const std::invalid_argument& e) {
@@ -1233,6 +1296,8 @@ void print_out_of_memory(const std::bad_alloc& e) {
 int tg::cli::bahdanau_main(int argc, char** argv, const MainOptions& options) {
   CLI::App app{"Bahdanau attention translator (tapegrad): train, translate, evaluate, score."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_text,
+                       "Print the program, the CPU, its vector features, the kernel paths and the bf16 path, then exit");
 
   // train
   TrainArgs ta;
@@ -1390,6 +1455,11 @@ int tg::cli::bahdanau_main(int argc, char** argv, const MainOptions& options) {
                         "(model and training settings, special ids), dev.ref.txt (dev BLEU references) and init/ "
                         "(the initialised model as a checkpoint, with vocabularies and tokenizer.model); read by "
                         "scripts/pytorch_rnnsearch.py");
+  ta.opts["precision"] =
+      train_cmd->add_option("--precision", ta.precision,
+                            std::string(kPrecisionHelp) + "; recorded in training.json (with --init-from: the "
+                            "checkpoint's unless given); validation and the held-out scores run in it too")
+          ->check(CLI::IsMember(kPrecisions))->capture_default_str();
   train_cmd->add_flag("--quiet", ta.quiet, "No progress bar");
   train_cmd->add_flag("--compact-grads", ta.compact_grads,
                       "Keep the embeddings' and the vocabulary projection's gradients compact (less memory for "
@@ -1520,6 +1590,7 @@ int tg::cli::bahdanau_main(int argc, char** argv, const MainOptions& options) {
   exp_cmd->add_option("--num-hiddens", xa.o.num_hiddens, "Recurrent state size")->check(kWidth);
   exp_cmd->add_option("--train-pairs", xa.o.train_pairs, "Training pairs")->check(kPositive);
   exp_cmd->add_option("--test-pairs", xa.o.test_pairs, "Held-out pairs scored")->check(kPositive);
+  exp_cmd->add_option("--precision", xa.precision, kPrecisionHelp)->check(CLI::IsMember(kPrecisions))->capture_default_str();
   exp_cmd->add_flag("--quiet", xa.quiet, "No per-model progress lines on stderr");
 
   // average

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/error_text.h"
 #include "autograd/ops_shape.h"
 #include "autograd/ops_softmax.h"
 #include "autograd/parallel.h"
@@ -69,6 +70,20 @@ Tensor ids_tensor(const std::vector<std::int64_t>& ids) {
 
 const char* to_string(LengthPenalty p) { return p == LengthPenalty::kGnmt ? "gnmt" : "steps"; }
 
+const char* precision_name(autocast::Precision p) {
+  switch (p) {
+    case autocast::Precision::f32: return "fp32";
+    case autocast::Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+autocast::Precision parse_precision(const std::string& name, const std::string& what) {
+  if (name == "fp32") return autocast::Precision::f32;
+  if (name == "bf16") return autocast::Precision::bf16;
+  throw std::invalid_argument(what + ": expected fp32 or bf16, got '" + elide(name) + "'");
+}
+
 LengthPenalty parse_length_penalty(const std::string& name, const std::string& what) {
   if (name == "steps") return LengthPenalty::kSteps;
   if (name == "gnmt") return LengthPenalty::kGnmt;
@@ -108,6 +123,9 @@ void DecodeOptions::validate() const {
   if (max_len_b_ < 0 || max_len_b_ > limits::kMaxSteps)
     throw std::invalid_argument("decode: max_len_b = " + std::to_string(max_len_b_) + " is out of range [0, " +
                                 std::to_string(limits::kMaxSteps) + "]");
+  if (precision_ != autocast::Precision::f32 && precision_ != autocast::Precision::bf16)
+    throw std::invalid_argument("decode: precision = " + std::to_string(static_cast<int>(precision_)) +
+                                " is not fp32 or bf16");
 }
 
 std::string Translation::text() const {
@@ -236,7 +254,9 @@ std::vector<Translation> greedy_decode(Seq2Seq& model, const Tensor& src, const 
   const auto slices = static_cast<int>(std::min<std::int64_t>(num_threads(), B / kMinRowsPerSlice));
   if (slices <= 1) return greedy_rows(model, src, src_valid_len, step_limits, keep_attention);
   std::vector<Translation> out(static_cast<std::size_t>(B));
+  const bool autocast_on = autocast::is_enabled();  // the caller's, carried into every task (thread-local)
   run_tasks(slices, [&](int i) {
+    const autocast::Guard precision(autocast_on ? autocast::Precision::bf16 : autocast::Precision::f32);
     const std::int64_t begin = B * i / slices, end = B * (i + 1) / slices;
     const std::vector<std::int64_t> limits(step_limits.begin() + begin, step_limits.begin() + end);
     std::vector<Translation> slice = greedy_rows(model, narrow(src, 0, begin, end - begin),
@@ -402,8 +422,10 @@ std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Te
   const std::int64_t per_group = std::max<std::int64_t>(1, kBeamRows / k);
   const std::int64_t groups = (B + per_group - 1) / per_group;
   const auto shares = static_cast<int>(std::min<std::int64_t>(num_threads(), groups));
+  const bool autocast_on = autocast::is_enabled();  // the caller's, carried into every task (thread-local)
   run_tasks(shares, [&](int i) {
     NoGradGuard no_grad;  // per thread
+    const autocast::Guard precision(autocast_on ? autocast::Precision::bf16 : autocast::Precision::f32);
     for (std::int64_t g = i; g < groups; g += shares) {
       const std::int64_t begin = g * per_group, n = std::min(per_group, B - begin);
       const std::vector<std::int64_t> limits(step_limits.begin() + begin, step_limits.begin() + begin + n);
@@ -419,6 +441,7 @@ std::vector<Translation> decode(Seq2Seq& model, const Tensor& src, const Tensor&
                                 const DecodeOptions& options) {
   options.validate();
   check_sources(src, src_valid_len, "decode");
+  const autocast::Guard precision(options.precision());
   const std::vector<std::int64_t> limits =
       options.step_limits(src_valid_len.to_vector<std::int64_t>(), model.config().num_steps);
   if (options.beam_size() > 1) return beam_search(model, src, src_valid_len, limits, options);

@@ -16,10 +16,18 @@
 //
 // Both decoders run under NoGradGuard with the model in eval mode; the model's training mode is
 // restored afterwards.
+//
+// Precision. DecodeOptions::precision(bf16) runs decode() (and so translate() and
+// translate_tokens()) inside a tg::autocast::Guard: the matrix products read bf16-rounded operands
+// and accumulate in float32 (autograd/autocast.h); the log-softmax, the argmax and the beam's scores
+// stay float32/float64. greedy_decode() and beam_search() themselves take the autocast state of the
+// thread that calls them and open the same state in every task they run on other threads (autocast
+// is thread-local), so a caller's own Guard covers the whole decoding too.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/tensor.h"
 #include "models/translators/seq2seq.h"
 #include "models/text/text.h"
@@ -36,6 +44,11 @@ enum class LengthPenalty {
 const char* to_string(LengthPenalty p);
 /// Parses "steps" / "gnmt"; throws std::invalid_argument naming `what` otherwise.
 LengthPenalty parse_length_penalty(const std::string& name, const std::string& what = "length penalty");
+
+/// "fp32" / "bf16": the names the command line and training.json use.
+const char* precision_name(autocast::Precision p);
+/// Parses "fp32" / "bf16"; throws std::invalid_argument naming `what` otherwise.
+autocast::Precision parse_precision(const std::string& name, const std::string& what = "precision");
 
 /// Options of decode() / translate(). Chainable setters; validate() checks them.
 class DecodeOptions {
@@ -60,6 +73,9 @@ class DecodeOptions {
   /// Sentences decoded together by the greedy decoder (default 64). Beam search decodes groups of
   /// max(1, 64 / beam_size) sentences as one batch, whatever this is.
   DecodeOptions& batch_size(std::int64_t v) { batch_size_ = v; return *this; }
+  /// Precision of the matrix products (default float32): bf16 decodes inside a
+  /// tg::autocast::Guard (see the file comment). Weights are not changed.
+  DecodeOptions& precision(autocast::Precision v) { precision_ = v; return *this; }
 
   std::int64_t max_steps() const { return max_steps_; }
   std::int64_t beam_size() const { return beam_size_; }
@@ -68,6 +84,7 @@ class DecodeOptions {
   double max_len_a() const { return max_len_a_; }
   std::int64_t max_len_b() const { return max_len_b_; }
   LengthPenalty length_penalty() const { return length_penalty_; }
+  autocast::Precision precision() const { return precision_; }
   /// True if max_len_a or max_len_b is set.
   bool relative_max_len() const { return max_len_a_ > 0 || max_len_b_ > 0; }
   /// The step limit of each sentence of a batch with these valid lengths, given the model's
@@ -84,6 +101,7 @@ class DecodeOptions {
   double max_len_a_ = 0.0;
   std::int64_t max_len_b_ = 0;
   LengthPenalty length_penalty_ = LengthPenalty::kSteps;
+  autocast::Precision precision_ = autocast::Precision::f32;
 };
 
 /// The result of decoding one sentence.
@@ -160,7 +178,8 @@ std::vector<Translation> beam_search(Seq2Seq& model, const Tensor& src, const Te
                                      const std::vector<std::int64_t>& step_limits, const DecodeOptions& options);
 
 /// greedy_decode (beam_size 1, in batches of options.batch_size()) or beam_search on encoded
-/// sources, with DecodeOptions::step_limits.
+/// sources, with DecodeOptions::step_limits, inside a tg::autocast::Guard of options.precision()
+/// (f32 turns off a caller's autocast for the call).
 std::vector<Translation> decode(Seq2Seq& model, const Tensor& src, const Tensor& src_valid_len,
                                 const DecodeOptions& options = DecodeOptions());
 

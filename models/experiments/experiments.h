@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
+
 #include "models/plots/plot.h"
 
 namespace tg::models {
@@ -54,6 +56,8 @@ struct ExperimentOptions {
   std::string task;              ///< ablation (default primes) and scores (default dates)
   std::string data_file;         ///< length: tab-separated pairs (fra.txt); "" = skip that part
   std::int64_t data_max_len = 20;  ///< length: longest sentence (tokens, each side) taken from data_file
+  /// Precision of every model's training and scoring (TrainOptions::precision, DecodeOptions::precision).
+  autocast::Precision precision = autocast::Precision::f32;
 
   /// Throws std::invalid_argument naming the first bad field (negative sizes, max_lens < 1, an
   /// unknown task, a data_file that does not exist).

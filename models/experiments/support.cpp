@@ -57,6 +57,7 @@ Settings resolve(const ExperimentOptions& o, Settings quick, Settings full) {
   if (o.test_pairs > 0) s.test_pairs = o.test_pairs;
   if (o.rounds > 0) s.rounds = o.rounds;
   if (o.lr > 0) s.lr = o.lr;
+  s.precision = o.precision;
   return s;
 }
 
@@ -65,6 +66,7 @@ std::string describe(const Settings& s, bool with_rounds) {
   os << s.steps << " steps × batch " << s.batch << ", lr " << s.lr << ", embed " << s.embed << ", hidden " << s.hiddens
      << ", " << s.train_pairs << " training / " << s.test_pairs << " held-out pairs";
   if (with_rounds) os << ", " << s.rounds << (s.rounds == 1 ? " round" : " rounds");
+  if (s.precision == autocast::Precision::bf16) os << ", bf16 mixed precision";
   return os.str();
 }
 
@@ -91,7 +93,7 @@ Run train_and_eval(const ModelConfig& config, const TranslationData& data, const
   Generator gen(seed ^ 0x5eedULL);
   auto model = make_model(config, gen);
   TrainOptions to;
-  to.steps(s.steps).batch_size(s.batch).lr(s.lr).seed(seed).progress(false).checkpoint_every(0);
+  to.steps(s.steps).batch_size(s.batch).lr(s.lr).seed(seed).progress(false).checkpoint_every(0).precision(s.precision);
   if (config.model.name() == "transformer") to.warmup_steps(transformer_warmup(s));
   Run r;
   const auto t0 = Clock::now();
@@ -99,7 +101,9 @@ Run train_and_eval(const ModelConfig& config, const TranslationData& data, const
   r.train = train(*model, data, to);
   r.train_seconds = since(t0);
   r.train_cpu_seconds = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-  r.eval = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab);
+  EvalOptions eo;
+  eo.decode.precision(s.precision);
+  r.eval = evaluate(*model, data.heldout_pairs, data.src_vocab, data.tgt_vocab, eo);
   if (verbose)
     std::fprintf(stderr, "experiment: %s: %lld steps in %.1f s (%.0f tokens/s), last loss %.4f, held-out exact %.3f\n",
                  what.c_str(), static_cast<long long>(r.train.steps_run), r.train_seconds,

@@ -28,6 +28,7 @@ std::string num(double v, int decimals = 3);
 struct Settings {
   std::int64_t steps, batch, embed, hiddens, train_pairs, test_pairs, rounds;
   double lr;
+  autocast::Precision precision = autocast::Precision::f32;  ///< training and scoring
 };
 
 /// `quick` or `full` (as o.quick says), with every field o sets (> 0) overriding it.

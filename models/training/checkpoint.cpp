@@ -30,6 +30,7 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
+#include "models/decoding/decode.h"
 #include "models/translators/limits.h"
 #include "models/translators/registry.h"
 #include "nn/file_io.h"
@@ -272,6 +273,8 @@ void check_training_state(const TrainingState& s, const std::string& source) {
     bad(source, "ema_decay = " + std::to_string(s.ema_decay) + " is out of range [0, 1)");
   if (s.select_by != "bleu" && s.select_by != "loss")
     bad(source, "select_by = '" + elide(s.select_by) + "' is not 'bleu' or 'loss'");
+  if (s.precision != autocast::Precision::f32 && s.precision != autocast::Precision::bf16)
+    bad(source, "precision = " + std::to_string(static_cast<int>(s.precision)) + " is not fp32 or bf16");
   if (!std::isnan(s.best_dev_bleu) && !(s.best_dev_bleu >= 0 && s.best_dev_bleu <= 100))
     bad(source, "best_dev_bleu = " + std::to_string(s.best_dev_bleu) + " is out of range [0, 100]");
   if (!std::isnan(s.best_dev_loss) && !(s.best_dev_loss >= 0 && std::isfinite(s.best_dev_loss)))
@@ -338,6 +341,7 @@ std::string training_to_json(const TrainingState& s) {
   j["validate_every"] = s.validate_every;
   j["ema_decay"] = s.ema_decay;
   j["ema_updates"] = s.ema_updates;
+  j["precision"] = precision_name(s.precision);
   j["notes"] = s.notes;
   std::string text = j.dump(2) + "\n";
   if (text.size() > nn::io::limits::kSmallJson)  // only notes can make it this large
@@ -352,7 +356,7 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
                        "clip", "warmup_steps", "lr_anneal_from", "lr_anneal_to", "label_smoothing", "shuffle", "shards", "batch_tokens",
                        "validations", "last_validation_step", "best_step", "best_dev_bleu", "best_dev_loss",
                        "bad_validations", "lr_bad_validations", "lr_scale", "select_by", "patience", "lr_decay",
-                       "lr_patience", "validate_every", "ema_decay", "ema_updates", "notes"},
+                       "lr_patience", "validate_every", "ema_decay", "ema_updates", "precision", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
@@ -386,6 +390,12 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
   if (j.contains("validate_every")) s.validate_every = get_int(j, "validate_every", source);
   if (j.contains("ema_decay")) s.ema_decay = get_double(j, "ema_decay", source);
   if (j.contains("ema_updates")) s.ema_updates = get_int(j, "ema_updates", source);
+  if (j.contains("precision")) {  // absent: a run from before mixed precision, float32
+    const std::string p = get_string(j, "precision", source);
+    if (p == "fp32") s.precision = autocast::Precision::f32;
+    else if (p == "bf16") s.precision = autocast::Precision::bf16;
+    else bad(source, "precision = '" + elide(p) + "' is not 'fp32' or 'bf16'");
+  }
   if (j.contains("notes")) {
     if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
     for (const auto& [k, v] : j["notes"].items()) {

@@ -63,6 +63,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "models/translators/seq2seq.h"
 #include "models/text/subword.h"
 #include "models/text/text.h"
@@ -123,6 +124,10 @@ struct TrainingState : TrainingProgress {
   /// Decay of the weight EMA (TrainOptions::ema_decay; 0 = none). > 0: weights.npz holds the
   /// average and training_weights.npz the raw weights.
   double ema_decay = 0.0;
+  /// Precision of the training steps' matrix products (TrainOptions::precision): "precision" in
+  /// training.json, "fp32" or "bf16" (models/decoding/decode.h's names); absent in a training.json
+  /// written before mixed precision, which reads as f32.
+  autocast::Precision precision = autocast::Precision::f32;
   /// Free-form string metadata (the CLI records its data source here).
   std::map<std::string, std::string> notes;
 };

@@ -256,6 +256,8 @@ void TrainOptions::validate() const {
            " must satisfy 0 <= from < to <= " + std::to_string(limits::kMaxCount));
     if (warmup_steps_ > 0) fail("lr_anneal cannot be combined with warmup_steps (the schedule sets the lr)");
   }
+  if (precision_ != autocast::Precision::f32 && precision_ != autocast::Precision::bf16)
+    fail("precision = " + std::to_string(static_cast<int>(precision_)) + " is not fp32 or bf16");
   if (!(ema_decay_ == 0 || (ema_decay_ > 0 && ema_decay_ < 1))) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", ema_decay_);
@@ -357,6 +359,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   if (options.ema_decay() > 0 && !ema) ema.emplace(model.named_parameters(), options.ema_decay());
   st.ema_decay = options.ema_decay();
   st.ema_updates = ema ? ema->updates() : 0;
+  st.precision = options.precision();
   st.seed = options.seed();
   st.batch_size = options.batch_size();
   st.lr = options.lr();
@@ -467,6 +470,8 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     dev_sources.assign(dev->pairs.src.begin(), dev->pairs.src.begin() + static_cast<std::ptrdiff_t>(n));
     dev_refs = dev_references(*dev, n);
   }
+  // Validation in the training's precision.
+  const DecodeOptions dev_decode = DecodeOptions(options.dev_decode()).precision(options.precision());
   auto validate = [&](std::int64_t epoch_of_step) {
     const auto v0 = Clock::now();
     ValidationRecord v;
@@ -474,8 +479,11 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     v.epoch = epoch_of_step;
     {
       EmaSwapGuard swap(ema ? &*ema : nullptr);  // the averaged weights are the ones validated
-      v.dev_loss = evaluate_loss(model, dev_data);
-      const auto out = translate_tokens(model, dev_sources, src_vocab, tgt_vocab, options.dev_decode());
+      {
+        const autocast::Guard precision(options.precision());
+        v.dev_loss = evaluate_loss(model, dev_data);
+      }
+      const auto out = translate_tokens(model, dev_sources, src_vocab, tgt_vocab, dev_decode);
       std::vector<std::string> hyps;
       hyps.reserve(out.size());
       for (const auto& t : out) hyps.push_back(options.subword() ? options.subword()->decode(t.tokens) : join(t.tokens));
@@ -547,9 +555,11 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         // The shard's mean loss scaled to its share of the batch's tokens: the shards' gradients
         // then sum to the gradient of the whole batch's mean loss.
         const double share = batch_tokens > 0 ? static_cast<double>(sum_i64(b.tgt_valid_len)) / batch_tokens : 0.0;
+        const autocast::Guard precision(options.precision());
         loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing()) * share;
         shard_loss[static_cast<std::size_t>(j)] = loss.item();
       }
+      const autocast::Guard precision(options.precision());  // backward as the forward (see below)
       ddp->backward(loss, j == local_shards - 1);
     }
     ddp->synchronize();
@@ -581,6 +591,10 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
         for (std::size_t g = 0; g < generators.size(); ++g)
           *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
         const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
+        // The step's forward and backward under autocast (bf16: products recorded here run their
+        // backward with bf16 operands too, and products the backward itself records, if any,
+        // take the same state); clipping, Adam and the EMA below stay outside, in float32.
+        const autocast::Guard precision(options.precision());
         const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing());
         loss.backward();
         loss_value = loss.item();
@@ -724,6 +738,7 @@ EvalReport evaluate(Seq2Seq& model, const TokenizedPairs& pairs, const Vocab& sr
     return rep;
   }
   rep.translations = translate_tokens(model, pairs.src, src_vocab, tgt_vocab, options.decode);
+  const autocast::Guard precision(options.decode.precision());  // for the loss below
   std::vector<std::vector<std::string>> hyps;
   hyps.reserve(pairs.size());
   double bleu_sum = 0.0;

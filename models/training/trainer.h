@@ -22,6 +22,11 @@
 // models. With a weight EMA (TrainOptions::ema_decay) the checkpoint also holds the average and
 // its update count, so it continues exactly too.
 //
+// Mixed precision (TrainOptions::precision(tg::autocast::Precision::bf16)): each step's forward and
+// backward run inside a tg::autocast::Guard, so the matrix products read bf16-rounded operands and
+// accumulate in float32 (autograd/autocast.h); the loss, the gradient clipping, Adam and its state,
+// and the weights stay float32. Validation runs in the same precision. training.json records it.
+//
 // Validation (TrainOptions::dev): dev loss and dev BLEU at epoch ends, every validate_every()
 // steps and after the last step; they draw no random numbers, so the steps do not change. What
 // they drive (the best checkpoint, early stopping, lr decay on a plateau) is decided from counters
@@ -179,6 +184,11 @@ class TrainOptions {
   /// starts one from its weights if it has none; resumed with 0 from a checkpoint with an average,
   /// training continues from its raw weights and the average is dropped.
   TrainOptions& ema_decay(double v) { ema_decay_ = v; return *this; }
+  /// Precision of the matrix products of every training step, forward and backward (default
+  /// float32). bf16: each step runs inside a tg::autocast::Guard (bf16 operands, float32 sums; the
+  /// weights, gradients, losses and Adam stay float32); validation (dev loss and dev BLEU) runs in
+  /// the same precision, whatever dev_decode() says. Saved as TrainingState::precision.
+  TrainOptions& precision(autocast::Precision v) { precision_ = v; return *this; }
 
   std::int64_t epochs() const { return epochs_; }
   std::int64_t steps() const { return steps_; }
@@ -214,6 +224,7 @@ class TrainOptions {
   double lr_decay() const { return lr_decay_; }
   std::int64_t lr_patience() const { return lr_patience_; }
   double ema_decay() const { return ema_decay_; }
+  autocast::Precision precision() const { return precision_; }
   /// Throws std::invalid_argument naming the first bad option.
   void validate() const;
 
@@ -250,6 +261,7 @@ class TrainOptions {
   double lr_decay_ = 1.0;
   std::int64_t lr_patience_ = 1;
   double ema_decay_ = 0.0;
+  autocast::Precision precision_ = autocast::Precision::f32;
 };
 
 /// One validation on the dev set, as logged.
@@ -320,12 +332,14 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
 TrainResult train(Seq2Seq& model, const TranslationData& data, const TrainOptions& options);
 
 /// Token-weighted mean of sequence_loss over `data` (sum of the batches' loss × tokens over all
-/// tokens), teacher-forced, in eval mode without recording; NaN for an empty dataset.
+/// tokens), teacher-forced, in eval mode without recording; NaN for an empty dataset. Its products
+/// run in the caller's autocast state (a tg::autocast::Guard around the call makes them bf16).
 double evaluate_loss(Seq2Seq& model, const Seq2SeqDataset& data, std::int64_t batch_size = 64);
 
 /// Options of evaluate().
 struct EvalOptions {
-  DecodeOptions decode;        ///< greedy by default
+  /// Greedy by default; its precision() also applies to the loss.
+  DecodeOptions decode;
   int bleu_k = 2;              ///< k of d2l's sentence BLEU (its Bahdanau chapter uses 2)
   std::int64_t batch_size = 64;  ///< for the loss
 };

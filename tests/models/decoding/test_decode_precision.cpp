@@ -1,0 +1,127 @@
+// DecodeOptions::precision: decoding under bf16 autocast, on every thread the decoder uses.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/parallel.h"
+#include "autograd/random.h"
+#include "models/decoding/decode.h"
+#include "models/text/text.h"
+#include "models/translators/seq2seq.h"
+
+using namespace tg;
+using namespace tg::models;
+
+namespace {
+
+constexpr auto kBf16 = autocast::Precision::bf16;
+
+std::shared_ptr<Seq2Seq> small_rnnsearch(std::int64_t src_vocab, std::int64_t tgt_vocab, std::int64_t num_steps) {
+  ModelConfig c;
+  c.model = "rnnsearch";
+  c.src_vocab = src_vocab;
+  c.tgt_vocab = tgt_vocab;
+  c.embed_size = 12;
+  c.num_hiddens = 16;
+  c.num_layers = 1;
+  c.num_steps = num_steps;
+  Generator gen(11);
+  return make_model(c, gen);
+}
+
+struct Sources {
+  Tensor src, valid;
+};
+
+/// B rows of 2..max_len valid ids in [4, src_vocab), <eos> last, then <pad>.
+Sources random_sources(std::int64_t B, std::int64_t num_steps, std::int64_t max_len, std::int64_t src_vocab,
+                       std::uint64_t seed) {
+  std::vector<std::int64_t> flat, lens;
+  SplitMix64 mix{seed};
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t len = 2 + mix.below(max_len - 1);
+    for (std::int64_t j = 0; j < num_steps; ++j)
+      flat.push_back(j + 1 < len ? 4 + mix.below(src_vocab - 4) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
+    lens.push_back(len);
+  }
+  return {Tensor::from_vector(flat, {B, num_steps}), Tensor::from_vector(lens, {B})};
+}
+
+struct ThreadRestore {
+  int threads = num_threads();
+  ~ThreadRestore() { set_num_threads(threads); }
+};
+
+void expect_same_bits(const std::vector<Translation>& a, const std::vector<Translation>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].ids, b[i].ids) << what << " row " << i;
+    EXPECT_EQ(a[i].log_prob, b[i].log_prob) << what << " row " << i;
+    EXPECT_EQ(a[i].attention, b[i].attention) << what << " row " << i;
+  }
+}
+
+}  // namespace
+
+// 64 sentences decode greedily as two slices on two threads (one on a worker thread) and beam
+// search spreads its groups over both: the bf16 state must reach every task, so the results are the
+// bits of one thread; the caller's own Guard gives the same as the option, and float32 differs.
+TEST(DecodePrecision, Bf16ReachesEveryThreadAndEqualsACallersGuard) {
+  ThreadRestore restore;
+  const std::int64_t num_steps = 7, B = 64;  // one batch of decode(): the same rows as greedy_decode's
+  auto model = small_rnnsearch(23, 19, num_steps);
+  const Sources in = random_sources(B, num_steps, 7, 23, 5);
+  for (const std::int64_t beam : {1, 3}) {
+    const std::string what = beam == 1 ? "greedy" : "beam 3";
+    const DecodeOptions bf16 = DecodeOptions().beam_size(beam).precision(kBf16);
+    set_num_threads(1);
+    const auto one = decode(*model, in.src, in.valid, bf16);
+    const auto f32 = decode(*model, in.src, in.valid, DecodeOptions().beam_size(beam));
+    set_num_threads(2);
+    const auto two = decode(*model, in.src, in.valid, bf16);
+    expect_same_bits(one, two, what + ", 1 vs 2 threads");
+    std::vector<Translation> guarded;
+    {
+      autocast::Guard guard(kBf16);
+      guarded = beam == 1 ? greedy_decode(*model, in.src, in.valid, num_steps)
+                          : beam_search(*model, in.src, in.valid, 3, num_steps);
+      // precision(f32) turns a caller's autocast off for the call.
+      expect_same_bits(decode(*model, in.src, in.valid, DecodeOptions().beam_size(beam)), f32, what + ", fp32 in a Guard");
+    }
+    expect_same_bits(guarded, two, what + ", caller's Guard vs option");
+    EXPECT_FALSE(autocast::is_enabled());
+    std::size_t moved = 0;
+    for (std::size_t i = 0; i < one.size(); ++i) moved += one[i].log_prob != f32[i].log_prob;
+    EXPECT_GT(moved, 0u) << what << ": bf16 decoding gave float32's bits";
+  }
+}
+
+// What bf16 decoding guarantees against float32 is closeness of the scores, not equal tokens (a
+// near tie can flip). Scored on the same tokens (teacher-forced), each step's log-probability moves
+// by at most 2 max |dz| over the logits; with the bf16 operand rounding (2^-9 relative each) on this
+// untrained model's logits (|z| well below 1, rows of at most 48 products of entries below 1) that is
+// below 0.01 per step. Here: where greedy bf16 and float32 chose the same tokens, the summed
+// log-probabilities differ by at most 0.01 per step; and most sentences do choose the same tokens.
+TEST(DecodePrecision, Bf16LogProbsStayWithinBf16RoundingOfFloat32) {
+  const std::int64_t num_steps = 7, B = 64;
+  auto model = small_rnnsearch(23, 19, num_steps);
+  const Sources in = random_sources(B, num_steps, 7, 23, 9);
+  const auto f32 = decode(*model, in.src, in.valid);
+  const auto bf16 = decode(*model, in.src, in.valid, DecodeOptions().precision(kBf16));
+  ASSERT_EQ(bf16.size(), f32.size());
+  std::size_t same = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < f32.size(); ++i) {
+    if (bf16[i].ids != f32[i].ids || bf16[i].ended != f32[i].ended) continue;
+    ++same;
+    const double per_step = std::abs(bf16[i].log_prob - f32[i].log_prob) / static_cast<double>(f32[i].steps());
+    worst = std::max(worst, per_step);
+    EXPECT_LE(per_step, 0.01) << "row " << i;
+  }
+  EXPECT_GE(same, f32.size() * 9 / 10) << "worst per-step difference " << worst;
+  RecordProperty("worst_per_step_log_prob_difference", std::to_string(worst));
+}
