@@ -27,12 +27,6 @@ int category(DType d) {
   return 0;
 }
 
-DType promote_types(DType a, DType b) {
-  if (a == b) return a;
-  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
-  return DType::f64;  // f32 with f64: the only two different dtypes of one category
-}
-
 // A Python number's category: integral doubles that fit int64 are ints.
 bool integral_scalar(double s) { return std::trunc(s) == s && std::abs(s) < 9.2233720368547758e18; }
 
@@ -84,6 +78,12 @@ Tensor bool_reduce(const char* name, const Tensor& x, const kernels::Axes& ax, b
 }
 
 }  // namespace
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  return DType::f64;  // f32 with f64: the only two different dtypes of one category
+}
 
 DType result_type(const Tensor& a, const Tensor& b) {
   if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());

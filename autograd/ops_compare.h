@@ -23,6 +23,8 @@
 
 namespace tg {
 
+/// The smaller dtype that holds both (torch.promote_types): bool < int64 < float32 < float64.
+DType promote_types(DType a, DType b);
 /// The dtype an elementwise op on a and b computes in (torch.result_type, rules above).
 DType result_type(const Tensor& a, const Tensor& b);
 /// The dtype of an op between tensor a and a scalar s (torch.result_type(a, s)).

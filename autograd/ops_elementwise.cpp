@@ -1,14 +1,19 @@
 // Elementwise ops with NumPy broadcasting. Backward of a broadcast input sums the gradient back
 // to that input's shape (kernels::sum_to).
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "autograd/kernels/dispatch.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/reduce.h"
+#include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
+#include "autograd/ops_shape.h"
 #include "autograd/tape.h"
 
 namespace tg {
@@ -34,9 +39,74 @@ template <class P> Tensor indicator(const Tensor& x, P pred) {
   });
   return m;
 }
+
+// ---- Type promotion as PyTorch's (torch.result_type, autograd/ops_compare.h). A floating result
+// converts the other operand with Tensor::to, which is differentiable: each input's gradient
+// comes back in its own dtype. An int64 or bool result is computed here, without gradient.
+
+/// The dtype a binary op computes in, or nullopt when a and b are of one floating dtype (the
+/// common case, which takes each op's own path unchanged).
+std::optional<DType> promotion(const char* name, const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || (a.dtype() == b.dtype() && is_floating(a.dtype()))) return std::nullopt;
+  try {  // a shape error before any conversion, naming the dtypes too
+    broadcast_shapes(name, a.shape(), b.shape());
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(std::string(name) + ": shapes " + std::string(dtype_name(a.dtype())) + " " + a.shape().str() +
+                                " and " + std::string(dtype_name(b.dtype())) + " " + b.shape().str() +
+                                " cannot be broadcast together");
+  }
+  return result_type(a, b);
+}
+
+enum class IntOp { add, sub, mul, maximum, minimum, pow };
+
+[[noreturn]] void bool_sub_error(bool both) {  // torch's messages
+  throw std::invalid_argument(both ? "sub: subtraction, the `-` operator, with two bool tensors is not supported; use "
+                                     "logical_xor() instead"
+                                   : "sub: subtraction, the `-` operator, with a bool tensor is not supported; to "
+                                     "invert a mask use logical_not() instead");
+}
+
+// Integer power as torch's: a negative exponent gives 1 for base 1, ±1 for base -1, else 0.
+std::int64_t int_pow(std::int64_t base, std::int64_t e) {
+  if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 ? -1 : 1) : 0;
+  std::uint64_t r = 1, x = static_cast<std::uint64_t>(base);  // unsigned: wraps on overflow, as torch
+  for (; e; e >>= 1, x *= x)
+    if (e & 1) r *= x;
+  return static_cast<std::int64_t>(r);
+}
+
+/// a op b for int64 and bool operands, computed in int64 (wrapping on overflow) and stored as t
+/// (int64, or bool for add, mul, maximum and minimum of two bools: or, and, or, and).
+Tensor integer_binary(const char* name, IntOp op, const Tensor& a, const Tensor& b, DType t) {
+  if (t == DType::b8 && op == IntOp::pow) throw std::invalid_argument("pow: not implemented for two bool operands, as torch");
+  const Shape out = broadcast_shapes(name, a.shape(), b.shape());
+  const Tensor x = broadcast_to(a.to(DType::i64), out), y = broadcast_to(b.to(DType::i64), out);
+  Tensor r = Tensor::empty(out, DType::i64);
+  const std::int64_t *px = x.data<std::int64_t>(), *py = y.data<std::int64_t>();
+  std::int64_t* pr = r.data<std::int64_t>();
+  using U = std::uint64_t;
+  for (std::int64_t i = 0, n = r.numel(); i < n; ++i) {
+    const std::int64_t u = px[i], v = py[i];
+    switch (op) {
+      case IntOp::add: pr[i] = static_cast<std::int64_t>(U(u) + U(v)); break;
+      case IntOp::sub: pr[i] = static_cast<std::int64_t>(U(u) - U(v)); break;
+      case IntOp::mul: pr[i] = static_cast<std::int64_t>(U(u) * U(v)); break;
+      case IntOp::maximum: pr[i] = std::max(u, v); break;
+      case IntOp::minimum: pr[i] = std::min(u, v); break;
+      case IntOp::pow: pr[i] = int_pow(u, v); break;
+    }
+  }
+  return r.to(t);
+}
+
+/// An integral scalar for integer_binary (result_type gives int64 only for integral ones).
+Tensor int_scalar(double s) { return Tensor::scalar(s, DType::i64); }
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (const auto t = promotion("add", a, b))
+    return is_floating(*t) ? add(a.to(*t), b.to(*t)) : integer_binary("add", IntOp::add, a, b, *t);
   return record("add", kernels::binary(Binary::add, a, b, "add"), {a, b},
                 [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
                   ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), sa));
@@ -49,6 +119,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (const auto t = promotion("sub", a, b)) {
+    if (a.dtype() == DType::b8 || b.dtype() == DType::b8) bool_sub_error(a.dtype() == b.dtype());
+    return is_floating(*t) ? sub(a.to(*t), b.to(*t)) : integer_binary("sub", IntOp::sub, a, b, *t);
+  }
   return record("sub", kernels::binary(Binary::sub, a, b, "sub"), {a, b},
                 [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
                   ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), sa));
@@ -61,6 +135,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (const auto t = promotion("mul", a, b))
+    return is_floating(*t) ? mul(a.to(*t), b.to(*t)) : integer_binary("mul", IntOp::mul, a, b, *t);
   return record("mul", kernels::binary(Binary::mul, a, b, "mul"), {a, b}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, b), a.shape()));
@@ -72,6 +148,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (const auto t = promotion("div", a, b)) {
+    const DType f = is_floating(*t) ? *t : DType::f32;  // true division; integers give float32, as torch
+    return div(a.to(f), b.to(f));
+  }
   Tensor y = kernels::binary(Binary::div, a, b, "div");
   return record("div", y, {a, b}, [b = b.detach(), y, sa = a.shape()](BackwardContext& ctx) {
     const Tensor ga = binary(Binary::div, ctx.grad_output(), b);  // dL/da = g / b
@@ -86,30 +166,49 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double s) {
+  if (a.defined() && !is_floating(a.dtype())) {
+    const DType t = result_type(a, s);
+    return is_floating(t) ? add(a.to(t), s) : integer_binary("add", IntOp::add, a, int_scalar(s), t);
+  }
   return record("add_scalar", unary(Unary::add_scalar, a, s), {a},
                 [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); },
                 [](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
 }
 
-Tensor sub(const Tensor& a, double s) { return add(a, -s); }
+Tensor sub(const Tensor& a, double s) {
+  if (a.defined() && a.dtype() == DType::b8) bool_sub_error(false);
+  return add(a, -s);
+}
 
 Tensor mul(const Tensor& a, double s) {
+  if (a.defined() && !is_floating(a.dtype())) {
+    const DType t = result_type(a, s);
+    return is_floating(t) ? mul(a.to(t), s) : integer_binary("mul", IntOp::mul, a, int_scalar(s), t);
+  }
   return record("mul_scalar", unary(Unary::mul_scalar, a, s), {a},
                 [s](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::mul_scalar, ctx.grad_output(), s)); },
                 [s](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * s); });
 }
 
 Tensor div(const Tensor& a, double s) {
+  if (a.defined() && !is_floating(a.dtype()))  // true division in float32, as torch (not times 1 / s)
+    return div(a.to(DType::f32), Tensor::scalar(s, DType::f32));
   return mul(a, 1.0 / s);  // s = 0 gives inf, -inf and NaN (0 / 0) as torch.div
 }
 
 Tensor rsub(double s, const Tensor& a) {
+  if (a.defined() && !is_floating(a.dtype())) {
+    if (a.dtype() == DType::b8) bool_sub_error(false);
+    const DType t = result_type(a, s);
+    return is_floating(t) ? rsub(s, a.to(t)) : integer_binary("rsub", IntOp::sub, int_scalar(s), a, t);
+  }
   return record("rsub_scalar", unary(Unary::rsub_scalar, a, s), {a},
                 [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); },
                 [](GradGraphContext& ctx) { ctx.accumulate(0, -ctx.grad_output()); });
 }
 
 Tensor rdiv(double s, const Tensor& a) {
+  if (a.defined() && !is_floating(a.dtype())) return rdiv(s, a.to(DType::f32));  // true division, as torch
   Tensor y = unary(Unary::rdiv_scalar, a, s);
   return record("rdiv_scalar", y, {a}, [a = a.detach(), y](BackwardContext& ctx) {
     // d(s/a)/da = -s/a^2 = -y/a
@@ -118,6 +217,10 @@ Tensor rdiv(double s, const Tensor& a) {
 }
 
 Tensor neg(const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::i64) return integer_binary("neg", IntOp::sub, int_scalar(0), x, DType::i64);
+  if (x.defined() && x.dtype() == DType::b8)
+    throw std::invalid_argument("neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask "
+                                "use logical_not() instead");
   return record("neg", unary(Unary::neg, x), {x},
                 [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); },
                 [](GradGraphContext& ctx) { ctx.accumulate(0, -ctx.grad_output()); });
@@ -178,6 +281,12 @@ Tensor square(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
+  if (x.defined() && !is_floating(x.dtype())) {
+    const DType t = result_type(x, exponent);
+    if (is_floating(t)) return pow(x.to(t), exponent);
+    if (exponent < 0) throw std::invalid_argument("pow: integers to negative integer powers are not allowed, as torch");
+    return integer_binary("pow", IntOp::pow, x, int_scalar(exponent), t);
+  }
   if (exponent == 2.0) return square(x);
   // d x^p / dx = p x^(p-1), and 0 for p = 0 as PyTorch's pow_backward (not 0 * 0^-1 = NaN at x = 0).
   return record("pow", unary(Unary::pow_scalar, x, exponent), {x}, [x = x.detach(), exponent](BackwardContext& ctx) {
@@ -223,8 +332,11 @@ Tensor clamp_op(const char* name, const Tensor& x, double lo, double hi) {
 
 // maximum and minimum: input i gets dL/dy times its share (1, 0.5 at ties, 0), summed to its shape.
 Tensor max_min_op(const char* name, Binary op, const Tensor& a, const Tensor& b) {
-  require_same_floating(name, a, b);
   const bool is_max = op == Binary::maximum_nan;
+  if (const auto t = promotion(name, a, b))
+    return is_floating(*t) ? max_min_op(name, op, a.to(*t), b.to(*t))
+                           : integer_binary(name, is_max ? IntOp::maximum : IntOp::minimum, a, b, *t);
+  require_same_floating(name, a, b);
   return record(name, binary(op, a, b, name), {a, b}, [a = a.detach(), b = b.detach(), is_max](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0))
@@ -393,6 +505,8 @@ Tensor elu(const Tensor& x, double alpha) {
 }
 
 Tensor pow(const Tensor& x, const Tensor& y) {
+  if (const auto t = promotion("pow", x, y))
+    return is_floating(*t) ? pow(x.to(*t), y.to(*t)) : integer_binary("pow", IntOp::pow, x, y, *t);
   require_same_floating("pow", x, y);
   return record("pow", binary(Binary::pow, x, y, "pow"), {x, y}, [x = x.detach(), y = y.detach()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();

@@ -2,6 +2,18 @@
 // Elementwise ops with NumPy broadcasting, and their operators.
 // Implemented beside their backward in autograd/ops_elementwise.cpp; each
 // validates its arguments and throws std::invalid_argument naming the op and the shapes.
+//
+// Type promotion as PyTorch 1.13's, in the binary ops (add, sub, mul, div, pow, maximum,
+// minimum, their scalar forms, rsub, rdiv and the operators): the result dtype is
+// torch.result_type (autograd/ops_compare.h): float32 with float64 gives float64, a floating
+// tensor with an int64 or bool one the floating dtype, int64 with bool int64; a 0-dim tensor
+// promotes only across categories. A floating input of another dtype is converted with
+// Tensor::to, so its gradient comes back in its own dtype. int64 and bool results are computed
+// exactly (int64 wraps on overflow), without gradient; two bools give bool (add: or, mul: and).
+// div is true division: integer operands give float32. A double scalar is a Python number, an
+// int when integral: int64 tensor * 2.5 is float32, int64 tensor + 1.0 stays int64 (PyTorch
+// tells 1 from 1.0, C++ passes both as double). As torch: sub and neg refuse bool tensors, pow
+// refuses two bools and an integer tensor to a negative integral scalar power.
 #include <cstdint>
 #include <optional>
 
@@ -31,9 +43,9 @@ Tensor pow(const Tensor& x, double exponent);
 
 // ---- PyTorch 1.13's everyday elementwise ops: same names, argument order, defaults, values and
 // gradients (also at non-differentiable points), float32 and float64. Deviations from PyTorch:
-// - No type promotion: integer tensors throw (PyTorch computes abs, sign, clamp, minimum and maximum
-//   in the integer type and promotes to float for the others), and both operands of a binary op
-//   must have the same dtype.
+// - The unary ops here take floating tensors only: integer tensors throw (PyTorch computes abs,
+//   sign and clamp in the integer type and promotes to float32 for the others). The binary ones
+//   (maximum, minimum, pow) promote, as above.
 // - A NaN bound makes every clamp output NaN (torch.clamp keeps x when the other bound is None).
 // - softplus throws for beta == 0 (PyTorch returns inf) and does not overflow for a threshold
 //   above 88 (float32), where PyTorch's log1p(exp(beta x)) returns inf.

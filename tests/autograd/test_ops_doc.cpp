@@ -215,7 +215,7 @@ std::map<std::string, Probe> probes() {
       {"multinomial", [](const Tensor& x) { return multinomial(x, 2, false, gen); }},
       {"randint", [](const Tensor& x) { return randint(0, 5, x.shape(), gen, x.dtype()); }},
       {"randperm", [](const Tensor& x) { return randperm(4, gen, x.dtype()); }},
-      {"bernoulli", [](const Tensor& x) { return bernoulli(x / 8.0, gen); }},
+      {"bernoulli", [](const Tensor& x) { return bernoulli(sigmoid(x), gen); }},
       {"normal", [](const Tensor& x) { return normal(x, x, gen); }},
   };
   // The one-argument elementwise functions.
