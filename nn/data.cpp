@@ -65,8 +65,6 @@ Example default_collate(std::vector<Example> examples) {
   return Example{default_collate(std::move(data)), targets ? default_collate(std::move(target)) : Tensor()};
 }
 
-namespace detail {
-
 std::vector<std::size_t> epoch_order(std::size_t n, bool shuffle, std::uint64_t seed, std::int64_t epoch) {
   std::vector<std::size_t> order(n);
   if (!shuffle) {
@@ -124,6 +122,5 @@ void BackgroundJobs::wait(std::size_t id) {
   impl_->groups[id].reset();
 }
 
-}  // namespace detail
 
 }  // namespace tg::nn::data

@@ -104,8 +104,6 @@ class DataLoaderOptions {
   int prefetch_factor_ = 2;
 };
 
-namespace detail {
-
 /// Runs jobs on a TBB arena with `workers` threads besides the caller's. wait(id) returns once job
 /// `id` has run, rethrowing its exception; while waiting the caller runs queued jobs itself, so
 /// progress never depends on a worker being free (tg::set_num_threads(1) leaves TBB no workers).
@@ -128,7 +126,6 @@ class BackgroundJobs {
 /// The order of one epoch's indices: 0 .. n-1, or a seeded permutation.
 std::vector<std::size_t> epoch_order(std::size_t n, bool shuffle, std::uint64_t seed, std::int64_t epoch);
 
-}  // namespace detail
 
 /// Batches of a dataset (torch.utils.data.DataLoader with a map-style dataset). Each begin() starts
 /// an epoch: the first is epoch 0, then 1, 2, ... (set_epoch changes the next one). A batch is
@@ -219,11 +216,11 @@ class DataLoader {
     EpochState(const DataLoader& loader, std::int64_t epoch)
         : dataset(loader.dataset_), collate(loader.collate_), batch_size(static_cast<std::size_t>(loader.options_.batch_size())),
           batches(loader.size()),
-          order(detail::epoch_order(loader.dataset_->size(), loader.options_.shuffle(), loader.options_.seed(), epoch)),
+          order(epoch_order(loader.dataset_->size(), loader.options_.shuffle(), loader.options_.seed(), epoch)),
           ahead(static_cast<std::size_t>(loader.options_.num_workers()) *
                 static_cast<std::size_t>(loader.options_.prefetch_factor())) {
       if (loader.options_.num_workers() > 0) {
-        jobs = std::make_unique<detail::BackgroundJobs>(loader.options_.num_workers());
+        jobs = std::make_unique<BackgroundJobs>(loader.options_.num_workers());
         slots.resize(batches);
       }
     }
@@ -271,7 +268,7 @@ class DataLoader {
     std::size_t next = 0, submitted = 0;
     std::optional<BatchT> current;
     std::vector<std::optional<BatchT>> slots;  // written by one job each, read after wait()
-    std::unique_ptr<detail::BackgroundJobs> jobs;
+    std::unique_ptr<BackgroundJobs> jobs;
   };
 
   std::shared_ptr<const DatasetT> dataset_;
