@@ -403,11 +403,29 @@ void gemm_impl(bool trans_a, std::int64_t M, std::int64_t K, const float* A, std
   run(path, M, pa.as<std::uint32_t>(), stride, B, beta, C, ldc, bias, parallel);
 }
 
+/// At most kDirectRows rows with op(B) not packed (not a cached weight): the float32 GEMM on the
+/// float32 operands. Rounding B to bf16 costs more than this product (about 14 vector operations
+/// per 8 values against one FMA), and packing it far more; see gemm_bf16.h.
+void gemm_float(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+                std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,
+                const float* bias, bool parallel) {
+  const float* fused_bias = beta == 0.0f ? bias : nullptr;  // kernels::gemm: a bias only with beta == 0
+  if (parallel || fused_bias) kernels::gemm<float>(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, fused_bias);
+  else kernels::gemm_serial<float>(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+  if (bias && !fused_bias)
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) C[i * ldc + j] += bias[j];
+}
+
 void gemm_any(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
               std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,
               const float* bias, Path path, bool parallel) {
   if (M <= 0 || N <= 0) return;
   if (!available(path)) path = Path::avx2;
+  if (M <= kDirectRows) {
+    gemm_float(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc, bias, parallel);
+    return;
+  }
   PackedB P = make_packed(K, N, nullptr);
   Scratch pb(1, P.bytes());
   P.data = pb.as<std::uint16_t>();

@@ -65,6 +65,10 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
 /// The same with op(B) packed already (a cached weight).
 void gemm_packed(bool trans_a, std::int64_t M, const float* A, std::int64_t lda, const PackedB& B, float beta,
                  float* C, std::int64_t ldc, const float* bias = nullptr, Path path = default_path());
+/// gemm packs op(B) for the call, except for at most kDirectRows rows: then it runs the float32
+/// GEMM on the unrounded operands (more accurate; rounding B alone costs more than that product,
+/// packing it far more). A cached weight (gemm_packed) is always read in bf16.
+inline constexpr std::int64_t kDirectRows = 4;
 /// gemm on the calling thread only (one product per task of a batched product).
 void gemm_serial(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
                  std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc,

@@ -1,9 +1,10 @@
 // bf16 conversion (round to nearest even, special values) and the bf16 product kernels against
 // the plain reference, on every kernel path the CPU has (a path it lacks is skipped, naming the
 // flag). Bounds: below kAvx2WidenRows rows the avx2 path adds each column's products in the
-// reference's order with the same fma, so it equals the reference bit for bit; from there it runs
-// the float32 GEMM on the bf16 values (blocked sums), and vdpbf16ps adds a pair's two exact products
-// in an order of its own: those are held to float32 summation error, 2 (K + 2) 2^-24 sum|a b|.
+// reference's order with the same fma, so it equals the reference bit for bit; the rest (the
+// float32 GEMM on bf16 values from kAvx2WidenRows rows, vdpbf16ps's pairs) is held to float32
+// summation error, 2 (K + 2) 2^-24 sum|a b|. Up to kDirectRows rows an unpacked product is the
+// float32 GEMM itself, compared with the float32 reference within the same bound.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "autograd/cpu.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/gemm_bf16.h"
 #include "autograd/parallel.h"
 
@@ -112,19 +114,29 @@ void check_against_reference(bf::Path path, bool ta, bool tb, Shape3 s, float be
   std::vector<float> C = randn(static_cast<std::size_t>(M * ldc), 4), R = C;
   const float* pb = with_bias ? bias.data() : nullptr;
   bf::gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, pb, path);
-  bf::gemm_reference(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, R.data(), ldc, pb);
+  // Up to kDirectRows rows an unpacked product is the float32 GEMM (gemm_bf16.h).
+  const bool f32 = M <= bf::kDirectRows;
+  if (f32) tg::kernels::gemm_reference<float>(ta, tb, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, beta, R.data(), ldc);
+  else bf::gemm_reference(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, R.data(), ldc, pb);
+  if (f32 && pb)
+    for (std::int64_t i = 0; i < M; ++i)
+      for (std::int64_t j = 0; j < N; ++j) R[i * ldc + j] += bias[j];
+  auto value = [&](float x) { return f32 ? x : bf::round(x); };
   for (std::int64_t i = 0; i < M; ++i)
     for (std::int64_t j = 0; j < ldc; ++j) {
       const float c = C[i * ldc + j], r = R[i * ldc + j];
-      if (j >= N || (path == bf::Path::avx2 && M < bf::kAvx2WidenRows)) {  // padding untouched; avx2 exact
+      // Padding untouched; the avx2 path's packed kernel and the direct path over B stored (K, N) add
+      // in the reference's order.
+      const bool exact = !f32 && path == bf::Path::avx2 && M < bf::kAvx2WidenRows;
+      if (j >= N || exact) {
         ASSERT_EQ(std::bit_cast<std::uint32_t>(c), std::bit_cast<std::uint32_t>(r))
             << "i " << i << " j " << j << " M N K " << M << " " << N << " " << K << " ta " << ta << " tb " << tb;
         continue;
       }
       double mass = 0;
       for (std::int64_t k = 0; k < K; ++k)
-        mass += std::fabs(bf::round(ta ? A[k * lda + i] : A[i * lda + k])) *
-                std::fabs(bf::round(tb ? B[j * ldb + k] : B[k * ldb + j]));
+        mass += std::fabs(value(ta ? A[k * lda + i] : A[i * lda + k])) *
+                std::fabs(value(tb ? B[j * ldb + k] : B[k * ldb + j]));
       const double tol = 2.0 * (K + 2) * std::ldexp(1.0, -24) * (mass + std::fabs(beta * R[i * ldc + j]) + 1.0);
       ASSERT_NEAR(c, r, tol) << "i " << i << " j " << j << " M N K " << M << " " << N << " " << K;
     }
