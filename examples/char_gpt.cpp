@@ -1,0 +1,321 @@
+// A character-level GPT in the shape of nanoGPT's model.py: token and learned position embeddings,
+// pre-LayerNorm blocks of causal self-attention (scaled_dot_product_attention with is_causal) and a
+// GELU MLP, a final LayerNorm and a linear head; trained with AdamW on random windows of a text,
+// then sampled with a temperature and top-k. Without --data it learns five of Shakespeare's sonnets
+// embedded below (3 KB: past a few hundred steps the model learns them by heart, and the validation
+// loss rises while the training loss falls; a larger --data file generalises). Characters are
+// bytes: any text works, and a sample of non-ASCII text may cut a multi-byte character. Copy it
+// to start your own Transformer.
+//
+//   build/bin/char_gpt                          # the built-in sonnets
+//   build/bin/char_gpt --data book.txt --steps 5000 --prime "ROMEO:" --temperature 0.8 --top-k 10
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "autograd/tapegrad.h"
+#include "nn/file_io.h"
+#include "nn/nn.h"
+
+using namespace tg;
+
+namespace {
+
+// William Shakespeare, Sonnets 18, 29, 73, 116 and 130 (1609; public domain).
+constexpr const char* kSonnets =
+    "Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n"
+    "Rough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date;\n"
+    "Sometime too hot the eye of heaven shines,\nAnd often is his gold complexion dimm'd;\n"
+    "And every fair from fair sometime declines,\nBy chance or nature's changing course untrimm'd;\n"
+    "But thy eternal summer shall not fade,\nNor lose possession of that fair thou ow'st;\n"
+    "Nor shall Death brag thou wander'st in his shade,\nWhen in eternal lines to time thou grow'st:\n"
+    "So long as men can breathe or eyes can see,\nSo long lives this, and this gives life to thee.\n\n"
+    "When, in disgrace with fortune and men's eyes,\nI all alone beweep my outcast state,\n"
+    "And trouble deaf heaven with my bootless cries,\nAnd look upon myself and curse my fate,\n"
+    "Wishing me like to one more rich in hope,\nFeatured like him, like him with friends possess'd,\n"
+    "Desiring this man's art and that man's scope,\nWith what I most enjoy contented least;\n"
+    "Yet in these thoughts myself almost despising,\nHaply I think on thee, and then my state,\n"
+    "Like to the lark at break of day arising\nFrom sullen earth, sings hymns at heaven's gate;\n"
+    "For thy sweet love remember'd such wealth brings\nThat then I scorn to change my state with kings.\n\n"
+    "That time of year thou mayst in me behold\nWhen yellow leaves, or none, or few, do hang\n"
+    "Upon those boughs which shake against the cold,\nBare ruin'd choirs, where late the sweet birds sang.\n"
+    "In me thou see'st the twilight of such day\nAs after sunset fadeth in the west,\n"
+    "Which by and by black night doth take away,\nDeath's second self, that seals up all in rest.\n"
+    "In me thou see'st the glowing of such fire\nThat on the ashes of his youth doth lie,\n"
+    "As the death-bed whereon it must expire,\nConsumed with that which it was nourish'd by.\n"
+    "This thou perceivest, which makes thy love more strong,\nTo love that well which thou must leave ere long.\n\n"
+    "Let me not to the marriage of true minds\nAdmit impediments. Love is not love\n"
+    "Which alters when it alteration finds,\nOr bends with the remover to remove:\n"
+    "O no! it is an ever-fixed mark\nThat looks on tempests and is never shaken;\n"
+    "It is the star to every wandering bark,\nWhose worth's unknown, although his height be taken.\n"
+    "Love's not Time's fool, though rosy lips and cheeks\nWithin his bending sickle's compass come;\n"
+    "Love alters not with his brief hours and weeks,\nBut bears it out even to the edge of doom.\n"
+    "If this be error and upon me proved,\nI never writ, nor no man ever loved.\n\n"
+    "My mistress' eyes are nothing like the sun;\nCoral is far more red than her lips' red;\n"
+    "If snow be white, why then her breasts are dun;\nIf hairs be wires, black wires grow on her head.\n"
+    "I have seen roses damask'd, red and white,\nBut no such roses see I in her cheeks;\n"
+    "And in some perfumes is there more delight\nThan in the breath that from my mistress reeks.\n"
+    "I love to hear her speak, yet well I know\nThat music hath a far more pleasing sound;\n"
+    "I grant I never saw a goddess go;\nMy mistress, when she walks, treads on the ground:\n"
+    "And yet, by heaven, I think my love as rare\nAs any she belied with false compare.\n";
+
+struct GptConfig {
+  std::int64_t vocab_size = 0, block_size = 32, n_layer = 2, n_head = 4, n_embd = 64;
+};
+
+class CausalSelfAttention : public nn::Module {
+ public:
+  CausalSelfAttention(const GptConfig& c, Generator& gen) : n_head(c.n_head) {
+    c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen));  // q, k, v
+    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen));
+  }
+  Tensor forward(const Tensor& x) {
+    const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+    const auto qkv = split((*c_attn)(x), C, 2);
+    auto heads = [&](const Tensor& t) { return transpose(view(t, {B, T, n_head, C / n_head}), 1, 2); };  // (B, nh, T, hs)
+    const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(), 0.0,
+                                                  /*is_causal=*/true);
+    return (*c_proj)(reshape(transpose(y, 1, 2), {B, T, C}));  // the heads side by side again
+  }
+  std::shared_ptr<nn::Linear> c_attn, c_proj;
+  std::int64_t n_head;
+};
+
+class Mlp : public nn::Module {
+ public:
+  Mlp(const GptConfig& c, Generator& gen) {
+    c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen));
+    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen));
+  }
+  Tensor forward(const Tensor& x) { return (*c_proj)(gelu((*c_fc)(x))); }
+  std::shared_ptr<nn::Linear> c_fc, c_proj;
+};
+
+class Block : public nn::Module {
+ public:
+  Block(const GptConfig& c, Generator& gen) {
+    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd));
+    attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
+    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd));
+    mlp = register_module("mlp", std::make_shared<Mlp>(c, gen));
+  }
+  Tensor forward(Tensor x) {
+    x = x + attn->forward((*ln_1)(x));
+    return x + mlp->forward((*ln_2)(x));
+  }
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<Mlp> mlp;
+};
+
+class Gpt : public nn::Module {
+ public:
+  Gpt(const GptConfig& c, Generator& gen) : config(c) {
+    wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd, gen));
+    wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd, gen));
+    h = register_module("h", std::make_shared<nn::ModuleList>());
+    for (std::int64_t i = 0; i < c.n_layer; ++i) h->push_back(std::make_shared<Block>(c, gen));
+    ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
+    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, gen, /*bias=*/false));
+    for (auto& [name, p] : named_parameters()) {  // nanoGPT's _init_weights: N(0, 0.02) matrices, zero biases
+      if (p.dim() >= 2) nn::init::normal_(p, 0.0, 0.02, gen);
+      else if (name.ends_with("bias")) nn::init::zeros_(p);
+    }
+  }
+
+  /// idx (B, T) i64, T <= block_size -> logits (B, T, vocab_size).
+  Tensor forward(const Tensor& idx) {
+    Tensor x = (*wte)(idx) + (*wpe)(arange(idx.size(1)));  // (B, T, C) + (T, C)
+    for (std::size_t i = 0; i < h->size(); ++i) x = h->get<Block>(static_cast<std::int64_t>(i))->forward(x);
+    return (*lm_head)((*ln_f)(x));
+  }
+
+  /// Appends max_new_tokens tokens to idx (B, T), each drawn from softmax(logits / temperature)
+  /// over the top_k likeliest (all when top_k is 0).
+  Tensor generate(Tensor idx, std::int64_t max_new_tokens, double temperature, std::int64_t top_k, Generator& gen) {
+    NoGradGuard no_grad;
+    for (std::int64_t i = 0; i < max_new_tokens; ++i) {
+      const std::int64_t T = idx.size(1), keep = std::min(T, config.block_size);
+      const Tensor logits_all = forward(narrow(idx, 1, T - keep, keep));  // the last block_size tokens
+      Tensor logits = reshape(narrow(logits_all, 1, keep - 1, 1), {idx.size(0), -1});  // logits[:, -1, :]
+      // Max at 0 first, and float32 logits: a tiny temperature gives 0 and -inf (greedy), not NaN.
+      logits = (logits - amax(logits, {-1}, true)) / std::max(temperature, 1e-30);
+      if (top_k > 0) {
+        const Tensor v = std::get<0>(topk(logits, std::min(top_k, logits.size(-1))));  // (B, k), largest first
+        logits = masked_fill(logits, lt(logits, narrow(v, 1, v.size(1) - 1, 1)), -kInf);
+      }
+      idx = concat({idx, multinomial(softmax(logits, -1), 1, false, gen)}, 1);
+    }
+    return idx;
+  }
+
+  GptConfig config;
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::ModuleList> h;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<nn::Linear> lm_head;
+};
+
+// The text as ids (nanoGPT's shakespeare_char/prepare.py): the vocabulary is the sorted set of its
+// bytes; the first 90 % is trained on, the rest validates.
+class CharData {
+ public:
+  CharData(const std::string& text, std::int64_t block_size) : block_size_(block_size) {
+    stoi_.fill(-1);
+    for (unsigned char ch : text) stoi_[ch] = 0;
+    for (int ch = 0; ch < 256; ++ch)
+      if (stoi_[ch] >= 0) stoi_[ch] = static_cast<std::int64_t>(itos_.size()), itos_ += static_cast<char>(ch);
+    const auto n = static_cast<std::int64_t>(text.size()), n_train = n * 9 / 10;
+    if (n - n_train <= block_size)
+      throw std::runtime_error("the text has " + std::to_string(n) + " bytes: too short for windows of " +
+                               std::to_string(block_size) + " in its last 10 %");
+    const Tensor ids = encode(text, "the text");
+    train = narrow(ids, 0, 0, n_train);
+    val = narrow(ids, 0, n_train, n - n_train);
+  }
+  std::int64_t vocab_size() const { return static_cast<std::int64_t>(itos_.size()); }
+  /// `s` as ids (len) i64; throws naming `what` for a byte that is not in the text.
+  Tensor encode(const std::string& s, const std::string& what) const {
+    std::vector<std::int64_t> ids;
+    for (unsigned char ch : s) {
+      if (stoi_[ch] < 0) throw std::runtime_error(what + ": '" + std::string(1, static_cast<char>(ch)) + "' is not in the text");
+      ids.push_back(stoi_[ch]);
+    }
+    return Tensor::from_vector(ids, {static_cast<std::int64_t>(ids.size())});
+  }
+  std::string decode(const Tensor& ids) const {
+    std::string s;
+    for (std::int64_t id : ids.to_vector<std::int64_t>()) s += itos_[static_cast<std::size_t>(id)];
+    return s;
+  }
+  /// batch_size random windows of `split` (B, block_size) and the bytes that follow each position.
+  std::pair<Tensor, Tensor> get_batch(const Tensor& split, std::int64_t batch_size, Generator& gen) const {
+    std::vector<Tensor> xs, ys;
+    for (std::int64_t i : randint(split.size(0) - block_size_, {batch_size}, gen).to_vector<std::int64_t>()) {
+      xs.push_back(narrow(split, 0, i, block_size_));
+      ys.push_back(narrow(split, 0, i + 1, block_size_));
+    }
+    return {stack(xs), stack(ys)};
+  }
+
+  Tensor train, val;
+
+ private:
+  std::int64_t block_size_;
+  std::array<std::int64_t, 256> stoi_{};
+  std::string itos_;
+};
+
+template <class T> bool parse_number(const char* text, T& value) {  // the whole text, in T's range
+  const char* end = text + std::strlen(text);
+  const auto [stop, error] = std::from_chars(text, end, value);
+  return error == std::errc() && stop == end && stop != text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 1000, threads = 0;
+  std::int64_t length = 500, top_k = 10;
+  double temperature = 0.8;
+  std::uint64_t seed = 0;
+  std::string data, prime;
+  const char* usage =
+      "usage: char_gpt [--steps 1..10000000] [--seed N] [--data FILE] [--prime TEXT] [--temperature T > 0]\n"
+      "                [--top-k K (0 = all)] [--length N] [--threads N (0 = all)]\n";
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--help") {
+        std::printf("%s", usage);
+        nn::io::flush_stdout_or_throw();
+        return 0;
+      }
+      const char* v = i + 1 < argc ? argv[++i] : nullptr;
+      const bool ok = v && (flag == "--steps"         ? parse_number(v, steps) && steps >= 1 && steps <= 10'000'000
+                            : flag == "--seed"        ? parse_number(v, seed)
+                            : flag == "--data"        ? !(data = v).empty()
+                            : flag == "--prime"       ? !(prime = v).empty()
+                            : flag == "--temperature" ? parse_number(v, temperature) && temperature > 0 && std::isfinite(temperature)
+                            : flag == "--top-k"       ? parse_number(v, top_k) && top_k >= 0
+                            : flag == "--length"      ? parse_number(v, length) && length >= 0 && length <= 10'000'000
+                            : flag == "--threads"     ? parse_number(v, threads) && threads >= 0 && threads <= 4096
+                                                      : false);
+      if (!ok) {
+        std::fprintf(stderr, "char_gpt: invalid argument: %s %s\n%s", flag.c_str(), v ? v : "(no value)", usage);
+        return 2;
+      }
+    }
+    set_num_threads(threads);
+
+    // ---- data ---------------------------------------------------------------------------------------
+    const std::string text = data.empty() ? kSonnets : nn::io::read_file(data, nn::io::limits::kTextData);
+    GptConfig config;
+    const CharData chars(text, config.block_size);
+    config.vocab_size = chars.vocab_size();
+    const Tensor start = chars.encode(prime.empty() ? text.substr(0, 1) : prime, "--prime");  // checked before training
+    const std::int64_t batch_size = 16;
+
+    // ---- model, optimizer (weight decay on matrices and embeddings only) ---------------------------
+    Generator gen(seed);
+    Gpt model(config, gen);
+    nn::NamedTensors decay, no_decay;
+    for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).emplace_back(name, p);
+    nn::AdamW optimizer({nn::ParamGroup(decay), nn::ParamGroup(no_decay).weight_decay(0.0)},
+                        nn::AdamWOptions(3e-3).weight_decay(0.1));
+    std::printf("text: %zu bytes, vocabulary %lld; model: %lld parameters\n", text.size(),
+                static_cast<long long>(config.vocab_size), static_cast<long long>(model.num_parameters()));
+
+    // The mean loss over 10 fixed batches of each split (the same batches at every evaluation).
+    auto estimate_loss = [&](const Tensor& split) {
+      NoGradGuard no_grad;
+      nn::EvalModeGuard eval(model);
+      Generator g(seed + 1);
+      double total = 0;
+      for (int k = 0; k < 10; ++k) {
+        const auto [x, y] = chars.get_batch(split, batch_size, g);
+        total += cross_entropy(model.forward(x), y).item();  // logits (B, T, V) against targets (B, T)
+      }
+      return total / 10;
+    };
+
+    // ---- training ---------------------------------------------------------------------------------
+    const int eval_interval = std::max(1, steps / 10);
+    for (int step = 0; step <= steps; ++step) {
+      if (step % eval_interval == 0 || step == steps) {
+        std::printf("step %d: train loss %.4f, val loss %.4f\n", step, estimate_loss(chars.train), estimate_loss(chars.val));
+        std::fflush(stdout);
+      }
+      if (step == steps) break;
+      const auto [x, y] = chars.get_batch(chars.train, batch_size, gen);
+      optimizer.zero_grad();
+      Tensor loss = cross_entropy(model.forward(x), y);
+      loss.backward();
+      nn::clip_grad_norm_(model.parameters(), 1.0);
+      optimizer.step();
+    }
+
+    // ---- sampling ---------------------------------------------------------------------------------
+    Generator sample_gen(seed);
+    model.eval();
+    const Tensor out = model.generate(unsqueeze(start, 0), length, temperature, top_k, sample_gen);  // (1, T + length)
+    std::printf("--- sample (temperature %g, top-k %lld) ---\n%s\n", temperature, static_cast<long long>(top_k),
+                chars.decode(out).c_str());
+    nn::io::flush_stdout_or_throw();  // a sample lost on a full disk is an error, not status 0
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "char_gpt: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
