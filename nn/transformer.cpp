@@ -13,6 +13,32 @@
 
 namespace tg::nn {
 
+Tensor TransformerActivationFn::operator()(const Tensor& x) const {
+  if (fn_) return fn_(x);
+  switch (kind_) {
+    case TransformerActivation::relu: return relu(x);
+    case TransformerActivation::gelu: return gelu(x);
+    case TransformerActivation::gelu_tanh: return gelu(x, GeluApproximate::tanh);
+    case TransformerActivation::silu: return silu(x);
+    case TransformerActivation::tanh: return tg::tanh(x);
+    case TransformerActivation::sigmoid: return sigmoid(x);
+  }
+  throw std::logic_error("internal error in TransformerActivationFn: unknown activation");
+}
+
+std::string TransformerActivationFn::str() const {
+  if (fn_) return "<callable>";
+  switch (kind_) {
+    case TransformerActivation::relu: return "relu";
+    case TransformerActivation::gelu: return "gelu";
+    case TransformerActivation::gelu_tanh: return "gelu_tanh";
+    case TransformerActivation::silu: return "silu";
+    case TransformerActivation::tanh: return "tanh";
+    case TransformerActivation::sigmoid: return "sigmoid";
+  }
+  return "?";
+}
+
 namespace {
 
 void check_layer_options(const TransformerLayerOptions& options, const char* layer) {
@@ -34,13 +60,11 @@ std::shared_ptr<MultiheadAttention> make_attention(const TransformerLayerOptions
 std::string layer_repr(const TransformerLayerOptions& options) {
   return "d_model=" + std::to_string(options.d_model) + ", nhead=" + std::to_string(options.nhead) +
          ", dim_feedforward=" + std::to_string(options.dim_feedforward) +
-         (options.activation == TransformerActivation::gelu ? ", activation=gelu" : ", activation=relu") +
+         ", activation=" + options.activation.str() +
          (options.norm_first ? ", norm_first=true" : "");
 }
 
-Tensor activate(const Tensor& x, TransformerActivation activation) {
-  return activation == TransformerActivation::gelu ? gelu(x) : relu(x);
-}
+Tensor activate(const Tensor& x, const TransformerActivationFn& activation) { return activation(x); }
 
 /// copy.deepcopy of a layer: built anew from its options (the scratch generator's values are
 /// overwritten), then its parameters, their requires_grad and the training mode copied.

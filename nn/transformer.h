@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -35,8 +37,42 @@ class Generator;
 
 namespace tg::nn {
 
-/// The feed-forward block's activation (torch's "relu" | "gelu").
-enum class TransformerActivation { relu, gelu };
+/// The feed-forward block's named activations: torch's "relu" and "gelu" (exact), and
+/// gelu_tanh (F.gelu(x, approximate="tanh")), silu, tanh and sigmoid, which torch takes as callables.
+enum class TransformerActivation { relu, gelu, gelu_tanh, silu, tanh, sigmoid };
+
+/// The `activation` option of the Transformer layers, as torch's argument that takes a string or a
+/// callable: converts implicitly from a TransformerActivation or from any callable
+/// Tensor(const Tensor&) (a lambda, tg::relu, an nn::GELU module's forward wrapped in a lambda), so
+/// `.activation = TransformerActivation::gelu` and `.activation = [](const Tensor& x) { ... }` both
+/// work. A callable runs as given on every call (it must be differentiable, and is copied with the
+/// options when a stack clones its layer, as torch's deepcopy does).
+class TransformerActivationFn {
+ public:
+  using Function = std::function<Tensor(const Tensor&)>;
+  TransformerActivationFn(TransformerActivation kind = TransformerActivation::relu) : kind_(kind) {}  // NOLINT
+  template <class F>
+    requires(std::is_invocable_r_v<Tensor, const F&, const Tensor&> &&
+             !std::is_same_v<std::decay_t<F>, TransformerActivation> &&
+             !std::is_same_v<std::decay_t<F>, TransformerActivationFn>)
+  TransformerActivationFn(F fn) : fn_(std::move(fn)) {  // NOLINT: implicit, as torch's argument
+    if (!fn_) throw std::invalid_argument("TransformerActivationFn: empty callable");
+  }
+
+  /// The activation applied to x.
+  Tensor operator()(const Tensor& x) const;
+  /// Whether this is the named activation `kind` (false for a callable).
+  bool operator==(TransformerActivation kind) const { return !fn_ && kind_ == kind; }
+  bool is_callable() const { return static_cast<bool>(fn_); }
+  /// The named activation; meaningless for a callable.
+  TransformerActivation kind() const { return kind_; }
+  /// "relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid" or "<callable>".
+  std::string str() const;
+
+ private:
+  TransformerActivation kind_ = TransformerActivation::relu;
+  Function fn_;
+};
 
 /// Options of TransformerEncoderLayer and TransformerDecoderLayer, named as torch's constructor
 /// arguments.
@@ -45,7 +81,7 @@ struct TransformerLayerOptions {
   std::int64_t nhead;
   std::int64_t dim_feedforward = 2048;
   double dropout = 0.1;
-  TransformerActivation activation = TransformerActivation::relu;
+  TransformerActivationFn activation = TransformerActivation::relu;
   double layer_norm_eps = 1e-5;
   bool batch_first = false;
   bool norm_first = false;
@@ -228,7 +264,7 @@ struct TransformerOptions {
   std::int64_t num_decoder_layers = 6;
   std::int64_t dim_feedforward = 2048;
   double dropout = 0.1;
-  TransformerActivation activation = TransformerActivation::relu;
+  TransformerActivationFn activation = TransformerActivation::relu;
   double layer_norm_eps = 1e-5;
   bool batch_first = false;
   bool norm_first = false;

@@ -414,3 +414,102 @@ TEST(PositionalEncoding, LearnedEmbeddingAddsRowsAndGradchecks) {
   drop.train();
   EXPECT_GT(tg::nn::testing::max_abs_diff(drop.forward(u), u + tg::narrow(drop.weight, 0, 0, 4)), 0.0);
 }
+
+// ---- the feed-forward activation: named (enum) or a callable, as torch's `activation` ----------
+
+namespace {
+
+using tg::nn::TransformerActivationFn;
+
+/// Output and every gradient of an encoder layer, a decoder layer and a Transformer built from
+/// Generator(seed) with `activation`, on fixed float32 inputs.
+std::vector<std::vector<float>> run_all(const TransformerActivationFn& activation) {
+  std::vector<std::vector<float>> out;
+  auto record = [&](tg::nn::Module& m, const Tensor& y, std::vector<Tensor> xs) {
+    tg::sum(y * y).backward();
+    out.push_back(y.to_vector<float>());
+    for (const Tensor& x : xs) out.push_back(x.grad().to_vector<float>());
+    for (const auto& [n, p] : m.named_parameters()) out.push_back(p.grad().to_vector<float>());
+  };
+  Generator gen(11);
+  const Tensor src = Tensor::normal({3, 2, 4}, 0, 1, gen).requires_grad_();
+  const Tensor tgt = Tensor::normal({2, 2, 4}, 0, 1, gen).requires_grad_();
+  TransformerEncoderLayer enc({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0, .activation = activation},
+                              gen);
+  record(enc, enc.forward(src), {src});
+  TransformerDecoderLayer dec({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0, .activation = activation,
+                               .norm_first = true},
+                              gen);
+  record(dec, dec.forward(tgt, src.detach()), {tgt});
+  Transformer model({.d_model = 4, .nhead = 2, .num_encoder_layers = 2, .num_decoder_layers = 1, .dim_feedforward = 6,
+                     .dropout = 0.0, .activation = activation},
+                    gen);
+  record(model, model.forward(src.detach(), tgt.detach()), {});
+  return out;
+}
+
+}  // namespace
+
+TEST(TransformerActivation, CallableEqualsTheNamedActivationBitwise) {
+  using F = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<TransformerActivation, F>> cases = {
+      {TransformerActivation::relu, [](const Tensor& x) { return tg::relu(x); }},
+      {TransformerActivation::gelu, [](const Tensor& x) { return tg::gelu(x); }},
+      {TransformerActivation::gelu_tanh, [](const Tensor& x) { return tg::gelu(x, tg::GeluApproximate::tanh); }},
+      {TransformerActivation::silu, [](const Tensor& x) { return tg::silu(x); }},
+      {TransformerActivation::tanh, [](const Tensor& x) { return tg::tanh(x); }},
+      {TransformerActivation::sigmoid, [](const Tensor& x) { return tg::sigmoid(x); }},
+  };
+  std::vector<std::vector<float>> relu_result;
+  for (const auto& [kind, fn] : cases) {
+    const TransformerActivationFn named = kind, callable = fn;
+    SCOPED_TRACE(named.str());
+    EXPECT_TRUE(callable.is_callable());
+    EXPECT_TRUE(named == kind);
+    EXPECT_FALSE(callable == kind);
+    const auto a = run_all(named), b = run_all(callable);
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "tensor " << i;
+    if (kind == TransformerActivation::relu) relu_result = a;
+    else EXPECT_NE(a.front(), relu_result.front());  // the activation is really used
+  }
+  // A plain function converts too, and the default is relu (as torch's).
+  EXPECT_EQ(run_all(tg::relu), relu_result);
+  EXPECT_EQ(run_all(TransformerActivationFn()), relu_result);
+  EXPECT_THROW(TransformerActivationFn{F{}}, std::invalid_argument);  // an empty std::function
+}
+
+TEST(TransformerActivation, PrintedAndClonedIntoStacks) {
+  Generator gen(12);
+  EXPECT_NE(TransformerEncoderLayer({.d_model = 4, .nhead = 2}, gen).str().find("activation=relu"), std::string::npos);
+  EXPECT_NE(TransformerEncoderLayer({.d_model = 4, .nhead = 2, .activation = TransformerActivation::gelu_tanh}, gen)
+                .str()
+                .find("activation=gelu_tanh"),
+            std::string::npos);
+  int calls = 0;
+  TransformerEncoderLayer proto({.d_model = 4, .nhead = 2, .dim_feedforward = 6,
+                                 .activation = [&calls](const Tensor& x) {
+                                   ++calls;
+                                   return tg::tanh(x);
+                                 }},
+                                gen);
+  EXPECT_NE(proto.str().find("activation=<callable>"), std::string::npos);
+  TransformerEncoder encoder(proto, 3);
+  encoder.eval();
+  encoder.forward(Tensor::zeros({2, 1, 4}));
+  EXPECT_EQ(calls, 3);  // each clone calls the user's function
+}
+
+TEST(TransformerActivation, GradchecksWithTanhGeluAndACallable) {
+  Generator gen(13);
+  const std::vector<TransformerActivationFn> activations = {
+      TransformerActivation::gelu_tanh, [](const Tensor& x) { return tg::softplus(x) * 0.5 + tg::tanh(x); }};
+  for (const auto& activation : activations) {
+    SCOPED_TRACE(activation.str());
+    TransformerEncoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .activation = activation}, gen);
+    layer.to(DType::f64);
+    layer.eval();
+    const Tensor src = tg::testing::rand64({3, 2, 4}, gen);
+    gradcheck_module(layer, {src}, [&](const std::vector<Tensor>& in) { return layer.forward(in[0]); });
+  }
+}
