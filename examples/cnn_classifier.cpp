@@ -148,14 +148,14 @@ int main(int argc, char** argv) {
       model.train();
       double loss_sum = 0;
       std::int64_t seen = 0;
-      for (auto& batch : loader) {
+      for (auto& [images, labels] : loader) {
         optimizer.zero_grad();
-        Tensor loss = cross_entropy(model.forward(batch.data), batch.target);
+        Tensor loss = cross_entropy(model.forward(images), labels);
         loss.backward();
         optimizer.step();
         scheduler.step();
-        loss_sum += loss.item() * static_cast<double>(batch.data.size(0));
-        seen += batch.data.size(0);
+        loss_sum += loss.item() * static_cast<double>(images.size(0));
+        seen += images.size(0);
       }
       std::printf("epoch %d  loss %.4f  test accuracy %.4f\n", epoch, loss_sum / static_cast<double>(seen),
                   accuracy(model, x_test, y_test));
