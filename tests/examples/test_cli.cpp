@@ -1248,6 +1248,10 @@ TEST_F(Cli, NonRegularInputsAndOverlongLinesAreRefused) {
 
 // Out of memory is said as such, in one line, not as "std::bad_alloc".
 TEST_F(Cli, OutOfMemoryIsReportedAsSuch) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ASan and TSan map terabytes of shadow memory: their runtime cannot start under an "
+                  "address-space limit (RLIMIT_AS)";
+#endif
   if (std::system("command -v prlimit >/dev/null 2>&1") != 0) GTEST_SKIP() << "no prlimit";
   // GRUs of 12000 units need about 6 GB of weights (each weight_hh 1.7 GB); the address space is
   // cut to 1.5 GB.
