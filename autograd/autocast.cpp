@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "autograd/kernels/bf16_weights.h"
@@ -40,6 +41,16 @@ struct State {
 };
 
 thread_local State t_state;
+
+/// Each thread's cache registers its own hook on a shared parameter (the decoders' worker threads
+/// each open a Guard), and a parameter's hook list is not thread-safe: registering and removing
+/// cache hooks is serialised here. Rare: once per weight per outermost Guard.
+std::mutex g_hook_mutex;
+
+void remove_hook(HookHandle& hook) {
+  std::lock_guard lock(g_hook_mutex);
+  hook.remove();
+}
 
 void sample(const Tensor& w, std::uint32_t* out) {
   const float* p = w.data<float>();
@@ -89,7 +100,7 @@ bool bf16_hardware() { return kernels::bf16::hardware(); }
 const char* bf16_path() { return kernels::bf16::path_name(kernels::bf16::default_path()); }
 
 void clear_cache() {
-  for (Entry& e : t_state.entries) e.hook.remove();
+  for (Entry& e : t_state.entries) remove_hook(e.hook);
   t_state.entries.clear();
 }
 
@@ -132,14 +143,17 @@ CachedWeight cached_weight(const Tensor& w, bool trans_b, std::int64_t K, std::i
   }
   std::erase_if(st.entries, [](Entry& e) {
     if (!e.storage.expired()) return false;
-    e.hook.remove();
+    autocast::remove_hook(e.hook);
     return true;
   });
   Entry e;
   e.storage = w.impl()->storage;
   e.data = data, e.K = K, e.N = N, e.ldb = ldb, e.trans = trans_b;
-  e.hook = Tensor(w).register_post_accumulate_grad_hook(
-      [stale = e.stale](Tensor&) { stale->store(true, std::memory_order_relaxed); });
+  {
+    std::lock_guard lock(autocast::g_hook_mutex);
+    e.hook = Tensor(w).register_post_accumulate_grad_hook(
+        [stale = e.stale](Tensor&) { stale->store(true, std::memory_order_relaxed); });
+  }
   autocast::pack_into(e, w);
   st.entries.push_back(std::move(e));
   return {st.entries.back().packed, st.entries.back().other};

@@ -196,6 +196,32 @@ TEST(AutocastCache, ReusesAWeightAndGivesTheSameBits) {
   EXPECT_EQ(y1, fresh_linear(x, w));
 }
 
+// The decoders' worker threads each open a Guard over one model, so every thread's cache hooks
+// the same parameters; TSan found those hook registrations racing (fixed: autocast.cpp serialises
+// them). Run under scripts/sanitize.sh thread to see a race; here the results must also agree.
+TEST(AutocastCache, ThreadsWithTheirOwnGuardsShareAParameter) {
+  Generator gen(16);
+  const Tensor x = Tensor::normal({3, 40}, 0, 1, gen);
+  Tensor w = Tensor::normal({70, 40}, 0, 1, gen).requires_grad_();
+  std::vector<float> expected;
+  {
+    autocast::Guard on;
+    expected = linear(x, w).to_vector<float>();
+  }
+  constexpr int kThreads = 4, kRounds = 50;
+  std::vector<int> agreed(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        autocast::Guard on;  // outermost on this thread: registers, uses and removes its hook
+        agreed[t] += linear(x, w).to_vector<float>() == expected;
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(agreed[t], kRounds) << "thread " << t;
+}
+
 TEST(AutocastCache, TheOutermostScopeClearsIt) {
   Generator gen(15);
   Tensor w = Tensor::normal({8, 8}, 0, 1, gen).requires_grad_();
