@@ -10,10 +10,13 @@
 #    checkpoint and the average of the last three stages' checkpoints; each candidate is translated
 #    with beam 5 at every GNMT alpha in ALPHAS on the first DEV_PAIRS dev pairs; the highest dev
 #    BLEU wins (ties: the earlier candidate, then the smaller alpha).
-# 4. Translates the 5,000 test sentences once per reported time with the chosen checkpoint and alpha,
-#    and scores them (sacreBLEU-compatible BLEU 13a and chrF2, detokenised, cased).
+# 4. Translates the 5,000 test sentences once per reported time (MINUTES first) with the chosen
+#    checkpoint and alpha, and scores them (sacreBLEU-compatible BLEU 13a and chrF2, detokenised,
+#    cased). Translation runs in float32 (translate's default) whatever precision trained the model.
+# 5. The paper's Figure 2 (test BLEU by source length) and two attention heatmaps of the final choice.
 # Everything lands in RESULTS: command.txt (every command, commit, CPU, wall times), train.csv,
-# train.log, selection.tsv (every dev score), test-Nmin.hyp.txt, scores.txt.
+# train.log, selection.tsv (every dev score), chosen-Nmin.txt, test-Nmin.hyp.txt, scores.txt,
+# bleu_by_length.{csv,svg}, attention-{1,2}.{svg,txt}.
 # Running it again with the same RESULTS skips what is done and continues what is not.
 # French to English: give --reverse among the train options (the same split, sides swapped).
 # Settings (environment): DATA, MINUTES (150), THREADS (0 = all cores), ALPHAS ("0.6 1.0 1.4"),
@@ -95,8 +98,9 @@ translate() {  # translate CHECKPOINT ALPHA: sets the array cmd (stdin: sources,
   cmd=("$bin" translate --model "$1" --beam 5 --length-penalty gnmt --alpha "$2" --max-len-a 1.5 --max-len-b 5
        --threads "$THREADS" --quiet)
 }
+scores="$RESULTS/scores.txt"
 reported=()
-for m in 30 60 "$final"; do
+for m in "$final" 60 30; do  # the final time first: it is the headline
   [[ -d $RESULTS/snapshots/best-${m}min ]] || continue
   [[ " ${reported[*]-} " == *" $m "* ]] && continue
   reported+=("$m")
@@ -113,15 +117,12 @@ for m in 30 60 "$final"; do
       echo "# dev: $c alpha $a -> $score ($(($(date +%s) - start)) s)" >> "$log"
     done
   done
-done
-rm -f "$RESULTS/dev.hyp.txt"
+  rm -f "$RESULTS/dev.hyp.txt"
 
-# 4. The test set, once per reported time, with the dev choice.
-scores="$RESULTS/scores.txt"
-for m in "${reported[@]}"; do
+  # 4. The test set, once per reported time, with the dev choice: the first row with the highest dev
+  #    BLEU among this time's rows (a stable sort keeps the file's order).
   hyp="$RESULTS/test-${m}min.hyp.txt"
   [[ -f $hyp ]] && continue
-  # the first row with the highest dev BLEU among this time's rows (stable sort keeps file order)
   read -r c a dev < <(awk -F'\t' -v m="$m" 'NR > 1 && $1 == m { print $2, $3, $4 }' "$sel" | sort -s -k3,3gr | head -n1)
   translate "$RESULTS/snapshots/$c" "$a"
   run "${cmd[@]}" < "$SPLIT_DIR/test.$src_side.txt" > "$hyp.tmp"
@@ -131,6 +132,22 @@ for m in "${reported[@]}"; do
     "$bin" bleu --hyp "$hyp" --ref "$SPLIT_DIR/test.$ref_side.txt" --metric sacrebleu
     "$bin" bleu --hyp "$hyp" --ref "$SPLIT_DIR/test.$ref_side.txt" --metric chrf
   } >> "$scores"
+  echo "$c $a" > "$RESULTS/chosen-${m}min.txt"
+done
+
+# 5. The paper's Figure 2 (test BLEU by source length) for every reported time, and the final
+#    choice's attention on two test sentences (a long one and a reordering).
+by_length=(--metric sacrebleu --by-length --src "$SPLIT_DIR/test.$src_side.txt" --ref "$SPLIT_DIR/test.$ref_side.txt")
+for m in "${reported[@]}"; do by_length+=(--hyp "$RESULTS/test-${m}min.hyp.txt" --label "${m} min"); done
+"$bin" bleu "${by_length[@]}" --csv "$RESULTS/bleu_by_length.csv" --svg "$RESULTS/bleu_by_length.svg" > /dev/null
+read -r c a < "$RESULTS/chosen-${final}min.txt"
+i=0
+for line in 4991 4050; do  # a long sentence, then a noun-adjective reordering ("a white dog")
+  i=$((i + 1))
+  sentence=$(sed -n "${line}p" "$SPLIT_DIR/test.$src_side.txt")
+  [[ -n $sentence ]] || continue  # a smaller test set (a smoke run)
+  translate "$RESULTS/snapshots/$c" "$a"
+  "${cmd[@]}" --heatmap "$RESULTS/attention-$i.svg" "$sentence" > "$RESULTS/attention-$i.txt"
 done
 cat "$scores"
 }
