@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../scripted_model.h"
+#include "decode_fixtures.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
@@ -20,8 +21,7 @@
 
 using namespace tg;
 using namespace tg::models;
-using tg::models::testing::Script;
-using tg::models::testing::ScriptedModel;
+using namespace tg::models::testing;
 
 namespace {
 
@@ -277,48 +277,10 @@ TEST(Decode, RealModelGreedyBatchedEqualsOneByOne) {
 
 namespace {
 
-/// A small real model of the given family for the thread-equality tests.
-std::shared_ptr<Seq2Seq> small_model(const std::string& model, const std::string& attention, std::int64_t src_vocab,
-                                     std::int64_t tgt_vocab, std::int64_t embed, std::int64_t hidden,
-                                     std::int64_t num_steps, std::uint64_t seed) {
-  ModelConfig c;
-  c.model = model;
-  c.attention = parse_option<AttentionScore>(attention, "attention");
-  c.src_vocab = src_vocab;
-  c.tgt_vocab = tgt_vocab;
-  c.embed_size = embed;
-  c.num_hiddens = hidden;
-  c.num_layers = model == "d2l" ? 2 : 1;
-  c.num_steps = num_steps;
-  Generator gen(seed);
-  return make_model(c, gen);
-}
-
-/// B random source rows of num_steps ids: 2..max_len valid tokens in [4, src_vocab), <eos> last,
-/// then <pad>.
-struct Sources {
-  Tensor src, valid;
-};
-Sources random_sources(std::int64_t B, std::int64_t num_steps, std::int64_t max_len, std::int64_t src_vocab,
-                       std::uint64_t seed) {
-  std::vector<std::int64_t> flat, lens;
-  SplitMix64 mix{seed};
-  for (std::int64_t b = 0; b < B; ++b) {
-    const std::int64_t len = 2 + mix.below(max_len - 1);
-    for (std::int64_t j = 0; j < num_steps; ++j)
-      flat.push_back(j + 1 < len ? 4 + mix.below(src_vocab - 4) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
-    lens.push_back(len);
-  }
-  return {ids(flat, {B, num_steps}), ids(lens, {B})};
-}
-
 /// decode() run with 1 thread, then with 2; the thread count is restored even if decode throws.
 template <class Decode>
 std::pair<std::vector<Translation>, std::vector<Translation>> on_one_and_two_threads(const Decode& decode) {
-  struct Restore {
-    int threads = num_threads();
-    ~Restore() { set_num_threads(threads); }
-  } restore;
+  ThreadRestore restore;
   set_num_threads(1);
   auto one = decode();
   set_num_threads(2);

@@ -7,54 +7,16 @@
 #include <vector>
 
 #include "autograd/autocast.h"
-#include "autograd/parallel.h"
-#include "autograd/random.h"
+#include "decode_fixtures.h"
 #include "models/decoding/decode.h"
-#include "models/text/text.h"
-#include "models/translators/seq2seq.h"
 
 using namespace tg;
 using namespace tg::models;
+using namespace tg::models::testing;
 
 namespace {
 
 constexpr auto kBf16 = autocast::Precision::bf16;
-
-std::shared_ptr<Seq2Seq> small_rnnsearch(std::int64_t src_vocab, std::int64_t tgt_vocab, std::int64_t num_steps) {
-  ModelConfig c;
-  c.model = "rnnsearch";
-  c.src_vocab = src_vocab;
-  c.tgt_vocab = tgt_vocab;
-  c.embed_size = 12;
-  c.num_hiddens = 16;
-  c.num_layers = 1;
-  c.num_steps = num_steps;
-  Generator gen(11);
-  return make_model(c, gen);
-}
-
-struct Sources {
-  Tensor src, valid;
-};
-
-/// B rows of 2..max_len valid ids in [4, src_vocab), <eos> last, then <pad>.
-Sources random_sources(std::int64_t B, std::int64_t num_steps, std::int64_t max_len, std::int64_t src_vocab,
-                       std::uint64_t seed) {
-  std::vector<std::int64_t> flat, lens;
-  SplitMix64 mix{seed};
-  for (std::int64_t b = 0; b < B; ++b) {
-    const std::int64_t len = 2 + mix.below(max_len - 1);
-    for (std::int64_t j = 0; j < num_steps; ++j)
-      flat.push_back(j + 1 < len ? 4 + mix.below(src_vocab - 4) : j + 1 == len ? Vocab::kEos : Vocab::kPad);
-    lens.push_back(len);
-  }
-  return {Tensor::from_vector(flat, {B, num_steps}), Tensor::from_vector(lens, {B})};
-}
-
-struct ThreadRestore {
-  int threads = num_threads();
-  ~ThreadRestore() { set_num_threads(threads); }
-};
 
 void expect_same_bits(const std::vector<Translation>& a, const std::vector<Translation>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -73,7 +35,7 @@ void expect_same_bits(const std::vector<Translation>& a, const std::vector<Trans
 TEST(DecodePrecision, Bf16ReachesEveryThreadAndEqualsACallersGuard) {
   ThreadRestore restore;
   const std::int64_t num_steps = 7, B = 64;  // one batch of decode(): the same rows as greedy_decode's
-  auto model = small_rnnsearch(23, 19, num_steps);
+  auto model = small_model("rnnsearch", "additive", 23, 19, 12, 16, num_steps, 11);
   const Sources in = random_sources(B, num_steps, 7, 23, 5);
   for (const std::int64_t beam : {1, 3}) {
     const std::string what = beam == 1 ? "greedy" : "beam 3";
@@ -108,7 +70,7 @@ TEST(DecodePrecision, Bf16ReachesEveryThreadAndEqualsACallersGuard) {
 // log-probabilities differ by at most 0.01 per step; and most sentences do choose the same tokens.
 TEST(DecodePrecision, Bf16LogProbsStayWithinBf16RoundingOfFloat32) {
   const std::int64_t num_steps = 7, B = 64;
-  auto model = small_rnnsearch(23, 19, num_steps);
+  auto model = small_model("rnnsearch", "additive", 23, 19, 12, 16, num_steps, 11);
   const Sources in = random_sources(B, num_steps, 7, 23, 9);
   const auto f32 = decode(*model, in.src, in.valid);
   const auto bf16 = decode(*model, in.src, in.valid, DecodeOptions().precision(kBf16));
