@@ -9,6 +9,7 @@
 
 #include "../../autograd/error_of.h"
 #include "../test_dirs.h"
+#include "trainer_fixtures.h"
 #include "autograd/autocast.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
@@ -20,6 +21,7 @@
 
 using namespace tg;
 using namespace tg::models;
+using namespace tg::models::testing;
 using tg::testing::error_of;
 namespace fs = std::filesystem;
 
@@ -27,41 +29,6 @@ namespace {
 
 constexpr auto kF32 = autocast::Precision::f32;
 constexpr auto kBf16 = autocast::Precision::bf16;
-
-TranslationData reverse_data(std::int64_t count, std::uint64_t seed = 3) {
-  Generator gen(0);
-  return make_translation_data(make_task("reverse", {.count = count, .min_len = 2, .max_len = 6, .seed = seed}),
-                               TranslationDataOptions().num_steps(8).min_freq(1), gen);
-}
-
-ModelConfig rnnsearch_config(const TranslationData& data, std::int64_t hidden = 24) {
-  ModelConfig c;
-  c.model = "rnnsearch";
-  c.src_vocab = data.src_vocab.size();
-  c.tgt_vocab = data.tgt_vocab.size();
-  c.embed_size = hidden;
-  c.num_hiddens = hidden;
-  c.num_layers = 1;
-  c.dropout = 0.1;
-  c.num_steps = data.train.num_steps();
-  return c;
-}
-
-std::vector<double> losses(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& s : r.steps) out.push_back(s.loss);
-  return out;
-}
-
-std::vector<std::vector<float>> weights(const Seq2Seq& model) {
-  std::vector<std::vector<float>> out;
-  for (const auto& p : model.parameters()) out.push_back(p.to_vector<float>());
-  return out;
-}
-
-struct ThreadReset {
-  ~ThreadReset() { set_num_threads(0); }
-};
 
 }  // namespace
 
@@ -113,14 +80,14 @@ TEST(MixedPrecision, Bf16StepsStayCloseToFp32AndAreTheSameOnOneAndTwoThreads) {
   std::vector<double> f32;
   {
     Generator gen(7);
-    auto model = make_model(rnnsearch_config(data), gen);
+    auto model = make_model(tiny_config(data, "rnnsearch", 24), gen);
     f32 = losses(train(*model, data, TrainOptions(options).threads(1)));
   }
   std::vector<std::vector<double>> runs;
   std::vector<std::vector<std::vector<float>>> finals;
   for (int threads : {1, 2}) {
     Generator gen(7);
-    auto model = make_model(rnnsearch_config(data), gen);
+    auto model = make_model(tiny_config(data, "rnnsearch", 24), gen);
     const TrainResult r = train(*model, data, TrainOptions(options).threads(threads).precision(kBf16));
     EXPECT_EQ(r.state.precision, kBf16);
     runs.push_back(losses(r));
@@ -140,10 +107,10 @@ TEST(MixedPrecision, Bf16RunResumesExactlyFromItsCheckpoint) {
   const TranslationData data = reverse_data(50);  // batch 16: 4 batches per epoch
   const auto options = TrainOptions().batch_size(16).lr(0.01).seed(9).progress(false).precision(kBf16);
   Generator gen_a(1);
-  auto straight = make_model(rnnsearch_config(data, 16), gen_a);
+  auto straight = make_model(tiny_config(data, "rnnsearch", 16), gen_a);
   const TrainResult full = train(*straight, data, TrainOptions(options).steps(7));
   Generator gen_b(1);
-  auto first = make_model(rnnsearch_config(data, 16), gen_b);
+  auto first = make_model(tiny_config(data, "rnnsearch", 16), gen_b);
   const TrainResult part1 = train(*first, data, TrainOptions(options).steps(3).out_dir(dir.string()));
   Checkpoint ck = load_checkpoint(dir.string());
   ASSERT_TRUE(ck.training);
@@ -159,11 +126,11 @@ TEST(MixedPrecision, Bf16RunResumesExactlyFromItsCheckpoint) {
 // bf16 evaluate_loss of the final weights (bit for bit), not the float32 one.
 TEST(MixedPrecision, ValidationRunsInTheTrainingsPrecision) {
   const TranslationData data = reverse_data(64);
-  const TranslationData dev_data = reverse_data(24, 11);
+  const TranslationData dev_data = reverse_data(24, 8, 11);
   DevSet dev;
   dev.pairs = dev_data.train_pairs;
   Generator gen(2);
-  auto model = make_model(rnnsearch_config(data, 16), gen);
+  auto model = make_model(tiny_config(data, "rnnsearch", 16), gen);
   const TrainResult r =
       train(*model, data,
             TrainOptions().steps(4).batch_size(32).lr(0.01).seed(1).progress(false).precision(kBf16).dev(dev));

@@ -15,6 +15,7 @@
 #include "../../autograd/error_of.h"
 #include "../scripted_model.h"
 #include "../test_dirs.h"
+#include "trainer_fixtures.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
@@ -29,43 +30,13 @@
 
 using namespace tg;
 using namespace tg::models;
+using namespace tg::models::testing;
 using tg::testing::error_of;
 namespace fs = std::filesystem;
 
 namespace {
 
 fs::path temp_dir() { return tg::models::testing::per_test_dir("tg_trainer", true); }
-
-TranslationData reverse_data(std::int64_t count, std::int64_t num_steps = 8) {
-  Generator gen(0);
-  return make_translation_data(make_task("reverse", {.count = count, .min_len = 2, .max_len = 6, .seed = 3}),
-                               TranslationDataOptions().num_steps(num_steps).min_freq(1), gen);
-}
-
-ModelConfig tiny_config(const TranslationData& data, const std::string& model = "d2l", std::int64_t hidden = 16) {
-  ModelConfig c;
-  c.model = model;
-  c.src_vocab = data.src_vocab.size();
-  c.tgt_vocab = data.tgt_vocab.size();
-  c.embed_size = hidden;
-  c.num_hiddens = hidden;
-  c.num_layers = model == "d2l" ? 2 : 1;
-  c.dropout = 0.1;
-  c.num_steps = data.train.num_steps();
-  return c;
-}
-
-std::vector<double> losses(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& s : r.steps) out.push_back(s.loss);
-  return out;
-}
-
-std::vector<std::vector<float>> weights(const Seq2Seq& model) {
-  std::vector<std::vector<float>> out;
-  for (const auto& p : model.parameters()) out.push_back(p.to_vector<float>());
-  return out;
-}
 
 /// A run of `total` steps straight, and the same run stopped after `split` steps (checkpoint in
 /// `dir`) and resumed from it to `total`.
@@ -95,11 +66,6 @@ SplitRun expect_resume_repeats_straight(const ModelConfig& c, const TranslationD
   EXPECT_TRUE(weights(*r.ck.model) == weights(*straight));
   return r;
 }
-
-class ThreadReset {
- public:
-  ~ThreadReset() { set_num_threads(0); }
-};
 
 }  // namespace
 
