@@ -9,14 +9,16 @@
 //
 //   build/bin/char_gpt                          # the built-in sonnets
 //   build/bin/char_gpt --data book.txt --steps 5000 --prime "ROMEO:" --temperature 0.8 --top-k 10
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -217,45 +219,52 @@ class CharData {
   std::string itos_;
 };
 
-template <class T> bool parse_number(const char* text, T& value) {  // the whole text, in T's range
-  const char* end = text + std::strlen(text);
-  const auto [stop, error] = std::from_chars(text, end, value);
-  return error == std::errc() && stop == end && stop != text;
-}
+// Checks CLI11 does not make: a finite temperature (its PositiveNumber lets nan through), a seed
+// without a sign (an unsigned option reads -1 as 2^64 - 1), a text that is not empty.
+const CLI::Validator kFinitePositive(
+    [](std::string& text) {
+      const double v = std::strtod(text.c_str(), nullptr);
+      return v > 0 && std::isfinite(v) ? std::string() : "expected a finite number > 0, got '" + text + "'";
+    },
+    "FINITE > 0");
+const CLI::Validator kUnsigned(
+    [](std::string& text) {
+      return text.starts_with('-') ? "expected a number >= 0, got '" + text + "'" : std::string();
+    },
+    "");
+const CLI::Validator kNonEmpty([](std::string& text) { return text.empty() ? "expected a value, got ''" : ""; }, "");
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"Character-level GPT in the shape of nanoGPT (tapegrad example)", "char_gpt"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
   int steps = 1000, threads = 0;
   std::int64_t length = 500, top_k = 10;
   double temperature = 0.8;
   std::uint64_t seed = 0;
   std::string data, prime;
-  const char* usage =
-      "usage: char_gpt [--steps 1..10000000] [--seed N] [--data FILE] [--prime TEXT] [--temperature T > 0]\n"
-      "                [--top-k K (0 = all)] [--length N] [--threads N (0 = all)]\n";
+  app.add_option("--steps", steps, "training steps")->check(CLI::Range(1, 10'000'000));
+  app.add_option("--seed", seed, "seed of the initialisation, the batches and the sampling")->check(kUnsigned);
+  app.add_option("--data", data, "text to learn (default: five of Shakespeare's sonnets)")->check(kNonEmpty);
+  app.add_option("--prime", prime, "text the sample starts from (default: the text's first byte)")->check(kNonEmpty);
+  app.add_option("--temperature", temperature, "sampling temperature (lower = more conservative)")
+      ->check(kFinitePositive);
+  app.add_option("--top-k", top_k, "sample from the K likeliest bytes (0 = all)")
+      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
+  app.add_option("--length", length, "bytes to sample after training")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{10'000'000}));
+  app.add_option("--threads", threads, "kernel threads (0 = all)")->check(CLI::Range(0, 4096));
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      if (flag == "--help") {
-        std::printf("%s", usage);
-        nn::io::flush_stdout_or_throw();
-        return 0;
-      }
-      const char* v = i + 1 < argc ? argv[++i] : nullptr;
-      const bool ok = v && (flag == "--steps"         ? parse_number(v, steps) && steps >= 1 && steps <= 10'000'000
-                            : flag == "--seed"        ? parse_number(v, seed)
-                            : flag == "--data"        ? !(data = v).empty()
-                            : flag == "--prime"       ? !(prime = v).empty()
-                            : flag == "--temperature" ? parse_number(v, temperature) && temperature > 0 && std::isfinite(temperature)
-                            : flag == "--top-k"       ? parse_number(v, top_k) && top_k >= 0
-                            : flag == "--length"      ? parse_number(v, length) && length >= 0 && length <= 10'000'000
-                            : flag == "--threads"     ? parse_number(v, threads) && threads >= 0 && threads <= 4096
-                                                      : false);
-      if (!ok) {
-        std::fprintf(stderr, "char_gpt: invalid argument: %s %s\n%s", flag.c_str(), v ? v : "(no value)", usage);
-        return 2;
-      }
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      app.exit(e);  // the help on stdout
+      nn::io::flush_stdout_or_throw();
+      return 0;
+    } catch (const CLI::ParseError& e) {
+      std::fprintf(stderr, "char_gpt: %s\nusage: char_gpt [OPTIONS]; --help lists them\n", e.what());
+      return 2;
     }
     set_num_threads(threads);
 

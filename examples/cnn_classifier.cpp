@@ -7,11 +7,11 @@
 // model and checks that the reloaded model scores the same. Copy it to start your own CNN.
 //
 //   build/bin/cnn_classifier [--epochs N] [--seed S] [--threads T] [--out model.npz]
-#include <charconv>
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -89,37 +89,32 @@ double accuracy(SmallCnn& model, const Tensor& images, const Tensor& labels) {
   return mean(eq(argmax(model.forward(images), 1), labels).to(DType::f32)).item();
 }
 
-template <class T> bool parse_whole(const char* text, T& value) {  // all digits, in T's range
-  const char* end = text + std::strlen(text);
-  const auto [stop, error] = std::from_chars(text, end, value);
-  return error == std::errc() && stop == end && stop != text;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"Small CNN classifier of drawn shapes (tapegrad example)", "cnn_classifier"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated flag: the last wins
   int epochs = 5, threads = 0;
   std::uint64_t seed = 0;
   std::string out = (std::filesystem::temp_directory_path() / "cnn_classifier.npz").string();
-  const char* usage = "usage: cnn_classifier [--epochs 1..1000] [--seed N] [--threads N (0 = all)] [--out model.npz]\n";
+  app.add_option("--epochs", epochs, "passes over the 2048 training images")->check(CLI::Range(1, 1000));
+  app.add_option("--seed", seed, "seed of the images, the initialisation and the shuffling")
+      ->check(CLI::Validator([](std::string& text) {  // an unsigned option would read -1 as 2^64 - 1
+        return text.starts_with('-') ? "expected a number >= 0, got '" + text + "'" : std::string();
+      }, ""));
+  app.add_option("--threads", threads, "kernel threads (0 = all)")->check(CLI::Range(0, 4096));
+  app.add_option("--out", out, "where the state_dict is saved (.npz; default: the temporary directory)")
+      ->check(CLI::Validator([](std::string& text) { return text.empty() ? "expected a path, got ''" : ""; }, ""));
   try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      if (flag == "--help") {
-        std::printf("%s", usage);
-        nn::io::flush_stdout_or_throw();
-        return 0;
-      }
-      const char* v = i + 1 < argc ? argv[++i] : nullptr;
-      const bool ok = v && (flag == "--epochs"    ? parse_whole(v, epochs) && epochs >= 1 && epochs <= 1000
-                            : flag == "--seed"    ? parse_whole(v, seed)
-                            : flag == "--threads" ? parse_whole(v, threads) && threads >= 0 && threads <= 4096
-                            : flag == "--out"     ? !(out = v).empty()
-                                                  : false);
-      if (!ok) {
-        std::fprintf(stderr, "cnn_classifier: invalid argument: %s %s\n%s", flag.c_str(), v ? v : "(no value)", usage);
-        return 2;
-      }
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      app.exit(e);  // the help on stdout
+      nn::io::flush_stdout_or_throw();
+      return 0;
+    } catch (const CLI::ParseError& e) {
+      std::fprintf(stderr, "cnn_classifier: %s\nusage: cnn_classifier [OPTIONS]; --help lists them\n", e.what());
+      return 2;
     }
     set_num_threads(threads);
     nn::io::require_writable_location(out);  // found now, not after the training
