@@ -79,22 +79,22 @@ void score_backward(T c, const T* q, const T* k, const T* w, T* dk, T* dq, T* dw
   }
 }
 
+// Shapes first, then dtypes: one floating dtype for all three, no promotion (as the other fused
+// ops, linear and layer_norm). Dtype errors name each operand's dtype and shape, as linear's.
 void check_shapes(const Tensor& query, const Tensor& keys, const Tensor& w) {
-  for (const auto& [what, x] : {std::pair<const char*, const Tensor*>{"query", &query}, {"keys", &keys}, {"w", &w}}) {
+  for (const auto& [what, x] : {std::pair<const char*, const Tensor*>{"query", &query}, {"keys", &keys}, {"w", &w}})
     if (!x->defined()) throw std::invalid_argument(std::string(kOp) + ": " + what + " is undefined");
-    if (!is_floating(x->dtype()))
-      throw std::invalid_argument(std::string(kOp) + ": expects floating-point tensors, got " + what + " of dtype " +
-                                  std::string(dtype_name(x->dtype())));
-  }
   const bool ok = query.dim() == 3 && keys.dim() == 3 && w.dim() == 1 && query.size(0) == keys.size(0) &&
                   query.size(2) == keys.size(2) && w.size(0) == query.size(2);
   if (!ok)
     throw std::invalid_argument(std::string(kOp) + ": expects query (B, Q, H), keys (B, K, H) and w (H), got query " +
                                 query.shape().str() + ", keys " + keys.shape().str() + " and w " + w.shape().str());
-  if (query.dtype() != keys.dtype() || query.dtype() != w.dtype())
-    throw std::invalid_argument(std::string(kOp) + ": dtypes differ: query " + std::string(dtype_name(query.dtype())) +
-                                ", keys " + std::string(dtype_name(keys.dtype())) + ", w " +
-                                std::string(dtype_name(w.dtype())));
+  const bool same = query.dtype() == keys.dtype() && query.dtype() == w.dtype();
+  if (!same || !is_floating(query.dtype()))
+    throw std::invalid_argument(std::string(kOp) + ": " + (same ? "needs floating tensors" : "dtypes differ") +
+                                ": query " + std::string(dtype_name(query.dtype())) + " " + query.shape().str() +
+                                ", keys " + std::string(dtype_name(keys.dtype())) + " " + keys.shape().str() + ", w " +
+                                std::string(dtype_name(w.dtype())) + " " + w.shape().str());
 }
 
 // Batch entries per task: enough tanh work per task to pay for it (kGrainTranscendental elements).

@@ -54,6 +54,21 @@ void check_index(const char* op, const Tensor& index, const char* what) {
                                 std::string(dtype_name(index.dtype())) + " of shape " + index.shape().str());
 }
 
+/// "x float32 [2, 3]": an operand's name, dtype and shape, for dtype errors.
+std::string described(const char* what, const Tensor& t) {
+  return std::string(what) + " " + std::string(dtype_name(t.dtype())) + " " + t.shape().str();
+}
+
+/// The dtype checks of the ops that add one tensor into another (scatter_add, index_add): as
+/// torch's, the two need one dtype (no promotion); `floating_only` also refuses int64 and bool.
+void check_add_dtypes(const char* op, const Tensor& x, const char* what, const Tensor& src, bool floating_only) {
+  if (x.dtype() != src.dtype())
+    throw std::invalid_argument(std::string(op) + ": dtypes differ: " + described("x", x) + " and " + described(what, src));
+  if (floating_only && !is_floating(x.dtype()))
+    throw std::invalid_argument(std::string(op) + ": needs floating tensors: " + described("x", x) + " and " +
+                                described(what, src));
+}
+
 void check_range(const char* op, const std::int64_t* idx, std::int64_t n, std::int64_t size, const Shape& x_shape, int axis) {
   for (std::int64_t k = 0; k < n; ++k)
     if (idx[k] < 0 || idx[k] >= size)
@@ -402,9 +417,7 @@ Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src) {
-  if (x.dtype() != src.dtype())
-    throw std::invalid_argument("scatter_add: dtypes differ: x " + std::string(dtype_name(x.dtype())) + ", src " +
-                                std::string(dtype_name(src.dtype())));
+  check_add_dtypes("scatter_add", x, "src", src, false);
   const int a = check_gather("scatter_add", x, dim, index, &src);
   Tensor y = x.detach().clone();
   scatter_add_kernel(y, a, index, src);
@@ -437,12 +450,13 @@ Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const
 
 Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
   check_index("index_add", index, "index");
+  check_add_dtypes("index_add", x, "source", source, true);
   const int a = normalize_axis("index_add", dim, std::max(x.dim(), 1));
-  bool ok = index.dim() == 1 && source.dim() == x.dim() && source.dtype() == x.dtype();
+  bool ok = index.dim() == 1 && source.dim() == x.dim();
   for (int d = 0; ok && d < x.dim(); ++d) ok = d == a ? source.shape()[d] == index.numel() : source.shape()[d] == x.shape()[d];
   if (!ok)
     throw std::invalid_argument("index_add: source must be x's shape with dim " + std::to_string(dim) +
-                                " of the 1-D index's length, same dtype: x " + x.shape().str() + ", index " +
+                                " of the 1-D index's length: x " + x.shape().str() + ", index " +
                                 index.shape().str() + ", source " + source.shape().str());
   const RowsView v = rows_view(x.shape(), a);
   check_range("index_add", index.data<std::int64_t>(), index.numel(), v.size, x.shape(), a);

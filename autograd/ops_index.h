@@ -17,10 +17,12 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
 /// i64 with x's number of dims, and no larger than x in the others. Backward scatter-adds.
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index);
 /// x with src[i][j][k] added at x[i][index[i][j][k]][k] for dim = 1 (torch.scatter_add); index as
-/// in gather, no larger than src. Differentiable in x and src.
+/// in gather, no larger than src. x and src of one dtype, any (no promotion, as torch). Differentiable
+/// in x and src.
 Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& src);
 /// x with alpha * source's slices added at the positions the 1-D i64 `index` names along `dim`
-/// (torch.index_add); repeats add up. Differentiable in x and source.
+/// (torch.index_add); repeats add up. x and source of one floating dtype (no promotion, as torch;
+/// torch also adds integer tensors). Differentiable in x and source.
 Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 /// gather after broadcasting x and indices against each other in every dim but `dim`
 /// (torch.take_along_dim).

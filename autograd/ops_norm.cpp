@@ -40,9 +40,15 @@ std::int64_t check_norm(const char* op, const Tensor& x, const Shape& ns, const 
       throw std::invalid_argument(std::string(op) + ": " + what + " of shape " + t->shape().str() +
                                   " does not match normalized_shape " + ns.str() + " (input of shape " +
                                   x.shape().str() + ")");
-    if (t->dtype() != x.dtype())
-      throw std::invalid_argument(std::string(op) + ": " + what + " is " + std::string(dtype_name(t->dtype())) +
-                                  ", input is " + std::string(dtype_name(x.dtype())) + " (shape " + x.shape().str() + ")");
+  }
+  // One dtype for input, weight and bias, no promotion (torch refuses a float64 weight with a
+  // float32 input too); the message names each one given, as linear's.
+  if ((weight.defined() && weight.dtype() != x.dtype()) || (bias.defined() && bias.dtype() != x.dtype())) {
+    auto described = [](const char* what, const Tensor& t) {
+      return t.defined() ? std::string(what) + std::string(dtype_name(t.dtype())) + " " + t.shape().str() : std::string();
+    };
+    throw std::invalid_argument(std::string(op) + ": dtypes differ: " + described("input ", x) +
+                                described(", weight ", weight) + described(", bias ", bias));
   }
   return ns.numel();
 }

@@ -21,6 +21,7 @@
 #include "autograd/shape.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "error_of.h"
 #include "gradcheck_util.h"
 
 namespace {
@@ -135,8 +136,36 @@ TEST(AdditiveAttentionScores, ErrorsNameTheOpAndTheShapes) {
   expect_error([&] { tg::additive_attention_scores(q, k, Tensor::zeros({1, 4})); },
                {"additive_attention_scores: expects query (B, Q, H)", "query [2, 1, 4]", "keys [2, 3, 4]",
                 "w [1, 4]"});
-  expect_error([&] { tg::additive_attention_scores(q, k.to(DType::f64), w); },
-               {"additive_attention_scores: dtypes differ", "query float32", "keys float64", "w float32"});
-  expect_error([&] { tg::additive_attention_scores(q, k.to(DType::i64), w); },
-               {"additive_attention_scores: expects floating-point tensors", "keys of dtype int64"});
+}
+
+// One floating dtype for query, keys and w, no promotion (as the other fused ops, linear and
+// layer_norm); the messages name each operand's dtype and shape, as linear's.
+TEST(AdditiveAttentionScores, DtypeErrorsNameEachOperandsDtypeAndShape) {
+  using tg::testing::error_of;
+  const Tensor q = Tensor::zeros({2, 1, 4}), k = Tensor::zeros({2, 3, 4}), w = Tensor::zeros({4});
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::additive_attention_scores(q, k.to(DType::f64), w); }),
+            "additive_attention_scores: dtypes differ: query float32 [2, 1, 4], keys float64 [2, 3, 4], w float32 [4]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::additive_attention_scores(q, k, w.to(DType::f64)); }),
+            "additive_attention_scores: dtypes differ: query float32 [2, 1, 4], keys float32 [2, 3, 4], w float64 [4]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::additive_attention_scores(q, k.to(DType::i64), w); }),
+            "additive_attention_scores: dtypes differ: query float32 [2, 1, 4], keys int64 [2, 3, 4], w float32 [4]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] {
+              tg::additive_attention_scores(q.to(DType::i64), k.to(DType::i64), w.to(DType::i64));
+            }),
+            "additive_attention_scores: needs floating tensors: query int64 [2, 1, 4], keys int64 [2, 3, 4], w int64 [4]");
+  // A shape error comes first, whatever the dtypes.
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::additive_attention_scores(q, Tensor::zeros({2, 3, 5}, DType::i64), w); }),
+            "additive_attention_scores: expects query (B, Q, H), keys (B, K, H) and w (H), got query [2, 1, 4], keys "
+            "[2, 3, 5] and w [4]");
+  // Accepted: one dtype, float32 or float64. q = 0 and k = 0 give tanh(0) = 0, so every score is
+  // w . 0 = 0; with k = atanh(0.5) every score is 0.5 * sum(w) = 0.5 * 4.
+  for (const DType dt : {DType::f32, DType::f64}) {
+    const Tensor ones = Tensor::ones({4}, dt);
+    const Tensor s0 = tg::additive_attention_scores(q.to(dt), k.to(dt), ones);
+    EXPECT_EQ(s0.dtype(), dt);
+    EXPECT_EQ(s0.shape(), Shape({2, 1, 3}));
+    EXPECT_EQ(s0.to_vector<double>(), std::vector<double>(6, 0.0));
+    const Tensor s1 = tg::additive_attention_scores(q.to(dt), Tensor::full({2, 3, 4}, std::atanh(0.5), dt), ones);
+    for (double v : s1.to_vector<double>()) EXPECT_NEAR(v, 2.0, dt == DType::f64 ? 1e-12 : 1e-5);
+  }
 }

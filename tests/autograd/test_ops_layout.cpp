@@ -14,9 +14,11 @@
 #include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
 #include "autograd/random.h"
+#include "error_of.h"
 #include "gradcheck_util.h"
 
 using namespace tg;
+using tg::testing::error_of;
 using tg::testing::expect_error;
 using tg::testing::rand64;
 
@@ -128,6 +130,39 @@ TEST(LayoutOps, GatherScatterAddIndexAdd) {
                    {rand64({2, 4}, gen), rand64({3, 3}, gen)});
   EXPECT_GRADCHECK([](const std::vector<Tensor>& in) { return index_add(in[0], 1, ids({1, 1, 0}, {3}), in[1], -0.5); },
                    {rand64({2, 2}, gen), rand64({2, 3}, gen)});
+}
+
+// As torch 1.13's scatter_add and index_add: x and src (source) need one dtype, no promotion
+// (torch's scatter_add says "Expected self.dtype to be equal to src.dtype"). The messages name
+// both operands' dtypes and shapes, as matmul's.
+TEST(LayoutOps, ScatterAddAndIndexAddNeedOneDtype) {
+  const Tensor idx = ids({0, 0, 2, 1}, {2, 2});
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { scatter_add(Tensor::zeros({2, 3}), 1, idx, Tensor::ones({2, 2}, DType::f64)); }),
+            "scatter_add: dtypes differ: x float32 [2, 3] and src float64 [2, 2]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { scatter_add(Tensor::zeros({2, 3}, DType::i64), 1, idx, Tensor::ones({2, 2})); }),
+            "scatter_add: dtypes differ: x int64 [2, 3] and src float32 [2, 2]");
+  // One dtype, any: torch.zeros(2, 3, dtype=torch.long).scatter_add(1, idx, tensor([[1, 2], [3, 4]]))
+  // == [[3, 0, 0], [0, 4, 3]]; the same in float32.
+  const Tensor si = scatter_add(Tensor::zeros({2, 3}, DType::i64), 1, idx, ids({1, 2, 3, 4}, {2, 2}));
+  EXPECT_EQ(si.dtype(), DType::i64);
+  EXPECT_EQ(si.to_vector<std::int64_t>(), (std::vector<std::int64_t>{3, 0, 0, 0, 4, 3}));
+  const Tensor sf = scatter_add(Tensor::zeros({2, 3}), 1, idx, Tensor::from_values({1, 2, 3, 4}, {2, 2}, DType::f32));
+  EXPECT_EQ(sf.dtype(), DType::f32);
+  EXPECT_EQ(values(sf), (std::vector<double>{3, 0, 0, 0, 4, 3}));
+
+  const Tensor one = ids({1}, {1});
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { index_add(Tensor::zeros({2, 3}), 0, one, Tensor::ones({1, 3}, DType::f64)); }),
+            "index_add: dtypes differ: x float32 [2, 3] and source float64 [1, 3]");
+  // The dtype error comes before the shape error.
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { index_add(Tensor::zeros({2, 3}, DType::f64), 0, one, Tensor::ones({2, 3})); }),
+            "index_add: dtypes differ: x float64 [2, 3] and source float32 [2, 3]");
+  // Integer tensors: torch adds them, tapegrad's index_add is floating only (docs/ops.md).
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { index_add(Tensor::zeros({2, 3}, DType::i64), 0, one, ids({1, 2, 3}, {1, 3})); }),
+            "index_add: needs floating tensors: x int64 [2, 3] and source int64 [1, 3]");
+  // torch.ones(2, 3).index_add(0, tensor([1]), tensor([[1., 2., 3.]])) == [[1, 1, 1], [2, 3, 4]]
+  const Tensor af = index_add(Tensor::ones({2, 3}), 0, one, Tensor::from_values({1, 2, 3}, {1, 3}, DType::f32));
+  EXPECT_EQ(af.dtype(), DType::f32);
+  EXPECT_EQ(values(af), (std::vector<double>{1, 1, 1, 2, 3, 4}));
 }
 
 TEST(LayoutOps, TakeAlongDimBroadcasts) {

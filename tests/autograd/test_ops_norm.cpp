@@ -16,6 +16,7 @@
 #include "autograd/random.h"
 #include "autograd/shape.h"
 #include "autograd/tensor.h"
+#include "error_of.h"
 #include "gradcheck_util.h"
 
 namespace {
@@ -169,7 +170,19 @@ TEST(LayerNormOp, ErrorsNameTheOpAndTheShapes) {
   expect_error([&] { tg::layer_norm(x, {3}); }, {"layer_norm", "[2, 3, 4]", "[3]"});
   expect_error([&] { tg::layer_norm(x, {4}, Tensor::ones({3})); }, {"layer_norm", "weight", "[3]", "[4]"});
   expect_error([&] { tg::layer_norm(x, {4}, Tensor(), Tensor::ones({1, 4})); }, {"layer_norm", "bias", "[1, 4]"});
-  expect_error([&] { tg::layer_norm(x, {4}, Tensor::ones({4}, DType::f64)); }, {"layer_norm", "weight", "float64"});
+  // Dtypes: one for input, weight and bias, no promotion (torch refuses a float64 weight with a
+  // float32 input too); the message names each given operand's dtype and shape, as linear's.
+  using tg::testing::error_of;
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::layer_norm(x, {4}, Tensor::ones({4}, DType::f64)); }),
+            "layer_norm: dtypes differ: input float32 [2, 3, 4], weight float64 [4]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::layer_norm(x, {4}, Tensor::ones({4}), Tensor::zeros({4}, DType::f64)); }),
+            "layer_norm: dtypes differ: input float32 [2, 3, 4], weight float32 [4], bias float64 [4]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::layer_norm(x, {4}, Tensor(), Tensor::zeros({4}, DType::i64)); }),
+            "layer_norm: dtypes differ: input float32 [2, 3, 4], bias int64 [4]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::rms_norm(x.to(DType::f64), {4}, Tensor::ones({4})); }),
+            "rms_norm: dtypes differ: input float64 [2, 3, 4], weight float32 [4]");
+  EXPECT_EQ(error_of<std::invalid_argument>([&] { tg::layer_norm_composed(x, {4}, Tensor::ones({4}, DType::f64)); }),
+            "layer_norm: dtypes differ: input float32 [2, 3, 4], weight float64 [4]");
   expect_error([&] { tg::layer_norm(Tensor::zeros({2, 4}, DType::i64), {4}); }, {"layer_norm", "int64", "[2, 4]"});
   expect_error([&] { tg::layer_norm(x, Shape{}); }, {"layer_norm", "normalized_shape"});
   expect_error([&] { tg::rms_norm(x, Shape{5, 4}); }, {"rms_norm", "[2, 3, 4]", "[5, 4]"});
