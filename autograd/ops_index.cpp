@@ -23,6 +23,7 @@
 #include "autograd/kernels/parallel_for.h"
 #include "autograd/kernels/reduce.h"
 #include "autograd/kernels/view.h"
+#include "autograd/ops_compare.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
 #include "autograd/ops_shape.h"
@@ -209,15 +210,18 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument("where: a and b dtypes differ: " + std::string(dtype_name(a.dtype())) + " " +
-                                a.shape().str() + " and " + std::string(dtype_name(b.dtype())) + " " + b.shape().str());
   Shape out;
   try {
     out = broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
   } catch (const std::invalid_argument&) {
-    throw std::invalid_argument("where: shapes cond " + cond.shape().str() + ", a " + a.shape().str() + ", b " +
-                                b.shape().str() + " cannot be broadcast together");
+    throw std::invalid_argument("where: shapes " + described("cond", cond) + ", " + described("a", a) + ", " +
+                                described("b", b) + " cannot be broadcast together");
+  }
+  // Mixed dtypes as torch.where: both converted to result_type(a, b) first. Tensor::to is
+  // differentiable, so each input's gradient comes back in its own dtype.
+  if (a.dtype() != b.dtype()) {
+    const DType common = result_type(a, b);
+    return where(cond, a.to(common), b.to(common));
   }
   Tensor y = where_kernel(cond, a, b, out);
   return record("where", y, {a, b}, [cond = cond.detach(), sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {

@@ -32,7 +32,8 @@ Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::int64_t dim);
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// cond ? a : b elementwise with broadcasting of all three (torch.where). cond is bool, as PyTorch;
 /// a cond of another dtype is read as nonzero = true (PyTorch refuses it), which older callers use.
-/// a and b must have one dtype (PyTorch promotes them).
+/// a and b of different dtypes are converted to result_type(a, b) first, as torch.where (float32
+/// and float64 give float64); each gets its gradient in its own dtype.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// x with `value` wherever mask (broadcast to x; torch also broadcasts x to the mask) is true
 /// (torch.masked_fill); no gradient flows there. A mask of another dtype than bool is read as

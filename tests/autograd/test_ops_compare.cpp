@@ -222,7 +222,9 @@ TEST(Compare, Errors) {
   expect_error([&] { tanh(Tensor::zeros({2}, DType::b8)); }, {"tanh", "bool"});
   expect_error([&] { mean(Tensor::zeros({2, 5}, DType::b8)); }, {"mean", "bool", "[2, 5]"});
   expect_error([&] { sub(Tensor::zeros({2}, DType::b8), Tensor::zeros({2}, DType::b8)); }, {"sub", "bool"});  // as torch
-  expect_error([&] { where(Tensor::ones({2}, DType::b8), a, Tensor::zeros({3}, DType::f64)); }, {"where", "float32", "float64"});
+  // Mixed dtypes promote (tests/autograd/test_ops_index.cpp); a shape error names dtypes and shapes.
+  expect_error([&] { where(Tensor::ones({2}, DType::b8), a, Tensor::zeros({3}, DType::f64)); },
+               {"where: shapes cond bool [2], a float32 [2, 3], b float64 [3] cannot be broadcast together"});
   expect_error([&] { masked_fill(a, Tensor::ones({4}, DType::b8), 0); }, {"masked_fill", "[4]", "[2, 3]"});
 }
 

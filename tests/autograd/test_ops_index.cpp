@@ -20,6 +20,7 @@
 #include "autograd/shape.h"
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
+#include "error_of.h"
 #include "gradcheck_util.h"
 
 using namespace tg;
@@ -152,6 +153,66 @@ TEST(IndexOps, WhereGradcheckWithBroadcasting) {
   // Float cond that does not require grad; only a requires grad.
   Tensor cf = Tensor::from_values({1, 0, 0.25}, {3}, DType::f64);
   EXPECT_TRUE(passes_gradcheck(fn, {cf, rand64({2, 3}, gen), Tensor::uniform({2, 1}, -1, 1, gen, DType::f64)}));
+}
+
+// torch.where(c, a, b) computes in torch.result_type(a, b) (torch 1.13's where_self_out converts
+// a and b with .to()), so each input's gradient keeps its own dtype.
+TEST(IndexOps, WherePromotesAsTorch) {
+  const Tensor c = Tensor::from_values({1, 0, 1}, {3}, DType::b8);
+  // torch.where(c, tensor([1.5, 2.5, 3.5]), tensor([.25, .5, .75], dtype=float64)) -> float64
+  const Tensor y = where(c, Tensor::from_values({1.5, 2.5, 3.5}, {3}, DType::f32),
+                         Tensor::from_values({0.25, 0.5, 0.75}, {3}, DType::f64));
+  EXPECT_EQ(y.dtype(), DType::f64);
+  EXPECT_EQ(y.to_vector<double>(), (D{1.5, 0.5, 3.5}));
+  // float64 with int64 -> float64; int64 with bool -> int64; float32 with bool -> float32.
+  const Tensor yi = where(c, Tensor::from_values({0.5, 1.5, 2.5}, {3}, DType::f64), Tensor::from_vector(I{7, 8, 9}, {3}));
+  EXPECT_EQ(yi.dtype(), DType::f64);
+  EXPECT_EQ(yi.to_vector<double>(), (D{0.5, 8, 2.5}));
+  const Tensor ib = where(c, Tensor::from_vector(I{-4, 5, 6}, {3}), Tensor::from_values({1, 1, 0}, {3}, DType::b8));
+  EXPECT_EQ(ib.dtype(), DType::i64);
+  EXPECT_EQ(ib.to_vector<std::int64_t>(), (I{-4, 1, 6}));
+  const Tensor fb = where(c, Tensor::from_values({0.5, 1.5, 2.5}, {3}, DType::f32), Tensor::from_values({1, 1, 0}, {3}, DType::b8));
+  EXPECT_EQ(fb.dtype(), DType::f32);
+  EXPECT_EQ(fb.to_vector<float>(), (F{0.5, 1, 2.5}));
+  // A 0-dim float64 with a float32 vector: float32, as torch.result_type (same category).
+  const Tensor z = where(c, Tensor::scalar(0.1, DType::f64), Tensor::from_values({1, 2, 3}, {3}, DType::f32));
+  EXPECT_EQ(z.dtype(), DType::f32);
+  EXPECT_EQ(z.to_vector<float>(), (F{0.1f, 2, 0.1f}));
+  // Shapes are checked before any conversion; the message names each dtype and shape.
+  EXPECT_EQ(tg::testing::error_of<std::invalid_argument>([] {
+              where(Tensor::zeros({4}, DType::b8), Tensor::zeros({5, 3}), Tensor::zeros({5, 3}, DType::f64));
+            }),
+            "where: shapes cond bool [4], a float32 [5, 3], b float64 [5, 3] cannot be broadcast together");
+}
+
+TEST(IndexOps, WhereMixedDtypesGradientsInEachInputsDtype) {
+  // cond (2, 3), a (2, 1) float32, b (3) float64; loss = sum(where(c, a, b) * w).
+  const Tensor c = Tensor::from_values({1, 0, 1, 0, 0, 1}, {2, 3}, DType::b8);
+  const Tensor a = Tensor::from_values({1, 2}, {2, 1}, DType::f32).requires_grad_();
+  const Tensor b = Tensor::from_values({10, 20, 30}, {3}, DType::f64).requires_grad_();
+  const Tensor w = Tensor::from_values({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64);
+  const Tensor y = where(c, a, b);
+  EXPECT_EQ(y.dtype(), DType::f64);
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_EQ(y.to_vector<double>(), (D{1, 20, 1, 10, 20, 2}));
+  sum(y * w).backward();
+  // a's gradient: w where c is true, summed over the broadcast columns; b's: w where c is false,
+  // summed over the broadcast rows.
+  EXPECT_EQ(a.grad().dtype(), DType::f32);
+  EXPECT_EQ(a.grad().to_vector<float>(), (F{1 + 3, 6}));
+  EXPECT_EQ(b.grad().dtype(), DType::f64);
+  EXPECT_EQ(b.grad().to_vector<double>(), (D{4, 2 + 5, 0}));
+}
+
+TEST(IndexOps, WhereMixedDtypesGradcheck) {
+  // gradcheck needs float64 inputs: the mixed cases are float64 with int64 and with bool (the
+  // float32 and float64 case is checked exactly above). The integer side gets no gradient.
+  Generator gen(16);
+  const Tensor c = Tensor::from_values({1, 0, 0, 1, 1, 0}, {2, 3}, DType::b8);
+  const Tensor ids = Tensor::from_vector(I{3, -1, 4}, {3});
+  const Tensor mask = Tensor::from_values({0, 1}, {2, 1}, DType::b8);
+  EXPECT_TRUE(passes_gradcheck([&](const std::vector<Tensor>& v) { return where(c, v[0], ids); }, {rand64({2, 3}, gen)}));
+  EXPECT_TRUE(passes_gradcheck([&](const std::vector<Tensor>& v) { return where(c, mask, v[0]); }, {rand64({1, 3}, gen)}));
 }
 
 TEST(IndexOps, MaskedFill) {
@@ -330,7 +391,6 @@ TEST(IndexOps, Errors) {
   expect_error([&] { embedding(Tensor::zeros({5}), Tensor::from_vector(I{0}, {1})); }, {"embedding", "2-D", "[5]"});
   expect_error([&] { embedding(x, Tensor::zeros({2})); }, {"embedding", "int64"});
   expect_error([&] { where(Tensor::zeros({4}), x, x); }, {"where", "[4]", "[5, 3]"});
-  expect_error([&] { where(Tensor::zeros({3}), x, Tensor::zeros({5, 3}, DType::f64)); }, {"where", "float32", "float64"});
   expect_error([&] { masked_fill(x, Tensor::zeros({2, 5, 3}), 0); }, {"masked_fill", "[2, 5, 3]", "[5, 3]"});
   expect_error([&] { masked_fill(x, Tensor::zeros({2}), 0); }, {"masked_fill", "[2]", "[5, 3]"});
   Generator g(1);
