@@ -211,19 +211,34 @@ Tensor normal(double mean, double std, const Shape& size, DType dtype) {
   return with_default_generator([&](Generator& g) { return normal(mean, std, size, g, dtype); });
 }
 
+// With tensor arguments the output has mean's dtype, as torch's (at::empty(shape, mean.options())
+// then output.mul_(std).add_(mean)): mean must be floating, std of any dtype is converted to it.
+// With a double on one side the output has the tensor's dtype (torch's empty_like), which must be
+// floating; each error names the argument that decides the output's dtype.
+
+namespace {
+
+/// Throws unless t (mean or std, whose dtype the output takes) is a defined floating tensor.
+void check_output_dtype(const Tensor& t, const char* what) {
+  if (!t.defined()) throw std::invalid_argument(std::string("normal: ") + what + " is undefined");
+  if (!is_floating(t.dtype()))
+    throw std::invalid_argument(std::string("normal: expects a floating-point ") + what + " (the output's dtype), got " +
+                                std::string(dtype_name(t.dtype())) + " " + t.shape().str());
+}
+
+}  // namespace
+
 Tensor normal(const Tensor& mean, const Tensor& std, Generator& generator) {
-  floating_values(mean, "normal", "mean");
-  const std::vector<double> sv = floating_values(std, "normal", "std");
-  if (mean.dtype() != std.dtype())
-    throw std::invalid_argument("normal: mean and std must have one dtype, got " + std::string(dtype_name(mean.dtype())) +
-                                " and " + std::string(dtype_name(std.dtype())));
-  for (double s : sv)
+  check_output_dtype(mean, "mean");
+  if (!std.defined()) throw std::invalid_argument("normal: std is undefined");
+  const Tensor sd = std.detach().to(mean.dtype());
+  for (double s : std.detach().to(DType::f64).to_vector<double>())
     if (!(s >= 0.0)) throw std::invalid_argument("normal expects all elements of std >= 0.0, found " + num(s));
   const Shape shape = broadcast_shapes("normal", mean.shape(), std.shape());
   // Standard normals over the output in row-major order, then mean + std * z (no tape: sampling).
   NoGradGuard no_grad;
   const Tensor z = Tensor::normal(shape, 0.0, 1.0, generator, mean.dtype());
-  return add(mean.detach(), mul(std.detach(), z));
+  return add(mean.detach(), mul(sd, z));
 }
 
 Tensor normal(const Tensor& mean, const Tensor& std) {
@@ -231,7 +246,7 @@ Tensor normal(const Tensor& mean, const Tensor& std) {
 }
 
 Tensor normal(const Tensor& mean, double std, Generator& generator) {
-  if (!mean.defined()) throw std::invalid_argument("normal: mean is undefined");
+  check_output_dtype(mean, "mean");
   return normal(mean, Tensor::full(mean.shape(), std, mean.dtype()), generator);
 }
 
@@ -240,7 +255,7 @@ Tensor normal(const Tensor& mean, double std) {
 }
 
 Tensor normal(double mean, const Tensor& std, Generator& generator) {
-  if (!std.defined()) throw std::invalid_argument("normal: std is undefined");
+  check_output_dtype(std, "std");
   return normal(Tensor::full(std.shape(), mean, std.dtype()), std, generator);
 }
 

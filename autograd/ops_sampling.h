@@ -52,8 +52,9 @@ Tensor bernoulli(const Tensor& input, double p);
 Tensor normal(double mean, double std, const Shape& size, Generator& generator, DType dtype = DType::f32);
 Tensor normal(double mean, double std, const Shape& size, DType dtype = DType::f32);
 /// Normal(mean_i, std_i) elementwise over the broadcast shape of mean and std (torch.normal(mean,
-/// std)), both floating of one dtype, every std >= 0. A scalar on either side: that value
-/// everywhere, in the tensor's shape and dtype.
+/// std)), every std >= 0. The output has mean's dtype, which must be floating; std of another dtype
+/// is converted to it (as torch). A scalar on either side: that value everywhere, in the tensor's
+/// shape and dtype (which must be floating).
 Tensor normal(const Tensor& mean, const Tensor& std, Generator& generator);
 Tensor normal(const Tensor& mean, const Tensor& std);
 Tensor normal(const Tensor& mean, double std, Generator& generator);

@@ -337,7 +337,35 @@ TEST(Sampling, NormalWithTensorMeanAndStd) {
   EXPECT_EQ(normal(5.0, Tensor::zeros({2}, DType::f32), gen).to_vector<double>(), (std::vector<double>{5, 5}));
   EXPECT_NE(error_of([&] { normal(mean, Tensor::from_values({1, -1}, {2}, DType::f64), gen); }).find("std >= 0.0"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { normal(mean, Tensor::ones({4}, DType::f32), gen); }).find("one dtype"), std::string::npos);
-  EXPECT_THROW(normal(Tensor::ones({2}, DType::i64), 1.0, gen), std::invalid_argument);
   EXPECT_THROW(normal(mean, Tensor::ones({2, 4}, DType::f64), gen), std::invalid_argument);  // (3, 1) vs (2, 4)
+}
+
+// As torch 1.13's normal(mean, std): the output has mean's dtype (at::empty(shape, mean.options()),
+// then output.mul_(std).add_(mean)), so std of another dtype is converted, and a mean that is not
+// floating is refused; with a double on one side the tensor gives the dtype (torch's empty_like).
+TEST(Sampling, NormalTakesMeansDtype) {
+  const Tensor mean64 = Tensor::from_values({1, 2, 3}, {3, 1}, DType::f64);
+  const Tensor mean32 = mean64.to(DType::f32);
+  const Tensor sd = Tensor::from_values({0, 1, 0, 2}, {4}, DType::f64);
+  // The same draws as with std converted first: the same seed, the same values, in mean's dtype.
+  for (const auto& [m, s] : {std::pair{mean64, sd.to(DType::f32)}, std::pair{mean32, sd},
+                             std::pair{mean64, sd.to(DType::i64)}, std::pair{mean32, sd.to(DType::i64)}}) {
+    SCOPED_TRACE(std::string(dtype_name(m.dtype())) + " mean, " + std::string(dtype_name(s.dtype())) + " std");
+    Generator g1(17), g2(17);
+    const Tensor y = normal(m, s, g1);
+    EXPECT_EQ(y.dtype(), m.dtype());
+    EXPECT_EQ(y.shape(), (Shape{3, 4}));
+    EXPECT_EQ(y.to_vector<double>(), normal(m, s.to(m.dtype()), g2).to_vector<double>());
+    for (std::int64_t r = 0; r < 3; ++r) EXPECT_EQ(y.at({r, 2}), static_cast<double>(r + 1));  // std 0: the mean
+  }
+  Generator gen(18);
+  EXPECT_EQ(error_of([&] { normal(Tensor::ones({2}, DType::i64), 1.0, gen); }),
+            "normal: expects a floating-point mean (the output's dtype), got int64 [2]");
+  EXPECT_EQ(error_of([&] { normal(Tensor::ones({2}, DType::i64), Tensor::ones({2}, DType::f64), gen); }),
+            "normal: expects a floating-point mean (the output's dtype), got int64 [2]");
+  // Here std is the tensor that decides the dtype, and the message names it.
+  EXPECT_EQ(error_of([&] { normal(5.0, Tensor::ones({2, 2}, DType::i64), gen); }),
+            "normal: expects a floating-point std (the output's dtype), got int64 [2, 2]");
+  EXPECT_EQ(error_of([&] { normal(mean32, Tensor::from_values({1, -1}, {2}, DType::i64), gen); }),
+            "normal expects all elements of std >= 0.0, found -1");
 }
