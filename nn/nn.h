@@ -11,6 +11,7 @@
 #include "nn/gradcheck.h"
 #include "nn/init.h"
 #include "nn/linear.h"
+#include "nn/lr_scheduler.h"
 #include "nn/module.h"
 #include "nn/multihead_attention.h"
 #include "nn/normalization.h"
