@@ -7,6 +7,7 @@
 #include "autograd/ops_conv.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_index.h"
+#include "autograd/ops_indexing.h"  // torch::indexing: index, index_put, masked_select, select
 #include "autograd/ops_matmul.h"
 #include "autograd/ops_norm.h"
 #include "autograd/ops_reduce.h"
