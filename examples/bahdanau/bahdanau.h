@@ -1,7 +1,8 @@
 #pragma once
 // The bahdanau command line as a function, so that it can run inside another program:
-// examples/bahdanau.cpp's main() calls it, and the fuzz target tests/fuzz/fuzz_cli.cpp compiles
-// examples/bahdanau.cpp with TG_BAHDANAU_NO_MAIN and calls it with the fuzzer's argument lists.
+// examples/bahdanau/main.cpp's main() calls it, and the fuzz target tests/fuzz/fuzz_cli.cpp links
+// the CLI's other sources (examples/bahdanau/sources.cmake) and calls it with the fuzzer's argument
+// lists. Defined in examples/bahdanau/cli.cpp.
 #include <functional>
 #include <istream>
 #include <ostream>
