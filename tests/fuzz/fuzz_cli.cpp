@@ -1,5 +1,5 @@
-// Fuzz target: the bahdanau command line (examples/bahdanau.cpp, compiled with
-// TG_BAHDANAU_NO_MAIN), in process. The input is an argument list and a stdin text:
+// Fuzz target: the bahdanau command line (the sources of examples/bahdanau/ but main.cpp), in
+// process. The input is an argument list and a stdin text:
 //
 //   ARG \0 or \n ARG ... [ "\n%%\n" STDIN ]
 //
