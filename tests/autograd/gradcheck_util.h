@@ -1,5 +1,5 @@
 #pragma once
-// Shared helpers for the op tests: fixed-seed float64 inputs and a gradcheck assertion.
+// Shared helpers for the op tests: fixed-seed float64 inputs and gradcheck / gradgradcheck assertions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +29,13 @@ inline Tensor rand64(const Shape& shape, Generator& gen, double lo = -1.0, doubl
 #define EXPECT_GRADCHECK(fn, ...)                                         \
   do {                                                                    \
     const auto report_ = ::tg::gradcheck(fn, __VA_ARGS__);                \
+    EXPECT_TRUE(report_.ok) << report_;                                   \
+    EXPECT_GT(report_.checked, 0);                                        \
+  } while (0)
+
+#define EXPECT_GRADGRADCHECK(fn, ...)                                     \
+  do {                                                                    \
+    const auto report_ = ::tg::gradgradcheck(fn, __VA_ARGS__);            \
     EXPECT_TRUE(report_.ok) << report_;                                   \
     EXPECT_GT(report_.checked, 0);                                        \
   } while (0)

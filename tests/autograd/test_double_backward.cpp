@@ -18,13 +18,6 @@ using tg::testing::rand64;
 namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-#define EXPECT_GRADGRADCHECK(fn, ...)                          \
-  do {                                                         \
-    const auto report_ = ::tg::gradgradcheck(fn, __VA_ARGS__); \
-    EXPECT_TRUE(report_.ok) << report_;                        \
-    EXPECT_GT(report_.checked, 0);                             \
-  } while (0)
-
 Tensor i64(const std::vector<std::int64_t>& v, const Shape& s) { return Tensor::from_vector(v, s); }
 
 struct UnaryCase {

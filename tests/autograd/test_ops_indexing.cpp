@@ -48,13 +48,6 @@ Tensor m3() { return bools({1, 0, 1}, {3}); }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-#define EXPECT_GRADGRADCHECK(fn, ...)                          \
-  do {                                                         \
-    const auto report_ = ::tg::gradgradcheck(fn, __VA_ARGS__); \
-    EXPECT_TRUE(report_.ok) << report_;                        \
-    EXPECT_GT(report_.checked, 0);                             \
-  } while (0)
-
 /// Both checks, for a function of float64 inputs.
 #define EXPECT_BOTH_CHECKS(fn, ...)        \
   do {                                     \
