@@ -13,6 +13,10 @@ namespace tg {
 /// "... (N more characters)". For values quoted in messages (a name, a JSON value, a header).
 std::string elide(std::string_view text, std::size_t max = 48);
 
+/// A number as the messages print it: std::ostream's default format (6 significant digits:
+/// 0.001, 1e-08, 123457, inf, nan).
+std::string number_text(double v);
+
 /// The items joined by ", ", the first `first` of them, then "... (N more)" if there are more.
 std::string join_elided(const std::vector<std::string>& items, std::size_t first = 6);
 

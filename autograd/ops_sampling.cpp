@@ -4,12 +4,12 @@
 #include <cmath>
 #include <mutex>
 #include <numeric>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "autograd/dtype.h"
+#include "autograd/error_text.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
@@ -17,12 +17,6 @@
 namespace tg {
 
 namespace {
-
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 /// Runs f(default_generator()) holding its mutex: the overloads without a generator.
 template <class F> Tensor with_default_generator(F&& f) {
@@ -170,7 +164,7 @@ Tensor bernoulli(const Tensor& p, Generator& generator) {
   const std::vector<double> pv = floating_values(p, "bernoulli", "p");
   for (std::size_t i = 0; i < pv.size(); ++i)
     if (!(pv[i] >= 0.0 && pv[i] <= 1.0))
-      throw std::invalid_argument("bernoulli: expects 0 <= p <= 1, got " + num(pv[i]) + " at flat index " +
+      throw std::invalid_argument("bernoulli: expects 0 <= p <= 1, got " + number_text(pv[i]) + " at flat index " +
                                   std::to_string(i));
   Tensor out = Tensor::empty(p.shape(), p.dtype());
   dispatch_floating("bernoulli", p.dtype(), [&](auto tag) {
@@ -188,7 +182,7 @@ Tensor bernoulli(const Tensor& p) {
 
 Tensor bernoulli(const Tensor& input, double p, Generator& generator) {
   if (!input.defined()) throw std::invalid_argument("bernoulli: input is undefined");
-  if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("bernoulli_ expects p to be in [0, 1], but got p=" + num(p));
+  if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("bernoulli_ expects p to be in [0, 1], but got p=" + number_text(p));
   std::vector<double> v(static_cast<std::size_t>(input.numel()));
   for (auto& x : v) x = generator.uniform() < p ? 1.0 : 0.0;
   return Tensor::from_values(v, input.shape(), input.dtype());
@@ -201,7 +195,7 @@ Tensor bernoulli(const Tensor& input, double p) {
 // ---- normal -----------------------------------------------------------------------------------
 
 Tensor normal(double mean, double std, const Shape& size, Generator& generator, DType dtype) {
-  if (!(std >= 0.0)) throw std::invalid_argument("normal expects std >= 0.0, but found std " + num(std));
+  if (!(std >= 0.0)) throw std::invalid_argument("normal expects std >= 0.0, but found std " + number_text(std));
   if (!is_floating(dtype))
     throw std::invalid_argument("normal: dtype must be floating, got " + std::string(dtype_name(dtype)));
   return Tensor::normal(size, mean, std, generator, dtype);
@@ -233,7 +227,7 @@ Tensor normal(const Tensor& mean, const Tensor& std, Generator& generator) {
   if (!std.defined()) throw std::invalid_argument("normal: std is undefined");
   const Tensor sd = std.detach().to(mean.dtype());
   for (double s : std.detach().to(DType::f64).to_vector<double>())
-    if (!(s >= 0.0)) throw std::invalid_argument("normal expects all elements of std >= 0.0, found " + num(s));
+    if (!(s >= 0.0)) throw std::invalid_argument("normal expects all elements of std >= 0.0, found " + number_text(s));
   const Shape shape = broadcast_shapes("normal", mean.shape(), std.shape());
   // Standard normals over the output in row-major order, then mean + std * z (no tape: sampling).
   NoGradGuard no_grad;

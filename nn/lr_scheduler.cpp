@@ -6,10 +6,10 @@
 #include <map>
 #include <numbers>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include "autograd/dtype.h"
+#include "autograd/error_text.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 
@@ -20,14 +20,8 @@ namespace tg::nn {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 void check_gamma(const char* who, double gamma) {
-  if (!(gamma >= 0.0)) throw std::invalid_argument(std::string(who) + ": invalid gamma " + num(gamma));
+  if (!(gamma >= 0.0)) throw std::invalid_argument(std::string(who) + ": invalid gamma " + number_text(gamma));
 }
 
 std::vector<LambdaLR::Lambda> repeat(LambdaLR::Lambda f, std::size_t groups, const char* who) {
@@ -78,7 +72,7 @@ class SchedulerStateReader {
     std::vector<double> v = t->to_vector<double>();
     for (double x : v)
       if (!(x >= 0.0)) {
-        report_.section("invalid").push_back(key + ": learning rate " + num(x));
+        report_.section("invalid").push_back(key + ": learning rate " + number_text(x));
         return std::nullopt;
       }
     return v;
@@ -133,7 +127,7 @@ double LRScheduler::current_lr(std::size_t g) const { return optimizer_.param_gr
 
 void LRScheduler::apply(const std::vector<double>& lrs) {
   for (double lr : lrs)
-    if (!(lr >= 0.0)) throw std::invalid_argument(optimizer_.name() + ": invalid learning rate " + num(lr));
+    if (!(lr >= 0.0)) throw std::invalid_argument(optimizer_.name() + ": invalid learning rate " + number_text(lr));
   auto groups = optimizer_.param_groups();
   for (std::size_t g = 0; g < lrs.size(); ++g) groups[g].set_lr(lrs[g]);
   last_lrs_ = lrs;
@@ -247,7 +241,7 @@ std::vector<double> MultiStepLR::closed_form_lr() {
 ConstantLR::ConstantLR(Optimizer& optimizer, double factor, std::int64_t total_iters)
     : LRScheduler(optimizer), factor_(factor), total_iters_(total_iters) {
   if (!(factor > 0.0 && factor <= 1.0))
-    throw std::invalid_argument("ConstantLR: factor must be in (0, 1], got " + num(factor));
+    throw std::invalid_argument("ConstantLR: factor must be in (0, 1], got " + number_text(factor));
   initial_step();
 }
 
@@ -273,7 +267,7 @@ LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
     : LRScheduler(optimizer), start_(start_factor), end_(end_factor), total_(total_iters) {
   if (!(start_factor > 0.0 && start_factor <= 1.0) || !(end_factor >= 0.0 && end_factor <= 1.0))
     throw std::invalid_argument("LinearLR: start_factor must be in (0, 1] and end_factor in [0, 1], got " +
-                                num(start_factor) + " and " + num(end_factor));
+                                number_text(start_factor) + " and " + number_text(end_factor));
   if (total_iters < 1) throw std::invalid_argument("LinearLR: total_iters must be >= 1, got " + std::to_string(total_iters));
   initial_step();
 }
@@ -476,7 +470,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, PerGroup max_lr, std::optional<std:
   else
     phases_ = {{pct_start * total - 1, 0, 1, 0, 1}, {total - 1, 1, 2, 1, 0}};
   if (!(pct_start >= 0.0 && pct_start <= 1.0))
-    throw std::invalid_argument("OneCycleLR: expected float between 0 and 1 pct_start, but got " + num(pct_start));
+    throw std::invalid_argument("OneCycleLR: expected float between 0 and 1 pct_start, but got " + number_text(pct_start));
 
   max_lr_ = max_lr.expand(num_groups(), "OneCycleLR", "max_lr");
   for (std::size_t g = 0; g < num_groups(); ++g) {
@@ -571,7 +565,7 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, Mode mode, double fac
     : optimizer_(optimizer), mode_(mode), factor_(factor), patience_(patience), threshold_(threshold),
       threshold_mode_(threshold_mode), cooldown_(cooldown), eps_(eps),
       best_(mode == Mode::min ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity()) {
-  if (!(factor < 1.0)) throw std::invalid_argument("ReduceLROnPlateau: factor should be < 1.0, got " + num(factor));
+  if (!(factor < 1.0)) throw std::invalid_argument("ReduceLROnPlateau: factor should be < 1.0, got " + number_text(factor));
   for (const ParamGroup& g : optimizer.param_groups()) last_lrs_.push_back(g.lr());
   min_lrs_ = min_lr.expand(last_lrs_.size(), "ReduceLROnPlateau", "min_lr");
 }

@@ -5,12 +5,12 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <type_traits>
 
 #include "autograd/compact_grad.h"
 #include "autograd/dtype.h"
+#include "autograd/error_text.h"
 #include "autograd/memory.h"
 #include "autograd/parallel.h"
 #include "autograd/tape.h"
@@ -19,12 +19,6 @@
 namespace tg::nn {
 
 namespace {
-
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 
 /// Calls f(std::true_type{}) or f(std::false_type{}): hoists a run-time flag out of a hot loop.
@@ -175,7 +169,7 @@ double ParamGroup::lr() const {
 }
 
 void ParamGroup::set_lr(double v) {
-  if (!(v >= 0.0)) throw std::invalid_argument("ParamGroup: invalid learning rate " + num(v));
+  if (!(v >= 0.0)) throw std::invalid_argument("ParamGroup: invalid learning rate " + number_text(v));
   if (options_) options_->set_lr(v);
   else overrides_.lr = v;
 }
@@ -183,7 +177,7 @@ void ParamGroup::set_lr(double v) {
 // ---- Optimizer --------------------------------------------------------------------------------
 
 void Optimizer::check_lr(const char* who, double lr) {
-  if (!(lr >= 0.0)) throw std::invalid_argument(std::string(who) + ": invalid learning rate " + num(lr));
+  if (!(lr >= 0.0)) throw std::invalid_argument(std::string(who) + ": invalid learning rate " + number_text(lr));
 }
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, std::vector<std::string> buffers, const char* who)
@@ -355,11 +349,11 @@ void Optimizer::load(const std::string& path) { load_state_dict(load_npz(path), 
 namespace {
 
 void validate_sgd(const SGDOptions& o, const std::string& where) {
-  if (!(o.lr() >= 0.0)) throw std::invalid_argument("SGD: invalid learning rate " + num(o.lr()) + where);
-  if (!(o.momentum() >= 0.0)) throw std::invalid_argument("SGD: invalid momentum value " + num(o.momentum()) + where);
+  if (!(o.lr() >= 0.0)) throw std::invalid_argument("SGD: invalid learning rate " + number_text(o.lr()) + where);
+  if (!(o.momentum() >= 0.0)) throw std::invalid_argument("SGD: invalid momentum value " + number_text(o.momentum()) + where);
   if (!(o.weight_decay() >= 0.0))
-    throw std::invalid_argument("SGD: invalid weight_decay value " + num(o.weight_decay()) + where);
-  if (!std::isfinite(o.dampening())) throw std::invalid_argument("SGD: invalid dampening value " + num(o.dampening()) + where);
+    throw std::invalid_argument("SGD: invalid weight_decay value " + number_text(o.weight_decay()) + where);
+  if (!std::isfinite(o.dampening())) throw std::invalid_argument("SGD: invalid dampening value " + number_text(o.dampening()) + where);
   if (o.nesterov() && (o.momentum() <= 0.0 || o.dampening() != 0.0))
     throw std::invalid_argument("SGD: Nesterov momentum requires a momentum and zero dampening" + where);
 }
@@ -449,12 +443,12 @@ namespace {
 
 void validate_adam(const AdamOptions& o, const std::string& w, const std::string& where) {
   const auto [b1, b2] = o.betas();
-  if (!(o.lr() >= 0.0)) throw std::invalid_argument(w + ": invalid learning rate " + num(o.lr()) + where);
-  if (!(o.eps() >= 0.0)) throw std::invalid_argument(w + ": invalid epsilon value " + num(o.eps()) + where);
-  if (!(b1 >= 0.0 && b1 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 0: " + num(b1) + where);
-  if (!(b2 >= 0.0 && b2 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 1: " + num(b2) + where);
+  if (!(o.lr() >= 0.0)) throw std::invalid_argument(w + ": invalid learning rate " + number_text(o.lr()) + where);
+  if (!(o.eps() >= 0.0)) throw std::invalid_argument(w + ": invalid epsilon value " + number_text(o.eps()) + where);
+  if (!(b1 >= 0.0 && b1 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 0: " + number_text(b1) + where);
+  if (!(b2 >= 0.0 && b2 < 1.0)) throw std::invalid_argument(w + ": invalid beta parameter at index 1: " + number_text(b2) + where);
   if (!(o.weight_decay() >= 0.0))
-    throw std::invalid_argument(w + ": invalid weight_decay value " + num(o.weight_decay()) + where);
+    throw std::invalid_argument(w + ": invalid weight_decay value " + number_text(o.weight_decay()) + where);
 }
 
 }  // namespace
