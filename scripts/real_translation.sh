@@ -46,20 +46,8 @@ read -r -a extra <<< "${EXTRA:-}"
 
 mkdir -p "$RESULTS"
 log="$RESULTS/command.txt"
-{
-  echo "# scripts/real_translation.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "# commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
-  echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -sr)"
-} >> "$log"  # appended: a continued run adds its own lines
-run() {  # prints the command to command.txt, runs it, records its wall time
-  printf '%q ' "$@" >> "$log"
-  echo >> "$log"
-  local start end
-  start=$(date +%s.%N)
-  "$@"
-  end=$(date +%s.%N)
-  echo "#   took $(awk "BEGIN{printf \"%.1f\", $end - $start}") s" >> "$log"
-}
+source scripts/command_log.sh
+command_log_start "$log" scripts/real_translation.sh "$(uname -sr)"
 
 # 1. The split (deterministic: the same files every time), made once and shared by the models.
 if [[ ! -f $SPLIT_DIR/test.tsv ]]; then

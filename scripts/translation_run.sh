@@ -43,20 +43,8 @@ for a in "${model_args[@]}"; do [[ $a == --reverse ]] && reverse=1; done
 
 mkdir -p "$RESULTS/snapshots"
 log="$RESULTS/command.txt"
-{
-  echo "# scripts/translation_run.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "# commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
-  echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $("$bin" --version 2>/dev/null | tr '\n' ' ')"
-} >> "$log"
-run() {  # appends the command to command.txt, runs it, records its wall time
-  printf '%q ' "$@" >> "$log"
-  echo >> "$log"
-  local start end
-  start=$(date +%s.%N)
-  "$@"
-  end=$(date +%s.%N)
-  echo "#   took $(awk "BEGIN{printf \"%.1f\", $end - $start}") s" >> "$log"
-}
+source scripts/command_log.sh
+command_log_start "$log" scripts/translation_run.sh "$("$bin" --version 2>/dev/null | tr '\n' ' ')"
 
 # 1. The split.
 if [[ ! -f $SPLIT_DIR/test.tsv ]]; then
