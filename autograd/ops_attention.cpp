@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -305,11 +307,30 @@ Shape with_last2(Shape s, std::int64_t a, std::int64_t b) {
   return s;
 }
 
+// torch's scale=None: 1/sqrt(E); a given scale as it is.
+double resolved_scale(std::optional<double> scale, std::int64_t E) {
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(E));
+}
+
+// The positional overloads' scale: <= 0 means None.
+std::optional<double> positional_scale(double scale) {
+  return scale > 0 ? std::optional<double>(scale) : std::nullopt;
+}
+
+// The options' generator, or, when dropout needs one and none is given, default_generator() with
+// its mutex held for the call (as the sampling ops without a generator argument).
+template <class F>
+Tensor with_options_generator(const ScaledDotProductAttentionOptions& o, F&& f) {
+  if (o.generator != nullptr || !(o.dropout_p > 0.0)) return f(o.generator);
+  std::lock_guard<std::mutex> lock(default_generator_mutex());
+  return f(&default_generator());
+}
+
 // The composed form's probabilities: softmax(q kᵀ scale + mask), causal positions -inf.
 Tensor composed_probabilities(const Tensor& query, const Tensor& key, const Tensor& attn_mask, bool is_causal,
-                              double scale) {
+                              std::optional<double> scale) {
   const std::int64_t L = query.size(-2), S = key.size(-2);
-  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  const double s = resolved_scale(scale, query.size(-1));
   Tensor scores = matmul(query, transpose(key, -2, -1)) * s;
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) scores = masked_fill(scores, triu(Tensor::ones({L, S}, DType::i64), 1), neg_inf);
@@ -323,29 +344,36 @@ Tensor composed_probabilities(const Tensor& query, const Tensor& key, const Tens
 
 // The composed form with given dropout factors (undefined: no dropout).
 Tensor sdpa_composed(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
-                     bool is_causal, double scale, const Tensor& dropout_factors) {
+                     bool is_causal, std::optional<double> scale, const Tensor& dropout_factors) {
   Tensor attn = composed_probabilities(query, key, attn_mask, is_causal, scale);
   if (dropout_factors.defined()) attn = attn * dropout_factors;
   return matmul(attn, value);
 }
 
-}  // namespace
+Tensor sdpa_composed_op(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
+                        double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen,
+                        Tensor* weights) {
+  check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, gen);
+  Tensor attn = composed_probabilities(query, key, attn_mask, is_causal, scale);
+  if (weights) *weights = attn;
+  if (dropout_p > 0.0) attn = dropout(attn, dropout_p, *gen, true);
+  return matmul(attn, value);
+}
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
-                                    Generator* gen, Tensor* weights) {
+Tensor sdpa_fused_op(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
+                     double dropout_p, bool is_causal, std::optional<double> scale, Generator* gen, Tensor* weights) {
   check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, gen);
   // The weights are the L x S matrix the tiled kernel avoids; a mask that wants a gradient needs
   // the scores' gradient: both take the composed path, as do empty keys (an empty sum, not NaN).
   if (weights || (attn_mask.defined() && attn_mask.requires_grad()) || key.size(-2) == 0 || key.size(-1) == 0)
-    return scaled_dot_product_attention_composed(query, key, value, attn_mask, dropout_p, is_causal, scale, gen, weights);
+    return sdpa_composed_op(query, key, value, attn_mask, dropout_p, is_causal, scale, gen, weights);
   if (!is_floating(query.dtype()) || key.dtype() != query.dtype() || value.dtype() != query.dtype())
     sdpa_fail("expects query, key and value of one floating dtype, got " + std::string(dtype_name(query.dtype())) + ", " +
                   std::string(dtype_name(key.dtype())) + ", " + std::string(dtype_name(value.dtype())),
               query, key, value, attn_mask);
   const MaskArg mask = mask_arg(attn_mask, query.dtype());
   const SdpaLayout lay = sdpa_layout(query, key, value, mask.data);
-  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(lay.E));
+  const double s = resolved_scale(scale, lay.E);
   const std::uint64_t seed = dropout_p > 0.0 ? gen->next_u64() : 0;  // one draw, as tg::dropout
   Tensor out = Tensor::empty(with_last2(lay.batch, lay.L, lay.Ev), query.dtype());
   Tensor lse = Tensor::empty(Shape{lay.BH * lay.L}, query.dtype());
@@ -394,14 +422,34 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   });
 }
 
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const ScaledDotProductAttentionOptions& options) {
+  return with_options_generator(options, [&](Generator* gen) {
+    return sdpa_fused_op(query, key, value, options.attn_mask, options.dropout_p, options.is_causal, options.scale, gen,
+                         options.weights);
+  });
+}
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
+                                    Generator* gen, Tensor* weights) {
+  return sdpa_fused_op(query, key, value, attn_mask, dropout_p, is_causal, positional_scale(scale), gen, weights);
+}
+
+Tensor scaled_dot_product_attention_composed(const Tensor& query, const Tensor& key, const Tensor& value,
+                                             const ScaledDotProductAttentionOptions& options) {
+  return with_options_generator(options, [&](Generator* gen) {
+    return sdpa_composed_op(query, key, value, options.attn_mask, options.dropout_p, options.is_causal, options.scale,
+                            gen, options.weights);
+  });
+}
+
 Tensor scaled_dot_product_attention_composed(const Tensor& query, const Tensor& key, const Tensor& value,
                                              const Tensor& attn_mask, double dropout_p, bool is_causal, double scale,
                                              Generator* gen, Tensor* weights) {
-  check_sdpa(query, key, value, attn_mask, dropout_p, is_causal, gen);
-  Tensor attn = composed_probabilities(query, key, attn_mask, is_causal, scale);
-  if (weights) *weights = attn;
-  if (dropout_p > 0.0) attn = dropout(attn, dropout_p, *gen, true);
-  return matmul(attn, value);
+  return sdpa_composed_op(query, key, value, attn_mask, dropout_p, is_causal, positional_scale(scale), gen, weights);
 }
 
 }  // namespace tg

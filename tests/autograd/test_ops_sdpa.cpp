@@ -40,12 +40,20 @@ struct Sdpa {
   double scale = 0;
 };
 
+// The positional overload of the fused or the composed op (both also take options).
+using PositionalSdpa = Tensor (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, bool, double,
+                                  Generator*, Tensor*);
+PositionalSdpa positional_op(bool fused) {
+  return fused ? static_cast<PositionalSdpa>(tg::scaled_dot_product_attention)
+               : static_cast<PositionalSdpa>(tg::scaled_dot_product_attention_composed);
+}
+
 // Output and gradients of sum(out * r) w.r.t. q, k, v, through the fused or the composed op.
 std::vector<Tensor> run(bool fused, const Sdpa& c, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& r,
                         std::uint64_t seed = 5) {
   for (Tensor t : {q, k, v}) t.zero_grad();
   Generator gen(seed);
-  const auto op = fused ? tg::scaled_dot_product_attention : tg::scaled_dot_product_attention_composed;
+  const auto op = positional_op(fused);
   const Tensor out = op(q, k, v, c.mask, c.dropout, c.causal, c.scale, &gen, nullptr);
   tg::sum(out * r).backward();
   return {out.detach(), q.grad(), k.grad(), v.grad(), Tensor::scalar(static_cast<double>(gen.next_u64() >> 12), DType::f64)};
@@ -222,7 +230,7 @@ TEST(ScaledDotProductAttentionFused, GradientOfValueOrKeyAlone) {
     const Tensor& leaf = which == 1 ? k : v;
     auto grad = [&](bool fused) {
       Tensor(leaf).zero_grad();
-      const auto op = fused ? tg::scaled_dot_product_attention : tg::scaled_dot_product_attention_composed;
+      const auto op = positional_op(fused);
       tg::sum(op(q, k, v, Tensor(), 0.0, true, 0.0, nullptr, nullptr) * r).backward();
       return leaf.grad();
     };
