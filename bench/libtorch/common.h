@@ -75,12 +75,29 @@ inline std::string blas_in_use() {
   return other;
 }
 
-/// The JSON fields every LibTorch reference writes: framework, version, threads and BLAS.
+/// The CPU's model name (/proc/cpuinfo), for the JSON: figures are compared within one machine.
+inline std::string cpu_model() {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(info, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      std::string name = line.substr(line.find(':') + 1);
+      name.erase(0, name.find_first_not_of(' '));
+      std::string clean;
+      for (char c : name)
+        if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) clean += c;
+      return clean;
+    }
+  return "unknown";
+}
+
+/// The JSON fields every LibTorch reference writes: framework, version, threads, BLAS and CPU.
 inline std::string json_head() {
   std::ostringstream js;
   js << "\"framework\":\"libtorch\",\"torch_version\":\"" << TORCH_VERSION << "\",\"threads\":" << at::get_num_threads()
      << ",\"blas\":\"" << blas_in_use() << "\",\"openblas_threads\":" << openblas_threads()
-     << ",\"omp_wait_policy\":\"" << (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "") << "\"";
+     << ",\"omp_wait_policy\":\"" << (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "") << "\""
+     << ",\"cpu\":\"" << cpu_model() << "\"";
   return js.str();
 }
 
