@@ -36,11 +36,8 @@ Tensor amin(const Tensor& x, IntList dims = {}, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::int64_t dim, bool keepdim = false);
 
-/// A variance's divisor is (N - correction), N the number of elements reduced (torch.var's
-/// keyword `correction`): 1 is Bessel's unbiased estimate, 0 the population variance.
-struct Correction {
-  std::int64_t value = 1;
-};
+// Correction (torch.var's keyword `correction`: the divisor is N - correction) is declared in
+// autograd/tensor.h, for Tensor::var and Tensor::std.
 /// Variance over `dims` (torch.var(x, dim, unbiased, keepdim)): divisor N - 1 when `unbiased`,
 /// else N. A divisor of 0 or less gives inf or NaN, as PyTorch.
 Tensor var(const Tensor& x, IntList dims = {}, bool unbiased = true, bool keepdim = false);

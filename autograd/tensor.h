@@ -8,9 +8,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "autograd/array_ref.h"
 #include "autograd/dtype.h"
+#include "autograd/memory.h"
 #include "autograd/shape.h"
 
 namespace tg {
@@ -19,6 +22,15 @@ class CompactGrad;
 class Generator;
 class Tensor;
 struct Storage;  // owns the buffer (64-byte aligned, from the caching allocator); defined in tensor.cpp
+namespace indexing {
+class TensorIndex;  // autograd/ops_indexing.h: what x.index({...}) takes
+}  // namespace indexing
+
+/// A variance's divisor is (N - correction), N the number of elements reduced (torch.var's
+/// keyword `correction`): 1 is Bessel's unbiased estimate, 0 the population variance.
+struct Correction {
+  std::int64_t value = 1;
+};
 
 /// Autograd state of one tensor. Leaves (user-created tensors, parameters) keep their
 /// accumulated gradient here; an op's output also records which tape node produced it.
@@ -191,6 +203,206 @@ class Tensor {
   /// (torch.Tensor.retain_grad). A leaf keeps its gradient anyway.
   void retain_grad();
   bool retains_grad() const;
+
+  // ---- methods (LibTorch's at::Tensor methods) ---------------------------------------------
+  // The free functions of autograd/ops_*.h under PyTorch 1.13's method names, argument order and
+  // defaults: x.sum(-1) is sum(x, {-1}), x.transpose(1, 2) is transpose(x, 1, 2). Each forwards to
+  // its free function (the same values, gradients and errors; docs/ops.md describes them) and is
+  // defined in autograd/tensor_methods.cpp. `dim` arguments may be negative. Ops that take a list of
+  // dims also take one dim, as torch's IntArrayRef does.
+
+  // Arithmetic. alpha scales `other` (torch's keyword alpha).
+  Tensor add(const Tensor& other, double alpha = 1.0) const;
+  Tensor add(double other, double alpha = 1.0) const;
+  Tensor sub(const Tensor& other, double alpha = 1.0) const;
+  Tensor sub(double other, double alpha = 1.0) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor pow(double exponent) const;
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor abs() const;
+  Tensor sign() const;
+  Tensor square() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor erf() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
+  Tensor reciprocal() const;
+  Tensor clamp(std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const;
+  Tensor clamp_max(double max) const;
+  /// condition ? *this : other (torch.Tensor.where: where(condition, self, other)).
+  Tensor where(const Tensor& condition, const Tensor& other) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  // Comparisons, logical ops and tests: bool results, never requiring grad.
+  Tensor eq(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor ne(double other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor lt(double other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor le(double other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor gt(double other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor ge(double other) const;
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
+  Tensor logical_not() const;
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor isfinite() const;
+  Tensor any() const;
+  Tensor any(std::int64_t dim, bool keepdim = false) const;
+  Tensor all() const;
+  Tensor all(std::int64_t dim, bool keepdim = false) const;
+  /// int64: over every dim when `dim` is empty.
+  Tensor count_nonzero(IntList dim = {}) const;
+  Tensor count_nonzero(std::int64_t dim) const;
+  /// (n, dim()) int64 indices of the nonzero elements.
+  Tensor nonzero() const;
+
+  // Reductions. sum() and mean() reduce everything (an empty dim list reduces nothing, as the
+  // free functions: docs/ops.md). max(dim) / min(dim) return (values, int64 indices).
+  Tensor sum() const;
+  Tensor sum(std::int64_t dim, bool keepdim = false) const;
+  Tensor sum(IntList dim, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(std::int64_t dim, bool keepdim = false) const;
+  Tensor mean(IntList dim, bool keepdim = false) const;
+  Tensor max() const;
+  std::tuple<Tensor, Tensor> max(std::int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> min(std::int64_t dim, bool keepdim = false) const;
+  Tensor amax(IntList dim = {}, bool keepdim = false) const;
+  Tensor amax(std::int64_t dim, bool keepdim = false) const;
+  Tensor amin(IntList dim = {}, bool keepdim = false) const;
+  Tensor amin(std::int64_t dim, bool keepdim = false) const;
+  /// Index of the first maximum along `dim`; without dim, in the flattened tensor (0-dim result).
+  Tensor argmax(std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<std::int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor var(IntList dim = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor var(std::int64_t dim, bool unbiased = true, bool keepdim = false) const;
+  Tensor var(IntList dim, Correction correction, bool keepdim = false) const;
+  Tensor var(std::int64_t dim, Correction correction, bool keepdim = false) const;
+  Tensor std(IntList dim = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(std::int64_t dim, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(IntList dim, Correction correction, bool keepdim = false) const;
+  Tensor std(std::int64_t dim, Correction correction, bool keepdim = false) const;
+  Tensor logsumexp(IntList dim, bool keepdim = false) const;
+  Tensor logsumexp(std::int64_t dim, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(std::int64_t dim, bool keepdim = false) const;
+  /// The p-norm over `dim` (every dim when empty); p = kInf (ops_reduce.h) for the max norm.
+  Tensor norm(double p = 2.0, IntList dim = {}, bool keepdim = false) const;
+  Tensor norm(double p, std::int64_t dim, bool keepdim = false) const;
+  Tensor cumsum(std::int64_t dim) const;
+  Tensor cumprod(std::int64_t dim) const;
+  std::tuple<Tensor, Tensor> topk(std::int64_t k, std::int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  std::tuple<Tensor, Tensor> sort(std::int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(std::int64_t dim = -1, bool descending = false) const;
+
+  // Shape. view and reshape share the buffer; the others are new contiguous tensors (docs/ops.md).
+  Tensor view(const Shape& size) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor view_as(const Tensor& other) const;
+  Tensor reshape_as(const Tensor& other) const;
+  Tensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
+  Tensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  /// transpose(0, 1) of a 2-D tensor; a 0-D or 1-D tensor itself (torch.Tensor.t).
+  Tensor t() const;
+  Tensor permute(IntList dims) const;
+  Tensor unsqueeze(std::int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(std::int64_t dim) const;
+  /// Broadcast to `size` (-1 keeps a dim); a copy (torch: a stride-0 view).
+  Tensor expand(const Shape& size) const;
+  Tensor expand_as(const Tensor& other) const;
+  Tensor broadcast_to(const Shape& size) const;
+  Tensor repeat(IntList repeats) const;
+  Tensor flip(IntList dims) const;
+  Tensor roll(IntList shifts, IntList dims = {}) const;
+  Tensor roll(std::int64_t shifts, std::int64_t dims) const;
+  Tensor tril(std::int64_t diagonal = 0) const;
+  Tensor triu(std::int64_t diagonal = 0) const;
+  /// *this: tapegrad's tensors are always contiguous.
+  Tensor contiguous() const;
+  bool is_contiguous() const { return true; }
+  Tensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
+  /// Elements start, start + step, ... below end along `dim`; absent bounds are the ends
+  /// (LibTorch's x.slice(dim, start, end, step), Python's x[..., start:end:step]).
+  Tensor slice(std::int64_t dim = 0, std::optional<std::int64_t> start = std::nullopt,
+               std::optional<std::int64_t> end = std::nullopt, std::int64_t step = 1) const;
+  /// The slice `index` along `dim`, without that dim (a copy; torch: a view).
+  Tensor select(std::int64_t dim, std::int64_t index) const;
+  PooledVector<Tensor> split(std::int64_t split_size, std::int64_t dim = 0) const;
+  PooledVector<Tensor> split(IntList split_sizes, std::int64_t dim = 0) const;
+  PooledVector<Tensor> split_with_sizes(IntList split_sizes, std::int64_t dim = 0) const;
+  PooledVector<Tensor> chunk(std::int64_t chunks, std::int64_t dim = 0) const;
+  PooledVector<Tensor> unbind(std::int64_t dim = 0) const;
+
+  // Indexing (torch::indexing: include autograd/ops_indexing.h for Slice, None, Ellipsis).
+  /// x[...]: x.index({Slice(), -1}) is Python's x[:, -1]. A new tensor, not a view.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  /// A copy of *this with `values` written (added, with accumulate) at the indexed positions.
+  Tensor index_put(std::initializer_list<indexing::TensorIndex> indices, const Tensor& values,
+                   bool accumulate = false) const;
+  Tensor index_put(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                   bool accumulate = false) const;
+  Tensor index_select(std::int64_t dim, const Tensor& index) const;
+  Tensor gather(std::int64_t dim, const Tensor& index) const;
+  Tensor scatter_add(std::int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(std::int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
+  Tensor take_along_dim(const Tensor& indices, std::int64_t dim) const;
+  Tensor masked_select(const Tensor& mask) const;
+
+  // Products: matmul broadcasts; mm (2-D x 2-D), bmm (3-D x 3-D, equal batches), mv (2-D x 1-D)
+  // and dot (1-D x 1-D) check their operands' dims, as torch's.
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& mat2) const;
+  Tensor bmm(const Tensor& mat2) const;
+  Tensor mv(const Tensor& vec) const;
+  Tensor dot(const Tensor& other) const;
+  Tensor softmax(std::int64_t dim) const;
+  Tensor log_softmax(std::int64_t dim) const;
+
+  // Sampling (autograd/ops_sampling.h); without a generator, from tg::default_generator().
+  Tensor multinomial(std::int64_t num_samples, bool replacement, Generator& generator) const;
+  Tensor multinomial(std::int64_t num_samples, bool replacement = false) const;
+  /// 1 with probability *this (elementwise), else 0.
+  Tensor bernoulli(Generator& generator) const;
+  Tensor bernoulli() const;
+  /// 1 with probability p, else 0, in this tensor's shape and dtype.
+  Tensor bernoulli(double p, Generator& generator) const;
+  Tensor bernoulli(double p) const;
+
+  // Conversions and creation in this tensor's dtype.
+  /// to(other.dtype()) (torch's x.to(other) and x.type_as(other)).
+  Tensor to(const Tensor& other) const;
+  Tensor type_as(const Tensor& other) const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  const Shape& sizes() const { return shape(); }
+  Tensor new_zeros(const Shape& size) const;
+  Tensor new_ones(const Shape& size) const;
+  Tensor new_full(const Shape& size, double value) const;
+  Tensor new_empty(const Shape& size) const;
 
   /// "tensor([[   1.0000,    2.0000]], dtype=float32, requires_grad=true)".
   std::string str() const;
