@@ -50,6 +50,17 @@ void AutogradContext::mark_non_differentiable(const tensor_list& outputs) {
     if (t.defined()) non_differentiable_.push_back(t.impl());
 }
 
+Saves AutogradContext::saves_for(const tensor_list& inputs, const Tensor& output) const {
+  auto saved = [&](const Tensor& t) {
+    for (const Tensor& s : saved_)
+      if (s.defined() && t.defined() && s.shares_storage(t)) return true;
+    return false;
+  };
+  Saves saves = Saves::none();
+  for (std::size_t k = 0; k < inputs.size(); ++k) saves = saves.and_input(static_cast<int>(k), saved(inputs[k]));
+  return saves.and_output(saved(output));
+}
+
 bool AutogradContext::is_non_differentiable(const Tensor& t) const {
   return std::find(non_differentiable_.begin(), non_differentiable_.end(), t.impl()) != non_differentiable_.end();
 }

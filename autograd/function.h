@@ -110,6 +110,8 @@ class AutogradContext {
  private:
   template <class T> friend struct Function;
   bool is_non_differentiable(const Tensor& t) const;
+  /// Which of `inputs` and `output` the saved tensors are (by buffer), for the tape's version check.
+  Saves saves_for(const tensor_list& inputs, const Tensor& output) const;
   /// saved_ with the entries that are output `j` (by TensorImpl) given as the node's graph output.
   tensor_list saved_with_graph_output(GradGraphContext& gctx, int j) const;
   std::vector<bool> needs_input_grad_;
@@ -189,8 +191,9 @@ struct Function {
       ctx->output_impls_ = {out.impl()};
       rec->output_shapes = {out.shape()};
       rec->output_dtypes = {out.dtype()};
+      const Saves saves = ctx->saves_for(inputs, out);
       return record(
-          rec->name, std::move(out), inputs, [ctx, rec](BackwardContext& bctx) { run_backward(*ctx, *rec, bctx, 0); },
+          rec->name, std::move(out), inputs, saves, [ctx, rec](BackwardContext& bctx) { run_backward(*ctx, *rec, bctx, 0); },
           [ctx, rec](GradGraphContext& gctx) { run_backward(*ctx, *rec, gctx, 0); });
     } else {
       if (!any_needs) return out;
@@ -202,8 +205,9 @@ struct Function {
       for (std::size_t j = 0; j < out.size(); ++j) {
         if (!out[j].defined() || !is_floating(out[j].dtype()) || ctx->is_non_differentiable(out[j])) continue;
         const int jj = static_cast<int>(j);
+        const Saves saves = ctx->saves_for(inputs, out[j]);
         out[j] = record(
-            rec->name, std::move(out[j]), inputs,
+            rec->name, std::move(out[j]), inputs, saves,
             [ctx, rec, jj](BackwardContext& bctx) { run_backward(*ctx, *rec, bctx, jj); },
             [ctx, rec, jj](GradGraphContext& gctx) { run_backward(*ctx, *rec, gctx, jj); });
       }

@@ -322,7 +322,7 @@ Tensor conv_op(const Tensor& x, const Tensor& w, const Tensor& b, const ConvPara
   });
   const Tensor inputs[3] = {x, w, b};
   const int ib = b.defined() ? 2 : -1;
-  return record(op, y, inputs, b.defined() ? 3 : 2, ConvBackward{x.detach(), w.detach(), p, ib, op});
+  return record(op, y, inputs, b.defined() ? 3 : 2, Saves::inputs(0, 1), ConvBackward{x.detach(), w.detach(), p, ib, op});
 }
 
 // conv_input(gy, w): inputs {gy, w}. For a seed v (input-shaped): d gy = conv(v, w), d w = conv_weight(v, gy).
@@ -351,7 +351,7 @@ Tensor conv_input_op(const Shape& xs, const Tensor& w, const Tensor& gy, const C
     using T = decltype(tag);
     conv_backward<T>(nullptr, w.data<T>(), gy.data<T>(), dx.data<T>(), nullptr, nullptr, g);
   });
-  return record("conv2d_input", dx, {gy, w}, ConvInputBackward{gy.detach(), w.detach(), p, xs});
+  return record("conv2d_input", dx, {gy, w}, Saves::inputs(0, 1), ConvInputBackward{gy.detach(), w.detach(), p, xs});
 }
 
 // conv_weight(x, gy): inputs {x, gy}. For a seed V (weight-shaped): d x = conv_input(V, gy), d gy = conv(x, V).
@@ -379,7 +379,7 @@ Tensor conv_weight_op(const Tensor& x, const Shape& ws, const Tensor& gy, const 
     using T = decltype(tag);
     conv_backward<T>(x.data<T>(), nullptr, gy.data<T>(), nullptr, dw.data<T>(), nullptr, g);
   });
-  return record("conv2d_weight", dw, {x, gy}, ConvWeightBackward{x.detach(), gy.detach(), p});
+  return record("conv2d_weight", dw, {x, gy}, Saves::inputs(0, 1), ConvWeightBackward{x.detach(), gy.detach(), p});
 }
 
 // conv1d and conv2d: checks in the caller's terms, "same"/"valid" padding, unbatched input, and
@@ -610,7 +610,7 @@ std::tuple<Tensor, Tensor> max_pool_impl(const char* op, bool one_d, const Tenso
       ctx.accumulate(0, reshape(flat, xs));
     }
   };
-  y = record(op, y, {x}, Backward{idx, x.shape(), g, op});
+  y = record(op, y, {x}, Saves::none(), Backward{idx, x.shape(), g, op});
   return {pool_result(y, input, one_d), pool_result(idx, input, one_d)};
 }
 
@@ -665,7 +665,7 @@ Tensor avg_adjoint_op(const Tensor& gy, std::shared_ptr<const AvgPlan> plan, con
     using T = decltype(tag);
     avg_adjoint<T>(gy.data<T>(), gx.data<T>(), *plan);
   });
-  return record("avg_pool2d_backward", gx, {gy},
+  return record("avg_pool2d_backward", gx, {gy}, Saves::none(),
                 [plan, op](BackwardContext& ctx) { ctx.accumulate(0, avg_op(ctx.grad_output(), plan, op)); },
                 [plan, op](GradGraphContext& ctx) { ctx.accumulate(0, avg_op(ctx.grad_output(), plan, op)); });
 }
@@ -678,7 +678,7 @@ Tensor avg_op(const Tensor& x, std::shared_ptr<const AvgPlan> plan, const char* 
   });
   const Shape xs = x.shape();
   return record(
-      op, y, {x}, [plan, xs, op](BackwardContext& ctx) { ctx.accumulate(0, avg_adjoint_op(ctx.grad_output(), plan, xs, op)); },
+      op, y, {x}, Saves::none(), [plan, xs, op](BackwardContext& ctx) { ctx.accumulate(0, avg_adjoint_op(ctx.grad_output(), plan, xs, op)); },
       [plan, xs, op](GradGraphContext& ctx) { ctx.accumulate(0, avg_adjoint_op(ctx.grad_output(), plan, xs, op)); });
 }
 
@@ -956,7 +956,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                                                ib > 0 ? ctx.input(ib, b) : Tensor(), eps));
     }
   };
-  return record(op, y, inputs, static_cast<std::size_t>(count),
+  return record(op, y, inputs, static_cast<std::size_t>(count), Saves::inputs(0).and_input(iw, iw > 0),
                 Backward{input.detach(), weight.defined() ? weight.detach() : Tensor(),
                          bias.defined() ? bias.detach() : Tensor(), mean_t, rstd_t, iw, ib, eps});
 }

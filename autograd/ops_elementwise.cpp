@@ -107,7 +107,7 @@ Tensor int_scalar(double s) { return Tensor::scalar(s, DType::i64); }
 Tensor add(const Tensor& a, const Tensor& b) {
   if (const auto t = promotion("add", a, b))
     return is_floating(*t) ? add(a.to(*t), b.to(*t)) : integer_binary("add", IntOp::add, a, b, *t);
-  return record("add", kernels::binary(Binary::add, a, b, "add"), {a, b},
+  return record("add", kernels::binary(Binary::add, a, b, "add"), {a, b}, Saves::none(),
                 [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
                   ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), sa));
                   ctx.accumulate(1, kernels::sum_to(ctx.grad_output(), sb));
@@ -123,7 +123,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
     if (a.dtype() == DType::b8 || b.dtype() == DType::b8) bool_sub_error(a.dtype() == b.dtype());
     return is_floating(*t) ? sub(a.to(*t), b.to(*t)) : integer_binary("sub", IntOp::sub, a, b, *t);
   }
-  return record("sub", kernels::binary(Binary::sub, a, b, "sub"), {a, b},
+  return record("sub", kernels::binary(Binary::sub, a, b, "sub"), {a, b}, Saves::none(),
                 [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
                   ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), sa));
                   if (ctx.needs_grad(1)) ctx.accumulate(1, kernels::sum_to(unary(Unary::neg, ctx.grad_output()), sb));
@@ -137,7 +137,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   if (const auto t = promotion("mul", a, b))
     return is_floating(*t) ? mul(a.to(*t), b.to(*t)) : integer_binary("mul", IntOp::mul, a, b, *t);
-  return record("mul", kernels::binary(Binary::mul, a, b, "mul"), {a, b}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
+  // Each input's value is read for the other's gradient only.
+  const Saves saves = Saves::none().and_input(0, b.requires_grad()).and_input(1, a.requires_grad());
+  return record("mul", kernels::binary(Binary::mul, a, b, "mul"), {a, b}, saves, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, b), a.shape()));
     if (ctx.needs_grad(1)) ctx.accumulate(1, kernels::sum_to(binary(Binary::mul, g, a), b.shape()));
@@ -153,7 +155,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
     return div(a.to(f), b.to(f));
   }
   Tensor y = kernels::binary(Binary::div, a, b, "div");
-  return record("div", y, {a, b}, [b = b.detach(), y, sa = a.shape()](BackwardContext& ctx) {
+  // b for both gradients; y (and, in the differentiable backward, a) for b's.
+  const Saves saves = Saves::inputs(1).and_input(0, b.requires_grad()).and_output(b.requires_grad());
+  return record("div", y, {a, b}, saves, [b = b.detach(), y, sa = a.shape()](BackwardContext& ctx) {
     const Tensor ga = binary(Binary::div, ctx.grad_output(), b);  // dL/da = g / b
     if (ctx.needs_grad(1))  // dL/db = -g * a / b^2 = -(g / b) * y
       ctx.accumulate(1, kernels::sum_to(unary(Unary::neg, binary(Binary::mul, ga, y)), b.shape()));
@@ -170,7 +174,7 @@ Tensor add(const Tensor& a, double s) {
     const DType t = result_type(a, s);
     return is_floating(t) ? add(a.to(t), s) : integer_binary("add", IntOp::add, a, int_scalar(s), t);
   }
-  return record("add_scalar", unary(Unary::add_scalar, a, s), {a},
+  return record("add_scalar", unary(Unary::add_scalar, a, s), {a}, Saves::none(),
                 [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); },
                 [](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
 }
@@ -185,7 +189,7 @@ Tensor mul(const Tensor& a, double s) {
     const DType t = result_type(a, s);
     return is_floating(t) ? mul(a.to(t), s) : integer_binary("mul", IntOp::mul, a, int_scalar(s), t);
   }
-  return record("mul_scalar", unary(Unary::mul_scalar, a, s), {a},
+  return record("mul_scalar", unary(Unary::mul_scalar, a, s), {a}, Saves::none(),
                 [s](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::mul_scalar, ctx.grad_output(), s)); },
                 [s](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * s); });
 }
@@ -202,7 +206,7 @@ Tensor rsub(double s, const Tensor& a) {
     const DType t = result_type(a, s);
     return is_floating(t) ? rsub(s, a.to(t)) : integer_binary("rsub", IntOp::sub, int_scalar(s), a, t);
   }
-  return record("rsub_scalar", unary(Unary::rsub_scalar, a, s), {a},
+  return record("rsub_scalar", unary(Unary::rsub_scalar, a, s), {a}, Saves::none(),
                 [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); },
                 [](GradGraphContext& ctx) { ctx.accumulate(0, -ctx.grad_output()); });
 }
@@ -210,7 +214,7 @@ Tensor rsub(double s, const Tensor& a) {
 Tensor rdiv(double s, const Tensor& a) {
   if (a.defined() && !is_floating(a.dtype())) return rdiv(s, a.to(DType::f32));  // true division, as torch
   Tensor y = unary(Unary::rdiv_scalar, a, s);
-  return record("rdiv_scalar", y, {a}, [a = a.detach(), y](BackwardContext& ctx) {
+  return record("rdiv_scalar", y, {a}, Saves::inputs(0).and_output(), [a = a.detach(), y](BackwardContext& ctx) {
     // d(s/a)/da = -s/a^2 = -y/a
     ctx.accumulate(0, unary(Unary::neg, binary(Binary::mul, ctx.grad_output(), binary(Binary::div, y, a))));
   }, [a, s](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (-s) / (a * a)); });
@@ -221,7 +225,7 @@ Tensor neg(const Tensor& x) {
   if (x.defined() && x.dtype() == DType::b8)
     throw std::invalid_argument("neg: negation, the `-` operator, on a bool tensor is not supported; to invert a mask "
                                 "use logical_not() instead");
-  return record("neg", unary(Unary::neg, x), {x},
+  return record("neg", unary(Unary::neg, x), {x}, Saves::none(),
                 [](BackwardContext& ctx) { ctx.accumulate(0, unary(Unary::neg, ctx.grad_output())); },
                 [](GradGraphContext& ctx) { ctx.accumulate(0, -ctx.grad_output()); });
 }
@@ -229,19 +233,19 @@ Tensor neg(const Tensor& x) {
 Tensor exp(const Tensor& x) {
   Tensor y = unary(Unary::exp, x);
   return record(
-      "exp", y, {x}, [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), y)); },
+      "exp", y, {x}, Saves::output(), [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), y)); },
       [y](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * ctx.output(y)); });
 }
 
 Tensor log(const Tensor& x) {
-  return record("log", unary(Unary::log, x), {x},
+  return record("log", unary(Unary::log, x), {x}, Saves::inputs(0),
                 [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::div, ctx.grad_output(), x)); },
                 [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() / x); });
 }
 
 Tensor sqrt(const Tensor& x) {
   Tensor y = unary(Unary::sqrt, x);
-  return record("sqrt", y, {x}, [y](BackwardContext& ctx) {
+  return record("sqrt", y, {x}, Saves::output(), [y](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::div, unary(Unary::mul_scalar, ctx.grad_output(), 0.5), y));
   }, [y](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * 0.5 / ctx.output(y)); });
 }
@@ -249,7 +253,7 @@ Tensor sqrt(const Tensor& x) {
 Tensor tanh(const Tensor& x) {
   Tensor y = unary(Unary::tanh, x);
   return record(
-      "tanh", y, {x}, [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::tanh_grad, ctx.grad_output(), y)); },
+      "tanh", y, {x}, Saves::output(), [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::tanh_grad, ctx.grad_output(), y)); },
       [y](GradGraphContext& ctx) {
         const Tensor yo = ctx.output(y);
         ctx.accumulate(0, ctx.grad_output() * (1.0 - yo * yo));
@@ -258,7 +262,7 @@ Tensor tanh(const Tensor& x) {
 
 Tensor sigmoid(const Tensor& x) {
   Tensor y = unary(Unary::sigmoid, x);
-  return record("sigmoid", y, {x},
+  return record("sigmoid", y, {x}, Saves::output(),
                 [y](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::sigmoid_grad, ctx.grad_output(), y)); },
                 [y](GradGraphContext& ctx) {
                   const Tensor yo = ctx.output(y);
@@ -267,7 +271,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
-  return record("relu", unary(Unary::relu, x), {x},
+  return record("relu", unary(Unary::relu, x), {x}, Saves::inputs(0),
                 [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::relu_grad, ctx.grad_output(), x)); },
                 [x](GradGraphContext& ctx) {
                   ctx.accumulate(0, ctx.grad_output() * indicator(x, [](double v) { return !(v <= 0); }));
@@ -275,7 +279,7 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor square(const Tensor& x) {
-  return record("square", unary(Unary::square, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+  return record("square", unary(Unary::square, x), {x}, Saves::inputs(0), [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::mul_scalar, x, 2.0)));
   }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (x * 2.0)); });
 }
@@ -289,7 +293,7 @@ Tensor pow(const Tensor& x, double exponent) {
   }
   if (exponent == 2.0) return square(x);
   // d x^p / dx = p x^(p-1), and 0 for p = 0 as PyTorch's pow_backward (not 0 * 0^-1 = NaN at x = 0).
-  return record("pow", unary(Unary::pow_scalar, x, exponent), {x}, [x = x.detach(), exponent](BackwardContext& ctx) {
+  return record("pow", unary(Unary::pow_scalar, x, exponent), {x}, Saves::inputs(0), [x = x.detach(), exponent](BackwardContext& ctx) {
     if (exponent == 0.0) {
       ctx.accumulate(0, Tensor::zeros(x.shape(), x.dtype()));
       return;
@@ -325,7 +329,7 @@ void require_same_floating(const char* op, const Tensor& a, const Tensor& b) {
 // clamp, clamp_min and clamp_max; an absent bound is an infinite one.
 Tensor clamp_op(const char* name, const Tensor& x, double lo, double hi) {
   require_floating(name, x);
-  return record(name, unary(Unary::clamp, x, lo, hi), {x}, [x = x.detach(), lo, hi](BackwardContext& ctx) {
+  return record(name, unary(Unary::clamp, x, lo, hi), {x}, Saves::inputs(0), [x = x.detach(), lo, hi](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::clamp_grad, x, lo, hi)));
   }, [x, lo, hi](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * unary(Unary::clamp_grad, x, lo, hi)); });
 }
@@ -337,7 +341,7 @@ Tensor max_min_op(const char* name, Binary op, const Tensor& a, const Tensor& b)
     return is_floating(*t) ? max_min_op(name, op, a.to(*t), b.to(*t))
                            : integer_binary(name, is_max ? IntOp::maximum : IntOp::minimum, a, b, *t);
   require_same_floating(name, a, b);
-  return record(name, binary(op, a, b, name), {a, b}, [a = a.detach(), b = b.detach(), is_max](BackwardContext& ctx) {
+  return record(name, binary(op, a, b, name), {a, b}, Saves::inputs(0, 1), [a = a.detach(), b = b.detach(), is_max](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0))
       ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, is_max ? binary(Binary::max_weight, a, b)
@@ -357,7 +361,7 @@ Tensor max_min_op(const char* name, Binary op, const Tensor& a, const Tensor& b)
 
 Tensor abs(const Tensor& x) {
   require_floating("abs", x);
-  return record("abs", unary(Unary::abs, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+  return record("abs", unary(Unary::abs, x), {x}, Saves::inputs(0), [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::sign, x)));
   }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * unary(Unary::sign, x)); });
 }
@@ -365,7 +369,7 @@ Tensor abs(const Tensor& x) {
 Tensor sign(const Tensor& x) {
   require_floating("sign", x);
   // Recorded although its gradient is 0, so that x gets a (zero) gradient through it, as in PyTorch.
-  return record("sign", unary(Unary::sign, x), {x}, [s = x.shape(), dt = x.dtype()](BackwardContext& ctx) {
+  return record("sign", unary(Unary::sign, x), {x}, Saves::none(), [s = x.shape(), dt = x.dtype()](BackwardContext& ctx) {
     ctx.accumulate(0, Tensor::zeros(s, dt));
   }, [](GradGraphContext& ctx) { ctx.accumulate(0, Tensor::zeros(ctx.input_shape(0), ctx.grad_output().dtype())); });
 }
@@ -385,21 +389,21 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return max_min_op("minimum", 
 
 Tensor sin(const Tensor& x) {
   require_floating("sin", x);
-  return record("sin", unary(Unary::sin, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+  return record("sin", unary(Unary::sin, x), {x}, Saves::inputs(0), [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::cos, x)));
   }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * cos(x)); });
 }
 
 Tensor cos(const Tensor& x) {
   require_floating("cos", x);
-  return record("cos", unary(Unary::cos, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+  return record("cos", unary(Unary::cos, x), {x}, Saves::inputs(0), [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, unary(Unary::neg, binary(Binary::mul, ctx.grad_output(), unary(Unary::sin, x))));
   }, [x](GradGraphContext& ctx) { ctx.accumulate(0, -(ctx.grad_output() * sin(x))); });
 }
 
 Tensor erf(const Tensor& x) {
   require_floating("erf", x);
-  return record("erf", unary(Unary::erf, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+  return record("erf", unary(Unary::erf, x), {x}, Saves::inputs(0), [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::erf_grad, ctx.grad_output(), x));
   }, [x](GradGraphContext& ctx) {  // 2/sqrt(pi) exp(-x^2)
     ctx.accumulate(0, ctx.grad_output() * (exp(-(x * x)) * 1.1283791670955126));
@@ -408,7 +412,7 @@ Tensor erf(const Tensor& x) {
 
 Tensor log1p(const Tensor& x) {
   require_floating("log1p", x);
-  return record("log1p", unary(Unary::log1p, x), {x}, [x = x.detach()](BackwardContext& ctx) {
+  return record("log1p", unary(Unary::log1p, x), {x}, Saves::inputs(0), [x = x.detach()](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::div, ctx.grad_output(), unary(Unary::add_scalar, x, 1.0)));
   }, [x](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() / (x + 1.0)); });
 }
@@ -416,7 +420,7 @@ Tensor log1p(const Tensor& x) {
 Tensor expm1(const Tensor& x) {
   require_floating("expm1", x);
   Tensor y = unary(Unary::expm1, x);
-  return record("expm1", y, {x}, [y](BackwardContext& ctx) {
+  return record("expm1", y, {x}, Saves::output(), [y](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::add_scalar, y, 1.0)));
   }, [y](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output() * (ctx.output(y) + 1.0)); });
 }
@@ -424,7 +428,7 @@ Tensor expm1(const Tensor& x) {
 Tensor rsqrt(const Tensor& x) {
   require_floating("rsqrt", x);
   Tensor y = unary(Unary::rsqrt, x);
-  return record("rsqrt", y, {x}, [y](BackwardContext& ctx) {  // d/dx x^(-1/2) = -y^3 / 2
+  return record("rsqrt", y, {x}, Saves::output(), [y](BackwardContext& ctx) {  // d/dx x^(-1/2) = -y^3 / 2
     const Tensor d = unary(Unary::mul_scalar, binary(Binary::mul, unary(Unary::square, y), y), -0.5);
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), d));
   }, [y](GradGraphContext& ctx) {
@@ -436,7 +440,7 @@ Tensor rsqrt(const Tensor& x) {
 Tensor reciprocal(const Tensor& x) {
   require_floating("reciprocal", x);
   Tensor y = unary(Unary::reciprocal, x);
-  return record("reciprocal", y, {x}, [y](BackwardContext& ctx) {  // d/dx 1/x = -y^2
+  return record("reciprocal", y, {x}, Saves::output(), [y](BackwardContext& ctx) {  // d/dx 1/x = -y^2
     ctx.accumulate(0, binary(Binary::mul, unary(Unary::neg, ctx.grad_output()), unary(Unary::square, y)));
   }, [y](GradGraphContext& ctx) {
     const Tensor yo = ctx.output(y);
@@ -447,7 +451,7 @@ Tensor reciprocal(const Tensor& x) {
 Tensor gelu(const Tensor& x, GeluApproximate approximate) {
   require_floating("gelu", x);
   const bool tanh_form = approximate == GeluApproximate::tanh;
-  return record("gelu", unary(tanh_form ? Unary::gelu_tanh : Unary::gelu, x), {x},
+  return record("gelu", unary(tanh_form ? Unary::gelu_tanh : Unary::gelu, x), {x}, Saves::inputs(0),
                 [x = x.detach(), tanh_form](BackwardContext& ctx) {
                   ctx.accumulate(0, binary(tanh_form ? Binary::gelu_tanh_grad : Binary::gelu_grad, ctx.grad_output(), x));
                 },
@@ -466,7 +470,7 @@ Tensor gelu(const Tensor& x, GeluApproximate approximate) {
 
 Tensor silu(const Tensor& x) {
   require_floating("silu", x);
-  return record("silu", unary(Unary::silu, x), {x},
+  return record("silu", unary(Unary::silu, x), {x}, Saves::inputs(0),
                 [x = x.detach()](BackwardContext& ctx) { ctx.accumulate(0, binary(Binary::silu_grad, ctx.grad_output(), x)); },
                 [x](GradGraphContext& ctx) {  // s (1 + x (1 - s))
                   const Tensor s = sigmoid(x);
@@ -477,7 +481,7 @@ Tensor silu(const Tensor& x) {
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   require_floating("softplus", x);
   if (beta == 0 || !std::isfinite(beta)) throw std::invalid_argument("softplus: beta must be finite and nonzero, got " + std::to_string(beta));
-  return record("softplus", unary(Unary::softplus, x, beta, threshold), {x}, [x = x.detach(), beta, threshold](BackwardContext& ctx) {
+  return record("softplus", unary(Unary::softplus, x, beta, threshold), {x}, Saves::inputs(0), [x = x.detach(), beta, threshold](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::softplus_grad, x, beta, threshold)));
   }, [x, beta, threshold](GradGraphContext& ctx) {  // sigmoid(beta x), 1 in the linear region
     const Tensor linear = indicator(x, [=](double v) { return v * beta > threshold; });
@@ -487,7 +491,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   require_floating("leaky_relu", x);
-  return record("leaky_relu", unary(Unary::leaky_relu, x, negative_slope), {x}, [x = x.detach(), negative_slope](BackwardContext& ctx) {
+  return record("leaky_relu", unary(Unary::leaky_relu, x, negative_slope), {x}, Saves::inputs(0), [x = x.detach(), negative_slope](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::leaky_relu_grad, x, negative_slope)));
   }, [x, negative_slope](GradGraphContext& ctx) {
     ctx.accumulate(0, ctx.grad_output() * unary(Unary::leaky_relu_grad, x, negative_slope));
@@ -496,7 +500,7 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 
 Tensor elu(const Tensor& x, double alpha) {
   require_floating("elu", x);
-  return record("elu", unary(Unary::elu, x, alpha), {x}, [x = x.detach(), alpha](BackwardContext& ctx) {
+  return record("elu", unary(Unary::elu, x, alpha), {x}, Saves::inputs(0), [x = x.detach(), alpha](BackwardContext& ctx) {
     ctx.accumulate(0, binary(Binary::mul, ctx.grad_output(), unary(Unary::elu_grad, x, alpha)));
   }, [x, alpha](GradGraphContext& ctx) {  // 1 for x > 0, alpha exp(x) elsewhere
     const Tensor positive = indicator(x, [](double v) { return v > 0; });
@@ -508,7 +512,7 @@ Tensor pow(const Tensor& x, const Tensor& y) {
   if (const auto t = promotion("pow", x, y))
     return is_floating(*t) ? pow(x.to(*t), y.to(*t)) : integer_binary("pow", IntOp::pow, x, y, *t);
   require_same_floating("pow", x, y);
-  return record("pow", binary(Binary::pow, x, y, "pow"), {x, y}, [x = x.detach(), y = y.detach()](BackwardContext& ctx) {
+  return record("pow", binary(Binary::pow, x, y, "pow"), {x, y}, Saves::inputs(0, 1), [x = x.detach(), y = y.detach()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(binary(Binary::mul, g, binary(Binary::pow_grad_base, x, y)), x.shape()));
     if (ctx.needs_grad(1))

@@ -178,7 +178,7 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
   Shape out = x.shape();
   out[a] = K;
   Tensor y = gather_rows(x, v, idx, K, out);
-  return record("index_select", y, {x}, [v, index = index.detach(), in = x.shape()](BackwardContext& ctx) {
+  return record("index_select", y, {x}, Saves::none(), [v, index = index.detach(), in = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, scatter_add_rows(ctx.grad_output(), v, index, in));
   }, [a, index](GradGraphContext& ctx) {
     const Tensor& g = ctx.grad_output();
@@ -198,7 +198,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   Shape out = ids.shape();
   out.push_back(weight.shape()[1]);
   Tensor y = gather_rows(weight, v, idx, K, out);
-  return record("embedding", y, {weight}, [v, ids = ids.detach(), in = weight.shape()](BackwardContext& ctx) {
+  return record("embedding", y, {weight}, Saves::none(), [v, ids = ids.detach(), in = weight.shape()](BackwardContext& ctx) {
     const Tensor g = kernels::view_as(ctx.grad_output(), Shape{ids.numel(), in[1]});
     ctx.accumulate(0, TableGrad{g, v, ids, in});
   }, [ids](GradGraphContext& ctx) {
@@ -224,7 +224,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     return where(cond, a.to(common), b.to(common));
   }
   Tensor y = where_kernel(cond, a, b, out);
-  return record("where", y, {a, b}, [cond = cond.detach(), sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
+  return record("where", y, {a, b}, Saves::none(), [cond = cond.detach(), sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     const Tensor zero = Tensor::zeros(Shape{}, g.dtype());
     if (ctx.needs_grad(0)) ctx.accumulate(0, kernels::sum_to(where_kernel(cond, g, zero, g.shape()), sa));
@@ -320,7 +320,7 @@ Tensor dropout(const Tensor& x, double p, Generator& gen, bool training) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   apply_dropout(x, y, seed, p);
   return record(
-      "dropout", y, {x},
+      "dropout", y, {x}, Saves::none(),
       [seed, p](BackwardContext& ctx) {
         const Tensor& g = ctx.grad_output();
         Tensor dx = Tensor::empty(g.shape(), g.dtype());
@@ -410,7 +410,7 @@ void scatter_add_kernel(Tensor& dst, int a, const Tensor& index, const Tensor& s
 Tensor gather(const Tensor& x, std::int64_t dim, const Tensor& index) {
   const int a = check_gather("gather", x, dim, index, nullptr);
   Tensor y = gather_kernel(x, a, index);
-  return record("gather", y, {x}, [a, index = index.detach(), in = x.shape()](BackwardContext& ctx) {
+  return record("gather", y, {x}, Saves::none(), [a, index = index.detach(), in = x.shape()](BackwardContext& ctx) {
     Tensor gx = Tensor::zeros(in, ctx.grad_output().dtype());
     scatter_add_kernel(gx, a, index, ctx.grad_output());
     ctx.accumulate(0, std::move(gx));
@@ -425,7 +425,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t dim, const Tensor& index, const
   const int a = check_gather("scatter_add", x, dim, index, &src);
   Tensor y = x.detach().clone();
   scatter_add_kernel(y, a, index, src);
-  return record("scatter_add", y, {x, src}, [a, index = index.detach(), src_shape = src.shape()](BackwardContext& ctx) {
+  return record("scatter_add", y, {x, src}, Saves::none(), [a, index = index.detach(), src_shape = src.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, g);
     if (ctx.needs_grad(1)) {  // src's elements that index covers get g at their target; the rest 0
@@ -467,7 +467,7 @@ Tensor index_add(const Tensor& x, std::int64_t dim, const Tensor& index, const T
   Tensor y = x.detach().clone();
   const Tensor scaled = alpha == 1.0 ? source.detach() : kernels::unary(kernels::Unary::mul_scalar, source.detach(), alpha);
   kernels::scatter_add_rows(y, scaled, index.data<std::int64_t>(), index.numel(), v.outer, v.size, v.inner);
-  return record("index_add", y, {x, source}, [a, alpha, index = index.detach(), v](BackwardContext& ctx) {
+  return record("index_add", y, {x, source}, Saves::none(), [a, alpha, index = index.detach(), v](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     if (ctx.needs_grad(0)) ctx.accumulate(0, g);
     if (ctx.needs_grad(1)) {

@@ -326,7 +326,7 @@ Tensor gather(const Tensor& x, const Plan& plan) {
 
 Tensor scatter(const Tensor& x, const Plan& plan, const Tensor& values, bool accumulate) {
   Tensor y = Tensor::empty(x.shape(), x.dtype());
-  y.copy_(x);
+  detail::copy_elements(y, x);
   // values (already checked to broadcast to the indexed shape) read at the result's elements.
   const bool one = values.numel() == 1;
   const Tensor v = one || values.shape() == plan.out_shape ? values.detach() : expand(values.detach(), plan.out_shape);
@@ -383,11 +383,11 @@ struct IndexPutBackward {
 };
 
 Tensor index_planned(const Tensor& x, const PlanPtr& plan) {
-  return record("index", gather(x, *plan), {x}, IndexBackward{plan});
+  return record("index", gather(x, *plan), {x}, Saves::none(), IndexBackward{plan});
 }
 
 Tensor index_put_planned(const Tensor& x, const PlanPtr& plan, const Tensor& values, bool accumulate) {
-  return record("index_put", scatter(x, *plan, values, accumulate), {x, values},
+  return record("index_put", scatter(x, *plan, values, accumulate), {x, values}, Saves::none(),
                 IndexPutBackward{plan, values.shape(), accumulate});
 }
 

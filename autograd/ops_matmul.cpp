@@ -108,7 +108,9 @@ Tensor batched(const Tensor& a, const Tensor& b, std::int64_t B, const Tensor& a
   const std::int64_t lda = ta ? M : K, ldb = tb ? K : N;
   const bool bf16 = kernels::bf16::autocast_applies(a, b);
   Tensor y = run({ta, tb, B, M, N, K, lda, ldb, sa, sb, -1, bf16}, as, bs, Shape{B, M, N});
-  return record("matmul", y, {a, b}, [as = as.detach(), bs = bs.detach(), ta, tb, B, M, N, K, sa, sb, bf16,
+  // Each operand is read for the other's gradient only (a transposed one: its source, see Saves).
+  const Saves saves = Saves::none().and_input(0, b.requires_grad()).and_input(1, a.requires_grad());
+  return record("matmul", y, {a, b}, saves, [as = as.detach(), bs = bs.detach(), ta, tb, B, M, N, K, sa, sb, bf16,
                                       a_shape = a.shape(), b_shape = b.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     // G op(B)ᵀ and op(A)ᵀ G. A shared operand's gradient is written with C stride 0: the entries
@@ -151,7 +153,8 @@ Tensor folded(const Tensor& a, const Tensor& b, const Tensor& bs, bool tb) {
   } else {
     y = run({false, tb, 1, rows, N, K, K, ldb, 0, 0, -1, bf16}, a, bs, out_shape);
   }
-  return record("matmul", y, {a, b}, [a = a.detach(), bs = bs.detach(), tb, ldb, rows, N, K, bf16, lazy = cached.other,
+  const Saves saves = Saves::none().and_input(0, b.requires_grad()).and_input(1, a.requires_grad());
+  return record("matmul", y, {a, b}, saves, [a = a.detach(), bs = bs.detach(), tb, ldb, rows, N, K, bf16, lazy = cached.other,
                                       b_shape = b.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     const Product da{false, !tb, 1, rows, K, N, N, ldb, 0, 0, -1, bf16};  // G op(B)ᵀ
@@ -276,8 +279,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     if (ctx.needs_grad(1)) ctx.accumulate(1, matmul(transpose(g2, 0, 1), reshape(x, Shape{rows, in})));
     if (ctx.needs_grad(2)) ctx.accumulate(2, sum(g2, {0}));
   };
-  if (bias.defined()) return record("linear", y, {x, weight, bias}, std::move(backward), std::move(graph));
-  return record("linear", y, {x, weight}, std::move(backward), std::move(graph));
+  // x is read for the weight's gradient, the weight for x's; the bias never.
+  const Saves saves = Saves::none().and_input(0, weight.requires_grad()).and_input(1, x.requires_grad());
+  if (bias.defined()) return record("linear", y, {x, weight, bias}, saves, std::move(backward), std::move(graph));
+  return record("linear", y, {x, weight}, saves, std::move(backward), std::move(graph));
 }
 
 }  // namespace tg

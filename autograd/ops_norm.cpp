@@ -81,7 +81,7 @@ Tensor norm_impl(const char* op, bool rms, const Tensor& x, const Shape& ns, con
   if (iw > 0) inputs[iw] = weight;
   const int ib = bias.defined() ? count++ : -1;
   if (ib > 0) inputs[ib] = bias;
-  return record(op, y, inputs, static_cast<std::size_t>(count),
+  return record(op, y, inputs, static_cast<std::size_t>(count), Saves::inputs(0).and_input(iw, iw > 0),
                 [x = x.detach(), w = weight.defined() ? weight.detach() : Tensor(), mean, rstd, rms, iw, ib, k = ns.size(), rows, n,
                  op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();

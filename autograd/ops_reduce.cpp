@@ -65,7 +65,7 @@ Tensor expand_grad(const Tensor& g, const Shape& input, const kernels::Axes& axe
 Tensor sum(const Tensor& x, IntList axes, bool keepdim) {
   auto ax = normalize_axes("sum", axes, x.shape());
   if (x.dtype() == DType::i64 || x.dtype() == DType::b8) return kernels::sum_integral(x, ax, keepdim);  // int64, as PyTorch
-  return record("sum", kernels::sum(x, ax, keepdim), {x}, [ax, shape = x.shape()](BackwardContext& ctx) {
+  return record("sum", kernels::sum(x, ax, keepdim), {x}, Saves::none(), [ax, shape = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, expand_grad(ctx.grad_output(), shape, ax));
   }, [ax](GradGraphContext& ctx) {
     const Shape in = ctx.input_shape(0);
@@ -163,7 +163,7 @@ Tensor extreme_rows(const char* op, const Tensor& x, bool is_max) {
       }
     });
   });
-  return record(op, y, {x}, [x = x.detach(), y, M, R, op](BackwardContext& ctx) {
+  return record(op, y, {x}, Saves::inputs(0).and_output(), [x = x.detach(), y, M, R, op](BackwardContext& ctx) {
     Tensor gx = Tensor::empty({M, R}, x.dtype());
     dispatch_floating(op, x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -206,7 +206,7 @@ Tensor extreme(const char* op, const Tensor& x, IntList dims, bool keepdim, bool
 /// Records y (M, k), the values of rows x (M, R) at `idx` (M, k): the gradient goes back to those places.
 Tensor record_taken(const char* op, const Tensor& x, const Tensor& idx, Tensor y) {
   const std::int64_t M = x.size(0), R = x.size(1), K = idx.size(1);
-  return record(op, std::move(y), {x}, [idx, M, R, K, op](BackwardContext& ctx) {
+  return record(op, std::move(y), {x}, Saves::none(), [idx, M, R, K, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     Tensor gx = Tensor::zeros({M, R}, g.dtype());
     dispatch_floating(op, g.dtype(), [&](auto tag) {
@@ -395,7 +395,7 @@ Tensor prod_rows(const Tensor& x) {
       py[m] = p;
     }
   });
-  return record("prod", y, {x}, [x = x.detach(), M, R](BackwardContext& ctx) {
+  return record("prod", y, {x}, Saves::inputs(0), [x = x.detach(), M, R](BackwardContext& ctx) {
     Tensor gx = Tensor::empty({M, R}, x.dtype());
     dispatch_floating("prod", x.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -453,7 +453,7 @@ Tensor norm(const Tensor& x, double p, IntList dims, bool keepdim) {
       }
     });
   });
-  Tensor out = record("norm", y, {r.x}, [x = r.x.detach(), y, p, inf, M, R](BackwardContext& ctx) {
+  Tensor out = record("norm", y, {r.x}, Saves::inputs(0).and_output(), [x = r.x.detach(), y, p, inf, M, R](BackwardContext& ctx) {
     // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); 0 where the norm or x is 0. For p = inf, sign(x)
     // shared evenly among the elements whose |x| is the max, as torch.norm.
     Tensor gx = Tensor::empty({M, R}, x.dtype());
@@ -524,7 +524,8 @@ Tensor cumulative_rows(const char* op, const Tensor& x, bool product) {
       }
     });
   });
-  return record(op, y, {x}, [x = x.detach(), M, R, op, product](BackwardContext& ctx) {
+  // A running sum's backward needs only the shape; a product's reads x.
+  return record(op, y, {x}, product ? Saves::inputs(0) : Saves::none(), [x = x.detach(), M, R, op, product](BackwardContext& ctx) {
     Tensor gx = Tensor::empty({M, R}, x.dtype());
     dispatch_floating(op, x.dtype(), [&](auto tag) {
       using T = decltype(tag);

@@ -116,7 +116,7 @@ void gru_backward(const T* g, const T* h, const T* saved, T* dgi, T* dgh, T* dh,
 /// tg::tanh record theirs: differentiable to any order, and `pre`'s data is never read.
 Tensor gate_of(const Tensor& pre, const Tensor& value, bool is_tanh) {
   auto slope = [is_tanh](const Tensor& s) { return is_tanh ? 1.0 - s * s : s * (1.0 - s); };
-  return record("gru_cell_fused", value, {pre},
+  return record("gru_cell_fused", value, {pre}, Saves::output(),
                 [value, slope](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output() * slope(value)); },
                 [value, slope](GradGraphContext& ctx) {
                   ctx.accumulate(0, ctx.grad_output() * slope(ctx.output(value)));
@@ -174,7 +174,7 @@ Tensor gru_cell_fused(const Tensor& gi, const Tensor& gh, const Tensor& h) {
     gru_forward<T>(gi.data<T>(), gh.data<T>(), h.data<T>(), out.data<T>(), recording ? saved.data<T>() : nullptr, B, H);
   });
   const Tensor h_data = recording ? h.detach() : Tensor();  // one handle for both backwards
-  return record(op, out, {gi, gh, h}, [saved, h = h_data, B, H, op](BackwardContext& ctx) {
+  return record(op, out, {gi, gh, h}, Saves::inputs(2), [saved, h = h_data, B, H, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     const Shape gates{B, 3 * H};
     Tensor dgi = ctx.needs_grad(0) ? Tensor::empty(gates, h.dtype()) : Tensor();

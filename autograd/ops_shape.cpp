@@ -343,6 +343,7 @@ struct DeferredTranspose final : PendingFill {
   void* dst = nullptr;
   Shape out;
   Perm perm;
+  const Tensor* source() const override { return &src; }
   void fill() override {
     kernels::dispatch_any(src.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -366,7 +367,7 @@ Tensor deferred_transpose(const Tensor& x, const Perm& perm) {
 
 Tensor permute_impl(const char* op, const Tensor& x, const Perm& perm, bool defer = false) {
   Tensor y = defer ? deferred_transpose(x, perm) : permute_kernel(x, perm);
-  return record(op, y, {x}, [inv = perm.inverse()](BackwardContext& ctx) {
+  return record(op, y, {x}, Saves::none(), [inv = perm.inverse()](BackwardContext& ctx) {
     ctx.accumulate(0, permute_kernel(ctx.grad_output(), inv));
   }, [inv = perm.inverse()](GradGraphContext& ctx) {
     std::int64_t order[Shape::kMaxDims];
@@ -401,7 +402,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   if (target.numel() != x.numel())
     throw std::invalid_argument("reshape: cannot reshape " + x.shape().str() + " (" + std::to_string(x.numel()) +
                                 " elements) into " + shape.str());
-  return record("reshape", kernels::view_as(x, target), {x}, [in = x.shape()](BackwardContext& ctx) {
+  return record("reshape", kernels::view_as(x, target), {x}, Saves::none(), [in = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, kernels::view_as(ctx.grad_output(), in));
   }, [](GradGraphContext& ctx) { ctx.accumulate(0, reshape(ctx.grad_output(), ctx.input_shape(0))); });
 }
@@ -507,7 +508,7 @@ Tensor concat(TensorList xs, std::int64_t axis) {
     sizes.push_back(x.shape()[a]);
     offset += x.shape()[a];
   }
-  return record("concat", y, xs.data(), xs.size(), [a, sizes = std::move(sizes)](BackwardContext& ctx) {
+  return record("concat", y, xs.data(), xs.size(), Saves::none(), [a, sizes = std::move(sizes)](BackwardContext& ctx) {
     std::int64_t start = 0;
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), narrow_kernel(ctx.grad_output(), a, start, sizes[i]));
@@ -541,7 +542,7 @@ Tensor stack(TensorList xs, std::int64_t axis) {
   const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
   const std::int64_t n = static_cast<std::int64_t>(xs.size());
   for (std::int64_t i = 0; i < n; ++i) copy_blocks(xs[i], 0, y, i * inner, outer, 1, inner, inner, 0, n * inner, 0);
-  return record("stack", y, xs.data(), xs.size(), [a, in = x0.shape()](BackwardContext& ctx) {
+  return record("stack", y, xs.data(), xs.size(), Saves::none(), [a, in = x0.shape()](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     for (std::int64_t i = 0; i < g.shape()[a]; ++i)
       if (ctx.needs_grad(static_cast<int>(i))) ctx.accumulate(static_cast<int>(i), kernels::view_as(narrow_kernel(g, a, i, 1), in));
@@ -560,7 +561,7 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
   if (s < 0 || length < 0 || s + length > size)
     throw std::invalid_argument("narrow: start " + std::to_string(start) + " and length " + std::to_string(length) +
                                 " are out of range for axis " + std::to_string(axis) + " of shape " + x.shape().str());
-  return record("narrow", narrow_kernel(x, a, s, length), {x}, [a, s, in = x.shape()](BackwardContext& ctx) {
+  return record("narrow", narrow_kernel(x, a, s, length), {x}, Saves::none(), [a, s, in = x.shape()](BackwardContext& ctx) {
     ctx.accumulate(0, scatter_slice(ctx.grad_output(), in, a, s, 1));
   }, [a, s](GradGraphContext& ctx) { ctx.accumulate(0, place_slice(ctx.grad_output(), ctx.input_shape(0), a, s, 1)); });
 }
@@ -575,7 +576,7 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t s = clamp(start), e = clamp(end);
   const std::int64_t count = e > s ? (e - s + step - 1) / step : 0;
   if (step == 1) {
-    return record("slice", narrow_kernel(x, a, s, count), {x},
+    return record("slice", narrow_kernel(x, a, s, count), {x}, Saves::none(),
                   [a, s, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, 1); },
                   [a, s](GradGraphContext& ctx) {
                     ctx.accumulate(0, place_slice(ctx.grad_output(), ctx.input_shape(0), a, s, 1));
@@ -586,7 +587,7 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   Tensor y = Tensor::empty(out, x.dtype());
   const std::int64_t outer = prod(out, 0, a), inner = prod(out, a + 1, out.size());
   copy_blocks(x, s * inner, y, 0, outer, count, inner, size * inner, step * inner, count * inner, inner);
-  return record("slice", y, {x},
+  return record("slice", y, {x}, Saves::none(),
                 [a, s, step, in = x.shape()](BackwardContext& ctx) { accumulate_slice(ctx, in, a, s, step); },
                 [a, s, step](GradGraphContext& ctx) {
                   ctx.accumulate(0, place_slice(ctx.grad_output(), ctx.input_shape(0), a, s, step));
@@ -648,7 +649,7 @@ PooledVector<Tensor> split_pieces(const char* op, const Tensor& x, int a, IntLis
   if (record_grad) {
     acc = std::allocate_shared<Tensor>(PoolAllocator<Tensor>());
     // Recorded before the pieces, so its backward runs after all of theirs and hands x the sum once.
-    hub = record(op, Tensor::zeros({}, x.dtype()), {x}, [acc](BackwardContext& ctx) {
+    hub = record(op, Tensor::zeros({}, x.dtype()), {x}, Saves::none(), [acc](BackwardContext& ctx) {
       Tensor g = std::move(*acc);
       *acc = Tensor();
       if (g.defined()) ctx.accumulate(0, std::move(g));
@@ -668,7 +669,7 @@ PooledVector<Tensor> split_pieces(const char* op, const Tensor& x, int a, IntLis
     Tensor piece = outer == 1 ? offset_view(x, start * inner, piece_shape)
                               : kernels::view_as(narrow_kernel(x, a, start, len), piece_shape);
     if (record_grad)
-      piece = record(op, std::move(piece), {hub}, PieceBackward{acc, a, start, len, in});
+      piece = record(op, std::move(piece), {hub}, Saves::none(), PieceBackward{acc, a, start, len, in});
     out.push_back(std::move(piece));
     start += len;
   }
@@ -786,7 +787,7 @@ Tensor expand_impl(const char* op, const Tensor& x, const Shape& out) {
   if (out == x.shape()) return x;
   Tensor y = broadcast_copy(x, out);
   return record(
-      op, y, {x}, [in = x.shape()](BackwardContext& ctx) { ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), in)); },
+      op, y, {x}, Saves::none(), [in = x.shape()](BackwardContext& ctx) { ctx.accumulate(0, kernels::sum_to(ctx.grad_output(), in)); },
       [](GradGraphContext& ctx) { ctx.accumulate_sum_to(0, ctx.grad_output()); });
 }
 

@@ -241,7 +241,7 @@ Tensor softmax_impl(const char* op, const Tensor& x, std::int64_t axis, bool log
     using T = decltype(tag);
     softmax_forward(x.data<T>(), y.data<T>(), v, log);
   });
-  return record(op, y, {x}, [y = y.detach(), v, log, op](BackwardContext& ctx) {
+  return record(op, y, {x}, Saves::output(), [y = y.detach(), v, log, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     Tensor gx = Tensor::empty(y.shape(), y.dtype());
     kernels::dispatch_floating(op, y.dtype(), [&](auto tag) {
@@ -327,7 +327,7 @@ Tensor masked_softmax(const Tensor& scores, const Tensor& valid_lens) {
       }
     });
   });
-  return record(op, y, {scores}, [y = y.detach(), lens = std::move(lens), K, op](BackwardContext& ctx) {
+  return record(op, y, {scores}, Saves::output(), [y = y.detach(), lens = std::move(lens), K, op](BackwardContext& ctx) {
     const Tensor& g = ctx.grad_output();
     Tensor gx = Tensor::empty(y.shape(), y.dtype());
     kernels::dispatch_floating(op, y.dtype(), [&](auto tag) {
@@ -464,7 +464,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   });
   const double loss = count > 0 ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
 
-  return record(op, Tensor::scalar(loss, logits.dtype()), {logits},
+  return record(op, Tensor::scalar(loss, logits.dtype()), {logits}, Saves::inputs(0),
                 CrossEntropyBackward{logits.detach(), targets.detach(), lse, count, ignore_index, N, C, op});
 }
 

@@ -19,6 +19,9 @@ struct PendingFill {
     });
   }
   bool done() const { return done_.load(std::memory_order_acquire); }
+  /// The tensor whose elements fill() reads, if there is one: until done(), a change to it in place
+  /// shows in this tensor, so the tape checks its version for an op that saved this tensor.
+  virtual const Tensor* source() const { return nullptr; }
 
  protected:
   virtual void fill() = 0;

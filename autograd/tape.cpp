@@ -12,6 +12,7 @@
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
 #include "autograd/ops_shape.h"
+#include "autograd/pending.h"
 
 namespace tg {
 
@@ -23,13 +24,24 @@ struct NodeInput {
   DType dtype;
 };
 
-// A node's inputs live in one array owned by the tape (first_input, num_inputs), and its closure
-// inline in the node: recording allocates nothing once the tape's arrays have grown to a step's
-// size (they keep their capacity when the tape empties).
+/// A tensor an op's backward reads (Saves), by the buffer it reads and that buffer's version when
+/// the op was recorded. Weak: the closure keeps what it reads alive; a buffer nothing holds any
+/// more cannot be changed either.
+struct SavedVersion {
+  std::weak_ptr<Storage> storage;
+  std::uint32_t version = 0;
+  std::int32_t slot = -1;  // the input's position, or -1: the output
+};
+
+// A node's inputs live in one array owned by the tape (first_input, num_inputs), so do the versions
+// of the tensors it saved (first_saved, num_saved), and its closure inline in the node: recording
+// allocates nothing once the tape's arrays have grown to a step's size (they keep their capacity
+// when the tape empties).
 struct Node {
   const char* name = "";
   BackwardFn backward;
   std::uint32_t first_input = 0, num_inputs = 0;
+  std::uint32_t first_saved = 0, num_saved = 0;
   std::shared_ptr<AutogradMeta> output;
   bool alive = true;
 };
@@ -37,6 +49,7 @@ struct Node {
 struct Tape {
   std::vector<Node> nodes;
   std::vector<NodeInput> inputs;
+  std::vector<SavedVersion> saved;
   std::vector<std::pair<std::size_t, std::string>> anomaly_sites;  // (node, AnomalyScope path), anomaly mode only
   std::uint64_t epoch = 1;
   std::size_t live = 0;
@@ -44,6 +57,7 @@ struct Tape {
   void clear() {
     nodes.clear();  // keeps capacity: steady-state steps do not reallocate the node array
     inputs.clear();
+    saved.clear();
     anomaly_sites.clear();
     live = 0;
     ++epoch;
@@ -54,6 +68,7 @@ struct Tape {
            static_cast<std::size_t>(meta.node) < nodes.size() && nodes[meta.node].alive;
   }
   NodeInput* inputs_of(const Node& node) { return inputs.data() + node.first_input; }
+  SavedVersion* saved_of(const Node& node) { return saved.data() + node.first_saved; }
 };
 
 thread_local Tape t_tape;
@@ -140,6 +155,34 @@ void check_anomaly(const Node& node, int i, const Tensor& grad) {
                            std::to_string(index) + ", " + where + ") produced " + (nan ? "NaN" : "infinity") +
                            " in the gradient of input " + std::to_string(i) + " (shape " + grad.shape().str() + " " +
                            std::string(dtype_name(grad.dtype())) + ")");
+}
+
+[[noreturn, gnu::cold, gnu::noinline]] void throw_modified(const Node& node, const SavedVersion& saved,
+                                                           std::uint32_t now, const Tensor& grad_output) {
+  std::string what;
+  if (saved.slot < 0) {
+    what = "output 0 of '" + std::string(node.name) + "' (" + std::string(dtype_name(grad_output.dtype())) + " " +
+           grad_output.shape().str() + ")";
+  } else {
+    const NodeInput& in = t_tape.inputs_of(node)[saved.slot];
+    what = "input " + std::to_string(saved.slot) + " of '" + node.name + "' (" + std::string(dtype_name(in.dtype)) +
+           " " + in.shape.str() + ")";
+  }
+  throw std::runtime_error("one of the variables needed for gradient computation has been modified by an inplace "
+                           "operation: " + what + " is at version " + std::to_string(now) + "; expected version " +
+                           std::to_string(saved.version) + " instead. The backward of '" + node.name +
+                           "' reads it: change a clone() of it, or change it after backward");
+}
+
+/// Throws if a tensor `node` saved for its backward was changed in place since it was recorded.
+inline void check_saved_versions(Tape& tape, const Node& node, const Tensor& grad_output) {
+  const SavedVersion* saved = tape.saved_of(node);
+  for (std::uint32_t k = 0; k < node.num_saved; ++k) {
+    const std::shared_ptr<Storage> storage = saved[k].storage.lock();
+    if (!storage) continue;  // freed: nothing can have changed it
+    const std::uint32_t now = detail::storage_version(*storage);
+    if (now != saved[k].version) throw_modified(node, saved[k], now, grad_output);
+  }
 }
 
 /// Runs a leaf's post-accumulate-grad hooks if this pass added to its gradient.
@@ -371,7 +414,24 @@ bool should_record(const Tensor* inputs, std::size_t n) {
   return false;
 }
 
-BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n) {
+namespace {
+void push_version(Tape& tape, const std::shared_ptr<Storage>& storage, std::int32_t slot) {
+  if (storage) tape.saved.push_back({storage, detail::storage_version(*storage), slot});
+}
+
+/// Remembers the version of the buffer a backward that saved `x` reads: x's own, or, for a
+/// transpose whose elements are not written yet, its source's (which matmul reads through a GEMM
+/// flag; an in-place change to the source shows through, as through torch's transpose view).
+void save_version(Tape& tape, const Tensor& x, std::int32_t slot) {
+  if (!x.defined()) return;
+  if (const PendingFill* pending = x.impl()->pending.get(); pending && !pending->done()) [[unlikely]] {
+    if (const Tensor* source = pending->source()) return push_version(tape, source->impl()->storage, slot);
+  }
+  push_version(tape, x.impl()->storage, slot);
+}
+}  // namespace
+
+BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n, Saves saves) {
   Tape& tape = t_tape;
   // The output gets fresh autograd state even if it shares storage with an input (a view).
   if (output.impl()->meta || output.impl_ptr().use_count() > 1) output = Tensor(TensorImpl::make(*output.impl()));
@@ -388,6 +448,13 @@ BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, 
   for (std::size_t i = 0; i < n; ++i) {
     const Tensor& x = inputs[i];
     tape.inputs.push_back({x.requires_grad() ? x.impl()->meta : nullptr, x.shape(), x.dtype()});
+  }
+  if (!saves.empty()) {
+    node.first_saved = static_cast<std::uint32_t>(tape.saved.size());
+    for (std::size_t i = 0; i < n; ++i)
+      if (saves.saves_input(i)) save_version(tape, inputs[i], static_cast<std::int32_t>(i));
+    if (saves.saves_output()) save_version(tape, output, -1);
+    node.num_saved = static_cast<std::uint32_t>(tape.saved.size()) - node.first_saved;
   }
   output.impl()->meta = meta;
   node.output = std::move(meta);
@@ -407,6 +474,8 @@ class Engine {
     node.backward = nullptr;  // frees what the closure saved
     NodeInput* in = tape.inputs_of(node);
     for (std::uint32_t i = 0; i < node.num_inputs; ++i) in[i].meta.reset();
+    SavedVersion* saved = tape.saved_of(node);
+    for (std::uint32_t k = 0; k < node.num_saved; ++k) saved[k].storage.reset();
     node.output.reset();
     node.alive = false;
     --tape.live;
@@ -452,6 +521,7 @@ class Engine {
         out.retained_grad = out.retained_grad.defined() ? tg::add(out.retained_grad, grad_output) : grad_output.clone();
       if (capture)
         if (const int k = capture->index_of(&out); k >= 0) add_to_slot(capture->grads[k], grad_output);
+      if (tape.nodes[i].num_saved) check_saved_versions(tape, tape.nodes[i], grad_output);
       if (create_graph) {  // the hooks and the capture above may have recorded ops: look the node up again
         if (!tape.nodes[i].backward)
           throw std::logic_error(std::string("internal error: node '") + tape.nodes[i].name + "' has no backward closure");

@@ -8,8 +8,9 @@
 //     ctx.accumulate(0, ctx.grad_output() * (1.0 - y * y));  // d tanh(x) / dx = 1 - tanh(x)^2
 //   });
 //
-// The closure captures only what the backward needs. Rules: never modify grad_output() or a
-// captured tensor in place; accumulate() adds, so an op whose input appears twice just calls it
+// The closure captures only what the backward needs, and record() is told which of the op's
+// inputs and output that is (Saves, below: here the output), so that an in-place change to one of
+// them before the backward is caught. Rules: never modify grad_output() or a captured tensor in place; accumulate() adds, so an op whose input appears twice just calls it
 // twice. A gradient the op can add in place more cheaply than it can build (a product, a slice)
 // goes to the same accumulate as a term (below). Recording allocates nothing from the system in
 // steady state: the closure is stored inline in the node (BackwardFn, up to 192 bytes of
@@ -388,12 +389,49 @@ std::size_t size();
 std::vector<bool> reachable(const Tensor& root, const std::vector<Tensor>& leaves);
 }  // namespace tape
 
+/// Which of an op's tensors its backward reads: its saved tensors, in PyTorch's terms. record()
+/// remembers the version (Tensor::_version) of each one's buffer, and backward throws
+/// std::runtime_error naming the op, the tensor and both versions when an in-place op changed it
+/// in between, as PyTorch does ("one of the variables needed for gradient computation has been
+/// modified by an inplace operation"). Name exactly what the closures read: inputs by their
+/// position in record()'s list, and the output. A tensor the backward needs only the shape or
+/// dtype of is not saved; an input whose value only another input's gradient needs is saved only
+/// when that input requires grad (mul's b is read for a's gradient). record() without a Saves
+/// argument saves every input and the output: safe (a change is never missed), but it also
+/// rejects changes the op would not have noticed. docs/extending.md, "What an op saves".
+class Saves {
+ public:
+  /// Nothing: the backward needs shapes only (add, sum, reshape, concat).
+  static constexpr Saves none() { return Saves(0, false); }
+  /// Inputs i, j, ... (pow(x, y): both).
+  template <class... I> static constexpr Saves inputs(I... i) { return Saves((0u | ... | bit(static_cast<int>(i))), false); }
+  /// The output (exp, tanh, sigmoid: the derivative is written in the result).
+  static constexpr Saves output() { return Saves(0, true); }
+  /// Every input and the output: what record() assumes for an op that does not say.
+  static constexpr Saves all() { return Saves(~0u, true); }
+  /// Also input i, when `when` (e.g. when the other input requires grad).
+  constexpr Saves and_input(int i, bool when = true) const { return Saves(inputs_ | (when ? bit(i) : 0u), output_); }
+  /// Also the output, when `when`.
+  constexpr Saves and_output(bool when = true) const { return Saves(inputs_, output_ || when); }
+  constexpr bool saves_input(std::size_t i) const { return (inputs_ >> (i < 31 ? i : 31)) & 1u; }
+  constexpr bool saves_output() const { return output_; }
+  constexpr bool empty() const { return inputs_ == 0 && !output_; }
+
+ private:
+  constexpr Saves(std::uint32_t inputs, bool output) : inputs_(inputs), output_(output) {}
+  /// Bit 31 stands for input 31 and every later one.
+  static constexpr std::uint32_t bit(int i) { return 1u << (i < 31 ? i : 31); }
+  std::uint32_t inputs_;
+  bool output_;
+};
+
 namespace detail {
 /// Called by the first register_post_accumulate_grad_hook: from then on backward schedules them.
 void enable_post_accumulate_hooks();
 bool should_record(const Tensor* inputs, std::size_t n);
-/// Appends a node for `output` (given fresh autograd state in place) and returns its closure slot.
-BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n);
+/// Appends a node for `output` (given fresh autograd state in place) that reads `saves` of its
+/// tensors, and returns its closure slot.
+BackwardFn& record_node(const char* name, Tensor& output, const Tensor* inputs, std::size_t n, Saves saves);
 void run_backward(const Tensor& root, const Tensor& seed, bool retain_graph, bool create_graph = false);
 }  // namespace detail
 
@@ -423,53 +461,90 @@ struct GradOptions {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, const GradOptions& options = {});
 
-/// Records `output` as the result of op `name` applied to `inputs`, with its backward closure.
-/// Returns `output`, now requiring grad, or unchanged when nothing needs recording.
+/// An op's backward closure: void(BackwardContext&).
 template <class F>
-Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, F&& backward) {
-  if (!detail::should_record(inputs.begin(), inputs.size())) return output;
-  detail::record_node(name, output, inputs.begin(), inputs.size()).emplace(std::forward<F>(backward));
-  return output;
-}
+concept BackwardClosure = std::is_invocable_v<std::decay_t<F>&, BackwardContext&>;
 
-template <class F>
-Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, F&& backward) {
-  if (!detail::should_record(inputs.data(), inputs.size())) return output;
-  detail::record_node(name, output, inputs.data(), inputs.size()).emplace(std::forward<F>(backward));
-  return output;
-}
-
-/// The same for inputs[0, n) of any contiguous sequence (a TensorList, a pooled vector).
-template <class F>
-Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, F&& backward) {
+/// Records `output` as the result of op `name` applied to `inputs`, with its backward closure,
+/// which reads `saves` of them (above). Returns `output`, now requiring grad, or unchanged when
+/// nothing needs recording. Also for inputs[0, n) of any contiguous sequence (a TensorList, a
+/// pooled vector) and for a std::vector.
+template <BackwardClosure F>
+Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, Saves saves, F&& backward) {
   if (!detail::should_record(inputs, n)) return output;
-  detail::record_node(name, output, inputs, n).emplace(std::forward<F>(backward));
+  detail::record_node(name, output, inputs, n, saves).emplace(std::forward<F>(backward));
   return output;
+}
+
+template <BackwardClosure F>
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, Saves saves, F&& backward) {
+  return record(name, std::move(output), inputs.begin(), inputs.size(), saves, std::forward<F>(backward));
+}
+
+template <BackwardClosure F>
+Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, Saves saves, F&& backward) {
+  return record(name, std::move(output), inputs.data(), inputs.size(), saves, std::forward<F>(backward));
 }
 
 /// record() with a differentiable backward `graph_backward` (void(GradGraphContext&)) beside the
 /// kernel closure, used by backward with create_graph. It captures graph tensors (the op's inputs
 /// as given, not detached) and nothing the kernel closure does not already keep alive.
-template <class F, class G>
-Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, F&& backward, G&& graph_backward) {
-  if (!detail::should_record(inputs.begin(), inputs.size())) return output;
-  detail::record_node(name, output, inputs.begin(), inputs.size())
+template <BackwardClosure F, class G>
+Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, Saves saves, F&& backward,
+              G&& graph_backward) {
+  if (!detail::should_record(inputs, n)) return output;
+  detail::record_node(name, output, inputs, n, saves)
       .emplace(detail::with_graph(std::forward<F>(backward), std::forward<G>(graph_backward)));
   return output;
 }
 
-template <class F, class G>
-Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, F&& backward, G&& graph_backward) {
-  return record(name, std::move(output), inputs.data(), inputs.size(), std::forward<F>(backward),
+template <BackwardClosure F, class G>
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, Saves saves, F&& backward,
+              G&& graph_backward) {
+  return record(name, std::move(output), inputs.begin(), inputs.size(), saves, std::forward<F>(backward),
                 std::forward<G>(graph_backward));
 }
 
-template <class F, class G>
+template <BackwardClosure F, class G>
+Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, Saves saves, F&& backward,
+              G&& graph_backward) {
+  return record(name, std::move(output), inputs.data(), inputs.size(), saves, std::forward<F>(backward),
+                std::forward<G>(graph_backward));
+}
+
+// The same without `saves`: the op is taken to read every input and its output (Saves::all()).
+
+template <BackwardClosure F>
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, F&& backward) {
+  return record(name, std::move(output), inputs.begin(), inputs.size(), Saves::all(), std::forward<F>(backward));
+}
+
+template <BackwardClosure F>
+Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, F&& backward) {
+  return record(name, std::move(output), inputs.data(), inputs.size(), Saves::all(), std::forward<F>(backward));
+}
+
+template <BackwardClosure F>
+Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, F&& backward) {
+  return record(name, std::move(output), inputs, n, Saves::all(), std::forward<F>(backward));
+}
+
+template <BackwardClosure F, class G>
+Tensor record(const char* name, Tensor output, std::initializer_list<Tensor> inputs, F&& backward, G&& graph_backward) {
+  return record(name, std::move(output), inputs.begin(), inputs.size(), Saves::all(), std::forward<F>(backward),
+                std::forward<G>(graph_backward));
+}
+
+template <BackwardClosure F, class G>
+Tensor record(const char* name, Tensor output, const std::vector<Tensor>& inputs, F&& backward, G&& graph_backward) {
+  return record(name, std::move(output), inputs.data(), inputs.size(), Saves::all(), std::forward<F>(backward),
+                std::forward<G>(graph_backward));
+}
+
+template <BackwardClosure F, class G>
 Tensor record(const char* name, Tensor output, const Tensor* inputs, std::size_t n, F&& backward, G&& graph_backward) {
-  if (!detail::should_record(inputs, n)) return output;
-  detail::record_node(name, output, inputs, n)
-      .emplace(detail::with_graph(std::forward<F>(backward), std::forward<G>(graph_backward)));
-  return output;
+  return record(name, std::move(output), inputs, n, Saves::all(), std::forward<F>(backward),
+                std::forward<G>(graph_backward));
 }
 
 }  // namespace tg

@@ -53,6 +53,7 @@ struct Storage {
   std::size_t block_bytes = 0;  // the block's own size, set by allocate_at_least (so declared first)
   void* data;
   std::size_t bytes;
+  std::atomic<std::uint32_t> version{0};  // in-place writes so far (Tensor::_version)
 
   explicit Storage(std::size_t n_bytes) : data(memory::allocate_at_least(n_bytes, &block_bytes)), bytes(n_bytes) {
     g_live_bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
@@ -73,6 +74,17 @@ std::int64_t live_buffers() { return g_live_buffers.load(); }
 }  // namespace memory
 
 void write_pending(const TensorImpl& impl) { impl.pending->run(); }
+
+std::uint32_t detail::storage_version(const Storage& storage) { return storage.version.load(std::memory_order_relaxed); }
+
+void autograd::increment_version(const Tensor& t) {
+  if (t.defined() && t.impl()->storage) t.impl()->storage->version.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint32_t Tensor::_version() const {
+  check_defined("_version");
+  return impl_->storage ? detail::storage_version(*impl_->storage) : 0;
+}
 
 namespace {
 inline void write_pending_if(const TensorImpl& impl) {
@@ -132,14 +144,13 @@ void Tensor::set_data(const Tensor& src) {
   impl_->dtype = src.impl_->dtype;
 }
 
-void Tensor::fill_(double value) {
-  check_defined("fill_");
-  kernels::dispatch_any(dtype(), [&](auto tag) {
+void detail::fill_elements(Tensor& t, double value) {
+  kernels::dispatch_any(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T* p = data<T>();
+    T* p = t.data<T>();
     // On both threads when large: zero-filled buffers (gradient accumulators, embedding tables'
     // dense gradients) are megabytes per step.
-    kernels::parallel_for(numel(), kernels::kGrainCheap, [&](std::int64_t begin, std::int64_t end) {
+    kernels::parallel_for(t.numel(), kernels::kGrainCheap, [&](std::int64_t begin, std::int64_t end) {
       std::fill(p + begin, p + end, static_cast<T>(value));
     });
   });
@@ -150,7 +161,7 @@ Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, d
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  t.fill_(value);
+  detail::fill_elements(t, value);
   return t;
 }
 
@@ -269,16 +280,14 @@ bool Tensor::shares_storage(const Tensor& other) const {
   return impl_ && other.impl_ && impl_->storage == other.impl_->storage;
 }
 
-void Tensor::copy_(const Tensor& src) {
-  check_defined("copy_");
-  if (!(src.shape() == shape()) || src.dtype() != dtype())
-    throw std::invalid_argument("copy_: source " + src.shape().str() + " " + std::string(dtype_name(src.dtype())) +
-                                " does not match destination " + shape().str() + " " +
-                                std::string(dtype_name(dtype())));
-  write_pending_if(*src.impl_);
-  write_pending_if(*impl_);
-  if (src.impl_->data != impl_->data)
-    std::memcpy(impl_->data, src.impl_->data, static_cast<std::size_t>(numel()) * dtype_size(dtype()));
+void detail::copy_elements(Tensor& dst, const Tensor& src) {
+  if (!(src.shape() == dst.shape()) || src.dtype() != dst.dtype())
+    throw std::logic_error("copy_elements: source " + src.shape().str() + " " + std::string(dtype_name(src.dtype())) +
+                           " does not match destination " + dst.shape().str() + " " +
+                           std::string(dtype_name(dst.dtype())));
+  const void* from = src.data_ptr();  // each writes its deferred elements first
+  void* to = dst.data_ptr();
+  if (from != to) std::memcpy(to, from, static_cast<std::size_t>(dst.numel()) * dtype_size(dst.dtype()));
 }
 
 // ---- conversions and copies --------------------------------------------------------------
@@ -305,7 +314,7 @@ Tensor Tensor::to(DType target) const {
   if (!is_floating(target)) return convert(*this, target);  // int64 / bool results have no gradient, as PyTorch
   const DType source = dtype();
   return record(
-      "to", convert(*this, target), {*this},
+      "to", convert(*this, target), {*this}, Saves::none(),
       [source](BackwardContext& ctx) { ctx.accumulate(0, convert(ctx.grad_output(), source)); },
       [source](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output().to(source)); });
 }
@@ -313,9 +322,9 @@ Tensor Tensor::to(DType target) const {
 Tensor Tensor::clone() const {
   check_defined("clone");
   Tensor y = Tensor::empty(shape(), dtype());
-  y.copy_(*this);
+  detail::copy_elements(y, *this);
   return record(
-      "clone", y, {*this}, [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); },
+      "clone", y, {*this}, Saves::none(), [](BackwardContext& ctx) { ctx.accumulate(0, ctx.grad_output()); },
       [](GradGraphContext& ctx) { ctx.accumulate(0, ctx.grad_output()); });
 }
 

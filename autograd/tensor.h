@@ -21,7 +21,9 @@ namespace tg {
 class CompactGrad;
 class Generator;
 class Tensor;
-struct Storage;  // owns the buffer (64-byte aligned, from the caching allocator); defined in tensor.cpp
+/// Owns the buffer (64-byte aligned, from the caching allocator) and its version counter, shared by
+/// every tensor that views the buffer; defined in tensor.cpp.
+struct Storage;
 namespace indexing {
 class TensorIndex;  // autograd/ops_indexing.h: what x.index({...}) takes
 }  // namespace indexing
@@ -145,11 +147,6 @@ class Tensor {
   Tensor clone() const;
   /// Same data, cut from the graph: no grad, never recorded.
   Tensor detach() const;
-  /// Copies `src` (same shape and dtype) into this tensor's buffer, outside autograd. For
-  /// optimizers, initialisers and checkpoint loading.
-  void copy_(const Tensor& src);
-  /// Sets every element to `value`, outside autograd.
-  void fill_(double value);
   /// Makes this tensor use `src`'s data (shared, not copied), shape and dtype, keeping its own
   /// autograd identity (requires_grad, hooks on this handle): every handle to this tensor sees the
   /// new data. PyTorch's `x.data = src` / Tensor::set_data, for converting parameters in place
@@ -404,6 +401,72 @@ class Tensor {
   Tensor new_full(const Shape& size, double value) const;
   Tensor new_empty(const Shape& size) const;
 
+  // ---- in-place ops ------------------------------------------------------------------------
+  // Each writes its result into this tensor's buffer (every handle and view of it sees the new
+  // values), bumps the buffer's version counter and returns *this. The result must have this
+  // tensor's shape (other operands broadcast to it) and a dtype it can take (a floating result into
+  // an integer tensor is an error, as torch). Autograd's rules, as PyTorch's:
+  // - on a leaf that requires grad, while grad mode is on: std::runtime_error ("a leaf Variable
+  //   that requires grad is being used in an in-place operation.");
+  // - on a tensor outside the graph (or under NoGradGuard), with operands that do not require
+  //   grad: a plain in-place write, nothing recorded;
+  // - on an op's output, or with an operand that requires grad: recorded, and this tensor's
+  //   history moves to the new node, so later uses and backward() see the in-place result
+  //   (y = x * 2; y.add_(z); y.sum().backward() gives x and z their gradients). Other tensors
+  //   that view the buffer keep their own history (docs/ops.md: a difference from torch).
+  // A tensor an op saved for its backward, changed in place before that backward runs, makes
+  // backward throw std::runtime_error naming the op (see _version()).
+  // fill_, zero_ and copy_ are the exceptions, as before these methods existed: on a leaf they
+  // write outside autograd (no error, nothing recorded, whatever src), for initialisers,
+  // optimizers and checkpoint loading; on an op's output in grad mode they are recorded.
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& add_(double other, double alpha = 1.0);
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& sub_(double other, double alpha = 1.0);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(double other);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(double other);
+  Tensor& pow_(const Tensor& exponent);
+  Tensor& pow_(double exponent);
+  Tensor& clamp_(std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt);
+  Tensor& clamp_min_(double min);
+  Tensor& clamp_max_(double max);
+  Tensor& neg_();
+  Tensor& exp_();
+  Tensor& log_();
+  Tensor& sqrt_();
+  Tensor& rsqrt_();
+  Tensor& tanh_();
+  Tensor& sigmoid_();
+  Tensor& relu_();
+  Tensor& abs_();
+  Tensor& masked_fill_(const Tensor& mask, double value);
+  /// x[indices] = values (Python's indexed assignment; accumulate adds instead).
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& values,
+                     bool accumulate = false);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                     bool accumulate = false);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double value);
+  /// Uniform in [from, to) / Normal(mean, stddev), drawn as Tensor::uniform / Tensor::normal do.
+  Tensor& uniform_(double from, double to, Generator& generator);
+  Tensor& uniform_(double from = 0.0, double to = 1.0);
+  Tensor& normal_(double mean, double stddev, Generator& generator);
+  Tensor& normal_(double mean = 0.0, double stddev = 1.0);
+  /// Every element `value` (see above for leaves).
+  Tensor& fill_(double value);
+  Tensor& zero_();
+  /// Copies `src`, broadcast to this tensor's shape and converted to its dtype (see above for
+  /// leaves: copying parameters, EMA weights or a checkpoint needs no NoGradGuard).
+  Tensor& copy_(const Tensor& src);
+  /// The number of in-place writes to this tensor's buffer so far (torch's x._version): every
+  /// in-place op above bumps it, for every tensor viewing the buffer. An op remembers the version
+  /// of each tensor its backward reads (docs/extending.md), and backward throws if it changed.
+  /// Code that writes elements through data<T>() in place can announce it with
+  /// tg::autograd::increment_version.
+  std::uint32_t _version() const;
+
   /// "tensor([[   1.0000,    2.0000]], dtype=float32, requires_grad=true)".
   std::string str() const;
 
@@ -421,6 +484,23 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+namespace autograd {
+/// Bumps the version counter of t's buffer (torch.autograd.graph.increment_version), as an
+/// in-place op does: for code that changes elements through data<T>(), so that a backward that
+/// saved t throws instead of using the changed values.
+void increment_version(const Tensor& t);
+}  // namespace autograd
+
+namespace detail {
+/// The version counter of a buffer (Tensor::_version), read by the tape's check of saved tensors.
+std::uint32_t storage_version(const Storage& storage);
+/// Every element of t set to `value` / dst's elements set to src's (same shape and dtype): the
+/// kernels of fill_ and copy_, outside autograd and leaving the version alone, for tensors an op
+/// is still making.
+void fill_elements(Tensor& t, double value);
+void copy_elements(Tensor& dst, const Tensor& src);
+}  // namespace detail
 
 template <class T> T* Tensor::data() {
   check_defined("data");

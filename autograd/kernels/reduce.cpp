@@ -192,7 +192,7 @@ Tensor sum(const Tensor& x, Axes axes, bool keepdim) {
   const Shape out_shape = reduced_shape(x.shape(), axes, keepdim);
   if (axes.empty()) {
     Tensor y = Tensor::empty(out_shape, x.dtype());
-    y.copy_(x);
+    detail::copy_elements(y, x);
     return y;
   }
   const bool contiguous_block = axes.back() - axes.front() + 1 == static_cast<int>(axes.size());
