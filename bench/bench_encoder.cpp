@@ -4,6 +4,10 @@
 // bench/encoder_reference.py are the LibTorch and PyTorch references.
 //
 //   build/bin/bench_encoder [--threads N] [--steps N] [--warmup N] [--seed S] [--profile]
+//                           [--spelling free|methods]
+//
+// --spelling methods runs the forward written with tensor methods (x.transpose(1, 2), as the
+// PyTorch reference reads) instead of free functions: the same ops, to compare their speed.
 //
 // Output: one JSON line with the keys bench/compare reads (tokens_per_sec counts B*T positions per
 // step; the decoding fields read 0: G has no decoder). --profile adds seconds per phase.
@@ -66,6 +70,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps before");
   app.add_option("--seed", seed, "seed of the weights and of the data");
   app.add_flag("--profile", profile, "also report seconds per phase of a step");
+  std::string spelling_name = "free";
+  app.add_option("--spelling", spelling_name, "the forward with free functions (free) or tensor methods (methods)")
+      ->check(CLI::IsMember({"free", "methods"}));
   std::string precision = "f32";
   app.add_option("--precision", precision, "f32, or bf16: every step and decode under tg::autocast::Guard")
       ->check(CLI::IsMember({"f32", "bf16"}));
@@ -75,6 +82,7 @@ int main(int argc, char** argv) {
     std::optional<tg::autocast::Guard> autocast;
     if (precision == "bf16") autocast.emplace(tg::autocast::Precision::bf16);
     if (steps < 1) throw std::invalid_argument("bench_encoder: --steps must be >= 1");
+    const Spelling spelling = spelling_name == "methods" ? Spelling::methods : Spelling::free_functions;
     tg::set_num_threads(threads);
     tg::Generator gen(seed);
     const Sizes sizes;
@@ -99,7 +107,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < warmup + steps; ++i) {
       if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds();
       StepTimes* timed = i >= warmup ? &times : nullptr;
-      const tg::Tensor loss = train_step(layer, optimizer, batches[i].first, batches[i].second, timed);
+      const tg::Tensor loss = train_step(layer, optimizer, batches[i].first, batches[i].second, timed, spelling);
       last_loss = loss.item();
       if (!std::isfinite(last_loss)) throw std::runtime_error("bench_encoder: loss is not finite");
     }
@@ -108,7 +116,7 @@ int main(int argc, char** argv) {
 
     std::ostringstream js;
     js << "{\"framework\":\"tapegrad\",\"config\":\"G\",\"model\":\"pre-LN encoder layer (public ops)\",\"precision\":\""
-       << precision << (precision == "bf16" ? "\",\"bf16_path\":\"" : "")
+       << precision << "\",\"spelling\":\"" << spelling_name << (precision == "bf16" ? "\",\"bf16_path\":\"" : "")
        << (precision == "bf16" ? tg::autocast::bf16_path() : "")
        << "\",\"threads\":"
        << tg::num_threads() << ",\"blas\":\"tapegrad kernels\",\"steps\":" << steps << ",\"warmup\":" << warmup

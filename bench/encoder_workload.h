@@ -12,6 +12,11 @@
 //   LayerNorm weight 1, bias 0, eps 1e-5. Adam(lr 1e-3), gradients dropped just before backward.
 // Data: x[b, t, d] = 2 u - 1 with u = (splitmix64() >> 40) / 2^24 in row-major (b, t, d) order,
 // batch after batch, from splitmix64 seeded with seed * 0x632BE59BD9B4E019 + 12345.
+//
+// The forward is written twice: with free functions (forward, the original) and with tensor
+// methods (forward_methods, line for line as bench/encoder_reference.py; docs/porting.md shows the
+// two). Both run the same ops in the same order, so they give the same loss and gradients to the
+// last bit (tests/autograd/test_encoder_methods.cpp); bench_encoder --spelling picks one.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -73,7 +78,17 @@ struct LayerNormParams {
     const tg::Tensor var = tg::var(x, {2}, tg::Correction{0}, true);
     return centred * tg::rsqrt(var + kLayerNormEps) * w + b;
   }
+  // The same with methods: (x - x.mean(-1, keepdim=True)) * (x.var(-1, unbiased=False,
+  // keepdim=True) + eps).rsqrt() * w + b.
+  tg::Tensor forward_methods(const tg::Tensor& x) const {
+    const tg::Tensor centred = x - x.mean(-1, true);
+    const tg::Tensor var = x.var(-1, false, true);
+    return centred * (var + kLayerNormEps).rsqrt() * w + b;
+  }
 };
+
+/// Which spelling of the forward a training step runs.
+enum class Spelling { free_functions, methods };
 
 struct EncoderLayer {
   Sizes sizes;
@@ -101,6 +116,22 @@ struct EncoderLayer {
     const tg::Tensor y = x + o(tg::reshape(tg::transpose(ctx, 1, 2), {B, T, D}));
     return y + ff2(tg::gelu(ff1(ln2(y))));
   }
+
+  // The forward of bench/encoder_reference.py, line for line: self.q is this->q, torch.matmul is
+  // tg::matmul, and the layer norms are written with methods too.
+  tg::Tensor forward_methods(const tg::Tensor& x) const {
+    const std::int64_t B = x.size(0), T = x.size(1), D = sizes.d_model, HEADS = sizes.heads, dh = D / HEADS;
+    auto heads = [&](const tg::Tensor& t) { return t.reshape({B, T, HEADS, dh}).transpose(1, 2); };
+    const tg::Tensor a = ln1.forward_methods(x);
+    const tg::Tensor q = heads(this->q(a)), k = heads(this->k(a)), v = heads(this->v(a));
+    const tg::Tensor w = tg::softmax(tg::matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(dh)), -1);
+    const tg::Tensor y = x + o(tg::matmul(w, v).transpose(1, 2).reshape({B, T, D}));
+    return y + ff2(tg::gelu(ff1(ln2.forward_methods(y))));
+  }
+
+  tg::Tensor forward(const tg::Tensor& x, Spelling spelling) const {
+    return spelling == Spelling::methods ? forward_methods(x) : forward(x);
+  }
 };
 
 /// Seconds spent in each phase of train_step.
@@ -108,14 +139,23 @@ struct StepTimes {
   double forward_and_loss = 0, backward = 0, adam = 0;
 };
 
+/// The loss of workload G: mean((out - target)^2); with methods, ((out - target).pow(2)).mean() as
+/// in bench/encoder_reference.py (pow(2) is square: the same op).
+inline tg::Tensor loss_of(const EncoderLayer& layer, const tg::Tensor& x, const tg::Tensor& target,
+                          Spelling spelling = Spelling::free_functions) {
+  if (spelling == Spelling::methods) return (layer.forward_methods(x) - target).pow(2).mean();
+  return tg::mean(tg::square(layer.forward(x) - target));
+}
+
 /// One training step of workload G: forward and loss, zero_grad, backward, Adam. Returns the loss;
 /// adds each phase's seconds to `times` when given.
 inline tg::Tensor train_step(const EncoderLayer& layer, tg::nn::Adam& optimizer, const tg::Tensor& x,
-                             const tg::Tensor& target, StepTimes* times = nullptr) {
+                             const tg::Tensor& target, StepTimes* times = nullptr,
+                             Spelling spelling = Spelling::free_functions) {
   using Clock = std::chrono::steady_clock;
   const auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   auto t = Clock::now();
-  tg::Tensor loss = tg::mean(tg::square(layer.forward(x) - target));
+  tg::Tensor loss = loss_of(layer, x, target, spelling);
   if (times) times->forward_and_loss += since(t), t = Clock::now();
   optimizer.zero_grad();
   loss.backward();

@@ -309,15 +309,19 @@ TEST(Indexing, PortingDocExample) {
   // docs/porting.md, "Indexing": the C++ lines beside the Python ones, on (2, 3, 4) tensors.
   Tensor h = Tensor::arange(0.0, 24.0, 1.0, DType::f32);
   h = reshape(h, {2, 3, 4});
-  Tensor x = h;
+  Tensor x = h.clone();
   const Tensor mask = h > 20.0;
   const Tensor idx1 = ids({0, 1}, {2, 1}), idx2 = ids({3, 0, 1}), v = Tensor::full({3}, -1.0, DType::f32);
   {
     using namespace tg::indexing;
-    const Tensor last = index(h, {Slice(), -1, Slice()});
-    h = index_put(h, {mask}, 0.0);
-    x = index_put(x, {idx1, Slice(), idx2}, v);
+    const Tensor last = h.index({Slice(), -1, Slice()});
+    h.index_put_({mask}, 0.0);
+    x.index_put_({idx1, Slice(), idx2}, v);
     EXPECT_EQ(last.to_vector<float>(), (std::vector<float>{8, 9, 10, 11, 20, 21, 22, 23}));
+    // The out-of-place free functions give the same.
+    const Tensor h0 = reshape(Tensor::arange(0.0, 24.0, 1.0, DType::f32), {2, 3, 4});
+    EXPECT_EQ(h.to_vector<float>(), index_put(h0, {mask}, 0.0).to_vector<float>());
+    EXPECT_EQ(x.to_vector<float>(), index_put(h0, {idx1, Slice(), idx2}, v).to_vector<float>());
   }
   EXPECT_EQ(sum(h).item(), 276.0 - 21 - 22 - 23);
   EXPECT_EQ(index(x, {1, Slice(), 3}).to_vector<float>(), (std::vector<float>{-1, -1, -1}));  // written
