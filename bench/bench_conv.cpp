@@ -33,7 +33,7 @@ void BM_ConvBlockTrainingStep(benchmark::State& state) {
   nn::BatchNorm2d bn(32);
   nn::MaxPool2d pool(2);
   const Tensor x = Tensor::uniform({32, 3, 32, 32}, -1, 1, gen);
-  const std::vector<Tensor> params{conv.weight, conv.bias, bn.weight, bn.bias};
+  const std::vector<Tensor> params{conv->weight, conv->bias, bn->weight, bn->bias};
   for (auto _ : state) {
     for (Tensor p : params) p.zero_grad();
     const Tensor loss = mean(pool(relu(bn(conv(x)))));
@@ -55,7 +55,7 @@ void BM_Conv2dForwardBackward(benchmark::State& state) {
   nn::Conv2d conv(nn::Conv2dOptions(3, 32, 3).padding(1), gen);
   const Tensor x = Tensor::uniform({32, 3, 32, 32}, -1, 1, gen);
   for (auto _ : state) {
-    conv.zero_grad();
+    conv->zero_grad();
     sum(conv(x)).backward();
   }
   state.counters["GFLOP/s"] =

@@ -39,9 +39,9 @@ void BM_GRUForwardBackward(benchmark::State& state) {
   nn::GRU gru(nn::GRUOptions(in, H), gen);
   const Tensor x = Tensor::uniform({T, B, in}, -1, 1, gen);
   for (auto _ : state) {
-    auto [output, h_n] = gru.forward(x);
+    auto [output, h_n] = gru->forward(x);
     sum(output).backward();
-    gru.zero_grad();
+    gru->zero_grad();
   }
   state.SetItemsProcessed(state.iterations() * T * B);
   // Matrix products per iteration: forward x W_ih (T*B, in)x(in, 3H) and h W_hh (B, H)x(H, 3H) per
@@ -75,8 +75,8 @@ void BM_AdditiveAttentionStep(benchmark::State& state) {
   for (std::int64_t b = 0; b < B; ++b) lens[b] = K / 2 + b % (K - K / 2 + 1);
   const Tensor valid_lens = Tensor::from_vector(lens, {B});
   for (auto _ : state) {
-    sum(attention.forward_projected(query_proj, key_proj, values, valid_lens)).backward();
-    attention.zero_grad();
+    sum(attention->forward_projected(query_proj, key_proj, values, valid_lens)).backward();
+    attention->zero_grad();
     for (Tensor* t : {&key_proj, &values, &query_proj}) t->zero_grad();
   }
   state.SetItemsProcessed(state.iterations() * B);

@@ -76,60 +76,63 @@ struct GptConfig {
   std::int64_t vocab_size = 0, block_size = 32, n_layer = 2, n_head = 4, n_embd = 64;
 };
 
-class CausalSelfAttention : public nn::Module {
+class CausalSelfAttentionImpl : public nn::Module {
  public:
-  CausalSelfAttention(const GptConfig& c, Generator& gen) : n_head(c.n_head) {
-    c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd, gen));  // q, k, v
-    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd, gen));
+  CausalSelfAttentionImpl(const GptConfig& c, Generator& gen) : n_head(c.n_head) {
+    c_attn = register_module("c_attn", nn::Linear(c.n_embd, 3 * c.n_embd, gen));  // q, k, v
+    c_proj = register_module("c_proj", nn::Linear(c.n_embd, c.n_embd, gen));
   }
   Tensor forward(const Tensor& x) {
     const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-    const auto qkv = split((*c_attn)(x), C, 2);
+    const auto qkv = split(c_attn(x), C, 2);
     auto heads = [&](const Tensor& t) { return transpose(view(t, {B, T, n_head, C / n_head}), 1, 2); };  // (B, nh, T, hs)
     const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(), 0.0,
                                                   /*is_causal=*/true);
-    return (*c_proj)(reshape(transpose(y, 1, 2), {B, T, C}));  // the heads side by side again
+    return c_proj(reshape(transpose(y, 1, 2), {B, T, C}));  // the heads side by side again
   }
-  std::shared_ptr<nn::Linear> c_attn, c_proj;
+  nn::Linear c_attn{nullptr}, c_proj{nullptr};
   std::int64_t n_head;
 };
+TG_MODULE(CausalSelfAttention);
 
-class Mlp : public nn::Module {
+class MlpImpl : public nn::Module {
  public:
-  Mlp(const GptConfig& c, Generator& gen) {
-    c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd, gen));
-    c_proj = register_module("c_proj", std::make_shared<nn::Linear>(4 * c.n_embd, c.n_embd, gen));
+  MlpImpl(const GptConfig& c, Generator& gen) {
+    c_fc = register_module("c_fc", nn::Linear(c.n_embd, 4 * c.n_embd, gen));
+    c_proj = register_module("c_proj", nn::Linear(4 * c.n_embd, c.n_embd, gen));
   }
-  Tensor forward(const Tensor& x) { return (*c_proj)(gelu((*c_fc)(x))); }
-  std::shared_ptr<nn::Linear> c_fc, c_proj;
+  Tensor forward(const Tensor& x) { return c_proj(gelu(c_fc(x))); }
+  nn::Linear c_fc{nullptr}, c_proj{nullptr};
 };
+TG_MODULE(Mlp);
 
-class Block : public nn::Module {
+class BlockImpl : public nn::Module {
  public:
-  Block(const GptConfig& c, Generator& gen) {
-    ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd));
-    attn = register_module("attn", std::make_shared<CausalSelfAttention>(c, gen));
-    ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd));
-    mlp = register_module("mlp", std::make_shared<Mlp>(c, gen));
+  BlockImpl(const GptConfig& c, Generator& gen) {
+    ln_1 = register_module("ln_1", nn::LayerNorm(c.n_embd));
+    attn = register_module("attn", CausalSelfAttention(c, gen));
+    ln_2 = register_module("ln_2", nn::LayerNorm(c.n_embd));
+    mlp = register_module("mlp", Mlp(c, gen));
   }
   Tensor forward(Tensor x) {
-    x = x + attn->forward((*ln_1)(x));
-    return x + mlp->forward((*ln_2)(x));
+    x = x + attn(ln_1(x));
+    return x + mlp(ln_2(x));
   }
-  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
-  std::shared_ptr<CausalSelfAttention> attn;
-  std::shared_ptr<Mlp> mlp;
+  nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  CausalSelfAttention attn{nullptr};
+  Mlp mlp{nullptr};
 };
+TG_MODULE(Block);
 
-class Gpt : public nn::Module {
+class GptImpl : public nn::Module {
  public:
-  Gpt(const GptConfig& c, Generator& gen) : config(c) {
-    wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd, gen));
-    wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd, gen));
-    h = register_module("h", std::make_shared<nn::ModuleList>());
-    for (std::int64_t i = 0; i < c.n_layer; ++i) h->push_back(std::make_shared<Block>(c, gen));
-    ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
-    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.n_embd, c.vocab_size, gen, /*bias=*/false));
+  GptImpl(const GptConfig& c, Generator& gen) : config(c) {
+    wte = register_module("wte", nn::Embedding(c.vocab_size, c.n_embd, gen));
+    wpe = register_module("wpe", nn::Embedding(c.block_size, c.n_embd, gen));
+    h = register_module("h", nn::ModuleList());
+    for (std::int64_t i = 0; i < c.n_layer; ++i) h->push_back(Block(c, gen));
+    ln_f = register_module("ln_f", nn::LayerNorm(c.n_embd));
+    lm_head = register_module("lm_head", nn::Linear(c.n_embd, c.vocab_size, gen, /*bias=*/false));
     for (auto& [name, p] : named_parameters()) {  // nanoGPT's _init_weights: N(0, 0.02) matrices, zero biases
       if (p.dim() >= 2) nn::init::normal_(p, 0.0, 0.02, gen);
       else if (name.ends_with("bias")) nn::init::zeros_(p);
@@ -138,9 +141,9 @@ class Gpt : public nn::Module {
 
   /// idx (B, T) i64, T <= block_size -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& idx) {
-    Tensor x = (*wte)(idx) + (*wpe)(arange(idx.size(1)));  // (B, T, C) + (T, C)
-    for (std::size_t i = 0; i < h->size(); ++i) x = h->get<Block>(static_cast<std::int64_t>(i))->forward(x);
-    return (*lm_head)((*ln_f)(x));
+    Tensor x = wte(idx) + wpe(arange(idx.size(1)));  // (B, T, C) + (T, C)
+    for (std::size_t i = 0; i < h->size(); ++i) x = h->get<Block>(static_cast<std::int64_t>(i))(x);
+    return lm_head(ln_f(x));
   }
 
   /// Appends max_new_tokens tokens to idx (B, T), each drawn from softmax(logits / temperature)
@@ -163,11 +166,12 @@ class Gpt : public nn::Module {
   }
 
   GptConfig config;
-  std::shared_ptr<nn::Embedding> wte, wpe;
-  std::shared_ptr<nn::ModuleList> h;
-  std::shared_ptr<nn::LayerNorm> ln_f;
-  std::shared_ptr<nn::Linear> lm_head;
+  nn::Embedding wte{nullptr}, wpe{nullptr};
+  nn::ModuleList h{nullptr};
+  nn::LayerNorm ln_f{nullptr};
+  nn::Linear lm_head{nullptr};
 };
+TG_MODULE(Gpt);
 
 // The text as ids (nanoGPT's shakespeare_char/prepare.py): the vocabulary is the sorted set of its
 // bytes; the first 90 % is trained on, the rest validates.
@@ -280,11 +284,11 @@ int main(int argc, char** argv) {
     Generator gen(seed);
     Gpt model(config, gen);
     nn::NamedTensors decay, no_decay;
-    for (const auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).emplace_back(name, p);
+    for (const auto& [name, p] : model->named_parameters()) (p.dim() >= 2 ? decay : no_decay).emplace_back(name, p);
     nn::AdamW optimizer({nn::ParamGroup(decay), nn::ParamGroup(no_decay).weight_decay(0.0)},
                         nn::AdamWOptions(3e-3).weight_decay(0.1));
     std::printf("text: %zu bytes, vocabulary %lld; model: %lld parameters\n", text.size(),
-                static_cast<long long>(config.vocab_size), static_cast<long long>(model.num_parameters()));
+                static_cast<long long>(config.vocab_size), static_cast<long long>(model->num_parameters()));
 
     // The mean loss over 10 fixed batches of each split (the same batches at every evaluation).
     auto estimate_loss = [&](const Tensor& split) {
@@ -294,7 +298,7 @@ int main(int argc, char** argv) {
       double total = 0;
       for (int k = 0; k < 10; ++k) {
         const auto [x, y] = chars.get_batch(split, batch_size, g);
-        total += cross_entropy(model.forward(x), y).item();  // logits (B, T, V) against targets (B, T)
+        total += cross_entropy(model(x), y).item();  // logits (B, T, V) against targets (B, T)
       }
       return total / 10;
     };
@@ -309,16 +313,16 @@ int main(int argc, char** argv) {
       if (step == steps) break;
       const auto [x, y] = chars.get_batch(chars.train, batch_size, gen);
       optimizer.zero_grad();
-      Tensor loss = cross_entropy(model.forward(x), y);
+      Tensor loss = cross_entropy(model(x), y);
       loss.backward();
-      nn::clip_grad_norm_(model.parameters(), 1.0);
+      nn::clip_grad_norm_(model->parameters(), 1.0);
       optimizer.step();
     }
 
     // ---- sampling ---------------------------------------------------------------------------------
     Generator sample_gen(seed);
-    model.eval();
-    const Tensor out = model.generate(unsqueeze(start, 0), length, temperature, top_k, sample_gen);  // (1, T + length)
+    model->eval();
+    const Tensor out = model->generate(unsqueeze(start, 0), length, temperature, top_k, sample_gen);  // (1, T + length)
     std::printf("--- sample (temperature %g, top-k %lld) ---\n%s\n", temperature, static_cast<long long>(top_k),
                 chars.decode(out).c_str());
     nn::io::flush_stdout_or_throw();  // a sample lost on a full disk is an error, not status 0

@@ -107,27 +107,29 @@ std::string encode_utf8(char32_t cp) {
 
 // ---- the model ------------------------------------------------------------------------------
 
-// A Module subclass: children registered by name, so the checkpoint keys are "embedding.weight",
+// A Module subclass (TG_MODULE(CharLM) below makes CharLM its holder): children registered by
+// name, so the checkpoint keys are "embedding.weight",
 // "rnn.weight_ih_l0", ..., "head.bias" (the keys of the same model written in PyTorch).
-class CharLM : public nn::Module {
+class CharLMImpl : public nn::Module {
  public:
-  CharLM(std::int64_t vocab, std::int64_t embed, std::int64_t hidden, std::int64_t layers, Generator& gen) {
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(vocab, embed, gen));
-    rnn = register_module("rnn", std::make_shared<nn::GRU>(nn::GRUOptions(embed, hidden).num_layers(layers), gen));
-    head = register_module("head", std::make_shared<nn::Linear>(hidden, vocab, gen));
+  CharLMImpl(std::int64_t vocab, std::int64_t embed, std::int64_t hidden, std::int64_t layers, Generator& gen) {
+    embedding = register_module("embedding", nn::Embedding(vocab, embed, gen));
+    rnn = register_module("rnn", nn::GRU(nn::GRUOptions(embed, hidden).num_layers(layers), gen));
+    head = register_module("head", nn::Linear(hidden, vocab, gen));
   }
 
   /// ids (T, B) i64 and state h (layers, B, hidden) or undefined (= zeros)
   /// -> logits (T, B, vocab) and the state after the last step.
   std::pair<Tensor, Tensor> forward(const Tensor& ids, const Tensor& h) {
-    auto [outputs, h_n] = rnn->forward(embedding->forward(ids), h);
-    return {head->forward(outputs), h_n};
+    auto [outputs, h_n] = rnn(embedding(ids), h);
+    return {head(outputs), h_n};
   }
 
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::GRU> rnn;
-  std::shared_ptr<nn::Linear> head;
+  nn::Embedding embedding{nullptr};
+  nn::GRU rnn{nullptr};
+  nn::Linear head{nullptr};
 };
+TG_MODULE(CharLM);
 
 // Draws an index from softmax(logits / temperature).
 std::int64_t sample(const Tensor& logits, double temperature, Generator& gen) {
@@ -224,8 +226,8 @@ int main(int argc, char** argv) {
     // ---- model and optimizer ---------------------------------------------------------------------
     Generator gen(seed);
     CharLM model(vocab, embed, hidden, layers, gen);
-    nn::Adam opt(model.named_parameters(), nn::AdamOptions(lr));
-    std::printf("model: %lld parameters\n", static_cast<long long>(model.num_parameters()));
+    nn::Adam opt(model->named_parameters(), nn::AdamOptions(lr));
+    std::printf("model: %lld parameters\n", static_cast<long long>(model->num_parameters()));
 
     // ---- training: truncated BPTT ----------------------------------------------------------------
     Tensor h;  // undefined = zeros
@@ -240,10 +242,10 @@ int main(int argc, char** argv) {
       const std::int64_t T = std::min(bptt, len - 1 - pos);
       const Tensor inputs = chunk(pos, T, 0), targets = chunk(pos, T, 1);  // predict the next character
 
-      auto [logits, h_n] = model.forward(inputs, h);
+      auto [logits, h_n] = model(inputs, h);
       Tensor loss = cross_entropy(reshape(logits, {T * batch, vocab}), reshape(targets, {T * batch}));
       loss.backward();                                   // gradients into the parameters; frees the graph
-      nn::clip_grad_norm(model.parameters(), clip);      // tame exploding gradients of the recurrence
+      nn::clip_grad_norm(model->parameters(), clip);      // tame exploding gradients of the recurrence
       opt.step();
       opt.zero_grad();
       // Keep the state's value for the next chunk but cut it from this chunk's (now freed) graph:
@@ -265,19 +267,19 @@ int main(int argc, char** argv) {
     // ---- sampling --------------------------------------------------------------------------------
     if (sample_len > 0) {
       NoGradGuard no_grad;  // nothing is recorded: constant memory however long the sample
-      model.eval();
+      model->eval();
       std::string out;
       Tensor state;
       Tensor logits;
       for (char32_t c : start) {  // run the prime through the model to set up the state
-        std::tie(logits, state) = model.forward(Tensor::from_vector(std::vector<std::int64_t>{to_id.at(c)}, {1, 1}), state);
+        std::tie(logits, state) = model(Tensor::from_vector(std::vector<std::int64_t>{to_id.at(c)}, {1, 1}), state);
         out += encode_utf8(c);
       }
       Generator sample_gen(seed);
       for (int i = 0; i < sample_len; ++i) {
         const std::int64_t id = sample(logits, temperature, sample_gen);
         out += encode_utf8(to_char[id]);
-        std::tie(logits, state) = model.forward(Tensor::from_vector(std::vector<std::int64_t>{id}, {1, 1}), state);
+        std::tie(logits, state) = model(Tensor::from_vector(std::vector<std::int64_t>{id}, {1, 1}), state);
       }
       std::printf("--- sample (temperature %.2f) ---\n%s\n", temperature, out.c_str());
     }

@@ -56,37 +56,38 @@ void make_shapes(std::int64_t n, Generator& gen, Tensor& images, Tensor& labels)
 }
 
 // The model. Registered children give torch's state_dict keys: "conv1.weight", "bn1.running_mean", ...
-class SmallCnn : public nn::Module {
+class SmallCnnImpl : public nn::Module {
  public:
-  SmallCnn(std::int64_t num_classes, Generator& gen) {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(1, 16, 3).padding(1), gen));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(16));
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(16, 32, 3).padding(1), gen));
-    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(32));
-    pool = register_module("pool", std::make_shared<nn::MaxPool2d>(2));
-    gap = register_module("gap", std::make_shared<nn::AdaptiveAvgPool2d>(1));
-    fc = register_module("fc", std::make_shared<nn::Linear>(32, num_classes, gen));
+  SmallCnnImpl(std::int64_t num_classes, Generator& gen) {
+    conv1 = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1), gen));
+    bn1 = register_module("bn1", nn::BatchNorm2d(16));
+    conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1), gen));
+    bn2 = register_module("bn2", nn::BatchNorm2d(32));
+    pool = register_module("pool", nn::MaxPool2d(2));
+    gap = register_module("gap", nn::AdaptiveAvgPool2d(1));
+    fc = register_module("fc", nn::Linear(32, num_classes, gen));
   }
 
   /// x (N, 1, 16, 16) -> logits (N, num_classes).
   Tensor forward(Tensor x) {
-    x = (*pool)(relu((*bn1)((*conv1)(x))));  // (N, 16, 8, 8)
-    x = (*pool)(relu((*bn2)((*conv2)(x))));  // (N, 32, 4, 4)
-    return (*fc)(flatten((*gap)(x), 1));     // (N, 32) -> (N, num_classes)
+    x = pool(relu(bn1(conv1(x))));  // (N, 16, 8, 8)
+    x = pool(relu(bn2(conv2(x))));  // (N, 32, 4, 4)
+    return fc(flatten(gap(x), 1));  // (N, 32) -> (N, num_classes)
   }
 
-  std::shared_ptr<nn::Conv2d> conv1, conv2;
-  std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
-  std::shared_ptr<nn::MaxPool2d> pool;
-  std::shared_ptr<nn::AdaptiveAvgPool2d> gap;
-  std::shared_ptr<nn::Linear> fc;
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  nn::MaxPool2d pool{nullptr};
+  nn::AdaptiveAvgPool2d gap{nullptr};
+  nn::Linear fc{nullptr};
 };
+TG_MODULE(SmallCnn);
 
 // Fraction of images classified right, in eval mode (BatchNorm's running statistics), untaped.
-double accuracy(SmallCnn& model, const Tensor& images, const Tensor& labels) {
+double accuracy(const SmallCnn& model, const Tensor& images, const Tensor& labels) {
   NoGradGuard no_grad;
-  model.eval();
-  return mean(eq(argmax(model.forward(images), 1), labels).to(DType::f32)).item();
+  model->eval();
+  return mean(eq(argmax(model(images), 1), labels).to(DType::f32)).item();
 }
 
 }  // namespace
@@ -130,22 +131,22 @@ int main(int argc, char** argv) {
     // ---- model, optimizer (weight decay on the conv and linear weights only) and schedule -------------------
     SmallCnn model(kClasses, gen);
     nn::NamedTensors decay, no_decay;
-    for (const auto& [name, p] : model.named_parameters())
+    for (const auto& [name, p] : model->named_parameters())
       if (p.requires_grad()) (p.dim() >= 2 ? decay : no_decay).emplace_back(name, p);  // skips BN's running stats
     nn::AdamW optimizer({nn::ParamGroup(decay), nn::ParamGroup(no_decay).weight_decay(0.0)},
                         nn::AdamWOptions(3e-3).weight_decay(0.05));
     // The learning rate decays linearly to 0 over the run, one step per batch.
     nn::LinearLR scheduler(optimizer, 1.0, 0.0, epochs * static_cast<std::int64_t>(loader.size()));
-    std::printf("%s\n", model.str().c_str());
+    std::printf("%s\n", model->str().c_str());
 
     // ---- training ---------------------------------------------------------------------------------
     for (int epoch = 1; epoch <= epochs; ++epoch) {
-      model.train();
+      model->train();
       double loss_sum = 0;
       std::int64_t seen = 0;
       for (auto& [images, labels] : loader) {
         optimizer.zero_grad();
-        Tensor loss = cross_entropy(model.forward(images), labels);
+        Tensor loss = cross_entropy(model(images), labels);
         loss.backward();
         optimizer.step();
         scheduler.step();
@@ -159,10 +160,10 @@ int main(int argc, char** argv) {
 
     // ---- checkpoint: save the state_dict, load it into a fresh model ------------------------------
     const double acc = accuracy(model, x_test, y_test);
-    nn::save_npz(out, model.state_dict());
+    nn::save_npz(out, model->state_dict());
     Generator other(seed + 1);  // other initial weights, so the load visibly matters
     SmallCnn restored(kClasses, other);
-    restored.load_state_dict(nn::load_npz(out), out);
+    restored->load_state_dict(nn::load_npz(out), out);
     const double restored_acc = accuracy(restored, x_test, y_test);
     std::printf("test accuracy %.4f on %lld held-out images (%s, %s, %s, %s)\n", acc,
                 static_cast<long long>(x_test.size(0)), kClassNames[0], kClassNames[1], kClassNames[2], kClassNames[3]);

@@ -14,29 +14,28 @@
 using namespace tg;
 
 // y = x + sigmoid(gate(x)) * tanh(proj(x)): a small gated residual block.
-class GatedResidual : public nn::Module {
+class GatedResidualImpl : public nn::Module {
  public:
-  GatedResidual(std::int64_t dim, Generator& gen) {
-    gate = register_module("gate", std::make_shared<nn::Linear>(dim, dim, gen));
-    proj = register_module("proj", std::make_shared<nn::Linear>(dim, dim, gen));
-    norm = register_module("norm", std::make_shared<nn::LayerNorm>(Shape{dim}));
+  GatedResidualImpl(std::int64_t dim, Generator& gen) {
+    gate = register_module("gate", nn::Linear(dim, dim, gen));
+    proj = register_module("proj", nn::Linear(dim, dim, gen));
+    norm = register_module("norm", nn::LayerNorm(Shape{dim}));
   }
-  Tensor forward(const Tensor& x) const {
-    return norm->forward(x + sigmoid(gate->forward(x)) * tanh(proj->forward(x)));
-  }
-  std::shared_ptr<nn::Linear> gate, proj;
-  std::shared_ptr<nn::LayerNorm> norm;
+  Tensor forward(const Tensor& x) const { return norm(x + sigmoid(gate(x)) * tanh(proj(x))); }
+  nn::Linear gate{nullptr}, proj{nullptr};
+  nn::LayerNorm norm{nullptr};
 };
+TG_MODULE(GatedResidual);
 
 int main() {
   Generator gen(0);
   GatedResidual block(6, gen);
   // 1. float64: central differences need it (float32 rounding swamps the differences).
-  block.to(DType::f64);
+  block->to(DType::f64);
   // 2. Deterministic inputs; keep them small: each checked entry costs two forward passes.
   const Tensor x = Tensor::uniform({3, 6}, -1, 1, gen, DType::f64);
   // 3. Check. For a forward with other arguments, pass a function instead:
-  //    nn::gradcheck(block, [&](const std::vector<Tensor>& in) { return block.forward(in[0]); }, {x});
+  //    nn::gradcheck(block, [&](const std::vector<Tensor>& in) { return block(in[0]); }, {x});
   nn::ModuleGradcheckOptions options;
   options.max_entries = 0;  // every entry; set e.g. 32 to sample large parameters (seeded by options.seed)
   const nn::ModuleGradcheckReport report = nn::gradcheck(block, {x}, options);

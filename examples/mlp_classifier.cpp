@@ -48,21 +48,22 @@ void make_rings(int n, int classes, Generator& gen, Tensor& x, Tensor& y) {
 
 // The model. Children are registered by name, which gives the checkpoint keys "fc1.weight",
 // "fc1.bias", "fc2.weight", "fc2.bias" (Dropout has no parameters).
-class MlpClassifier : public nn::Module {
+class MlpClassifierImpl : public nn::Module {
  public:
-  MlpClassifier(std::int64_t in, std::int64_t hidden, std::int64_t classes, double dropout_p, Generator& gen) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(in, hidden, gen));
+  MlpClassifierImpl(std::int64_t in, std::int64_t hidden, std::int64_t classes, double dropout_p, Generator& gen) {
+    fc1 = register_module("fc1", nn::Linear(in, hidden, gen));
     // The dropout masks get their own generator, seeded from `gen`: reproducible runs.
-    dropout = register_module("dropout", std::make_shared<nn::Dropout>(dropout_p, std::make_shared<Generator>(gen.next_u64())));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, classes, gen));
+    dropout = register_module("dropout", nn::Dropout(dropout_p, std::make_shared<Generator>(gen.next_u64())));
+    fc2 = register_module("fc2", nn::Linear(hidden, classes, gen));
   }
 
   /// x (N, in) -> logits (N, classes). Dropout is active in train() mode only.
-  Tensor forward(const Tensor& x) { return fc2->forward(dropout->forward(relu(fc1->forward(x)))); }
+  Tensor forward(const Tensor& x) { return fc2(dropout(relu(fc1(x)))); }
 
-  std::shared_ptr<nn::Linear> fc1, fc2;
-  std::shared_ptr<nn::Dropout> dropout;
+  nn::Linear fc1{nullptr}, fc2{nullptr};
+  nn::Dropout dropout{nullptr};
 };
+TG_MODULE(MlpClassifier);  // MlpClassifier: the holder, used as the Python object
 
 // Fraction of rows whose arg-max logit is the label.
 double accuracy(const Tensor& logits, const Tensor& labels) {
@@ -74,13 +75,10 @@ double accuracy(const Tensor& logits, const Tensor& labels) {
 }
 
 // Logits of the whole set in eval mode (no dropout), without recording anything on the tape.
-Tensor predict(MlpClassifier& model, const Tensor& x) {
+Tensor predict(const MlpClassifier& model, const Tensor& x) {
   NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
-  Tensor logits = model.forward(x);
-  model.train(was_training);
-  return logits;
+  nn::EvalModeGuard eval(model);
+  return model(x);
 }
 
 }  // namespace
@@ -121,8 +119,8 @@ int main(int argc, char** argv) {
 
     // ---- model and optimizer ------------------------------------------------------------------------
     MlpClassifier model(2, 64, 3, /*dropout_p=*/0.1, gen);
-    nn::Adam opt(model.named_parameters(), nn::AdamOptions(1e-2));
-    std::printf("%s\n", model.str().c_str());
+    nn::Adam opt(model->named_parameters(), nn::AdamOptions(1e-2));
+    std::printf("%s\n", model->str().c_str());
 
     // ---- training on random minibatches ----------------------------------------------------------------
     const std::int64_t batch = 64;
@@ -131,7 +129,7 @@ int main(int argc, char** argv) {
       for (auto& r : rows) r = static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(n_train)));
       const Tensor idx = Tensor::from_vector(rows, {batch});
 
-      Tensor loss = cross_entropy(model.forward(index_select(x_train, 0, idx)), index_select(y_train, 0, idx));
+      Tensor loss = cross_entropy(model(index_select(x_train, 0, idx)), index_select(y_train, 0, idx));
       loss.backward();  // accumulates into the parameters' grad() and frees this step's graph
       opt.step();
       opt.zero_grad();
@@ -143,14 +141,14 @@ int main(int argc, char** argv) {
 
     // ---- checkpoint: save, then load into a freshly initialised model ---------------------------------
     const Tensor logits = predict(model, x_test);
-    model.save(checkpoint);
-    std::printf("saved %lld parameters to %s:", static_cast<long long>(model.num_parameters()), checkpoint.c_str());
-    for (const auto& [name, p] : model.named_parameters()) std::printf(" %s%s", name.c_str(), p.shape().str().c_str());
+    model->save(checkpoint);
+    std::printf("saved %lld parameters to %s:", static_cast<long long>(model->num_parameters()), checkpoint.c_str());
+    for (const auto& [name, p] : model->named_parameters()) std::printf(" %s%s", name.c_str(), p.shape().str().c_str());
     std::printf("\n");
 
     Generator other(seed + 1);  // different initial weights, so the load visibly matters
     MlpClassifier restored(2, 64, 3, 0.1, other);
-    restored.load(checkpoint);  // checks every name and shape before copying anything
+    restored->load(checkpoint);  // checks every name and shape before copying anything
     const Tensor restored_logits = predict(restored, x_test);
     const double diff = std::sqrt(max(square(restored_logits - logits)).item());
     std::printf("reloaded: test accuracy %.1f%%  (max |logit difference| %g)\n", 100 * accuracy(restored_logits, y_test), diff);

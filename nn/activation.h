@@ -11,16 +11,17 @@
 namespace tg::nn {
 
 /// torch.nn.ReLU: max(x, 0) (tg::relu).
-class ReLU : public Module {
+class ReLUImpl : public Module {
  public:
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
+TG_MODULE(ReLU);
 
 /// torch.nn.GELU(approximate='none' | 'tanh') (tg::gelu).
-class GELU : public Module {
+class GELUImpl : public Module {
  public:
-  explicit GELU(GeluApproximate approximate = GeluApproximate::none) : approximate_(approximate) {}
+  explicit GELUImpl(GeluApproximate approximate = GeluApproximate::none) : approximate_(approximate) {}
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
   GeluApproximate approximate() const { return approximate_; }
@@ -30,26 +31,30 @@ class GELU : public Module {
  private:
   GeluApproximate approximate_;
 };
+TG_MODULE(GELU);
 
 /// torch.nn.Tanh (tg::tanh).
-class Tanh : public Module {
+class TanhImpl : public Module {
  public:
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
+TG_MODULE(Tanh);
 
 /// torch.nn.Sigmoid: 1 / (1 + exp(-x)) (tg::sigmoid).
-class Sigmoid : public Module {
+class SigmoidImpl : public Module {
  public:
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
+TG_MODULE(Sigmoid);
 
 /// torch.nn.SiLU: x * sigmoid(x) (tg::silu).
-class SiLU : public Module {
+class SiLUImpl : public Module {
  public:
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
 };
+TG_MODULE(SiLU);
 
 }  // namespace tg::nn

@@ -36,33 +36,34 @@ void check_dropout(const char* who, double p) {
 
 // ---- additive ------------------------------------------------------------------------------------
 
-AdditiveAttention::AdditiveAttention(const AdditiveAttentionOptions& options, Generator& gen) : options_(options) {
+AdditiveAttentionImpl::AdditiveAttentionImpl(const AdditiveAttentionOptions& options, Generator& gen)
+    : options_(options) {
   if (options.key_size() <= 0 || options.query_size() <= 0 || options.num_hiddens() <= 0)
     throw std::invalid_argument("AdditiveAttention: key_size, query_size and num_hiddens must be positive, got " +
                                 std::to_string(options.key_size()) + ", " + std::to_string(options.query_size()) +
                                 ", " + std::to_string(options.num_hiddens()));
   check_dropout("AdditiveAttention", options.dropout());
-  W_k = register_module("W_k", std::make_shared<Linear>(options.key_size(), options.num_hiddens(), gen, false));
-  W_q = register_module("W_q", std::make_shared<Linear>(options.query_size(), options.num_hiddens(), gen, false));
-  w_v = register_module("w_v", std::make_shared<Linear>(options.num_hiddens(), 1, gen, false));
-  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout(), options.generator()));
+  W_k = register_module("W_k", Linear(options.key_size(), options.num_hiddens(), gen, false));
+  W_q = register_module("W_q", Linear(options.query_size(), options.num_hiddens(), gen, false));
+  w_v = register_module("w_v", Linear(options.num_hiddens(), 1, gen, false));
+  dropout = register_module("dropout", Dropout(options.dropout(), options.generator()));
 }
 
-AdditiveAttention::AdditiveAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t num_hiddens,
-                                     double dropout, Generator& gen)
-    : AdditiveAttention(AdditiveAttentionOptions(key_size, query_size, num_hiddens).dropout(dropout), gen) {}
+AdditiveAttentionImpl::AdditiveAttentionImpl(std::int64_t key_size, std::int64_t query_size, std::int64_t num_hiddens,
+                                             double dropout, Generator& gen)
+    : AdditiveAttentionImpl(AdditiveAttentionOptions(key_size, query_size, num_hiddens).dropout(dropout), gen) {}
 
-Tensor AdditiveAttention::project_queries(const Tensor& queries) const { return W_q->forward(queries); }
-Tensor AdditiveAttention::project_keys(const Tensor& keys) const { return W_k->forward(keys); }
+Tensor AdditiveAttentionImpl::project_queries(const Tensor& queries) const { return W_q->forward(queries); }
+Tensor AdditiveAttentionImpl::project_keys(const Tensor& keys) const { return W_k->forward(keys); }
 
-Tensor AdditiveAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                  const Tensor& valid_lens) {
+Tensor AdditiveAttentionImpl::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                      const Tensor& valid_lens) {
   check_qkv("AdditiveAttention", queries, keys, values);
   return forward_projected(project_queries(queries), project_keys(keys), values, valid_lens);
 }
 
-Tensor AdditiveAttention::forward_projected(const Tensor& query_proj, const Tensor& key_proj, const Tensor& values,
-                                            const Tensor& valid_lens, Tensor* weights_out) {
+Tensor AdditiveAttentionImpl::forward_projected(const Tensor& query_proj, const Tensor& key_proj, const Tensor& values,
+                                                const Tensor& valid_lens, Tensor* weights_out) {
   check_qkv("AdditiveAttention", query_proj, key_proj, values);
   if (query_proj.size(2) != options_.num_hiddens() || key_proj.size(2) != options_.num_hiddens())
     throw std::invalid_argument("AdditiveAttention: projected queries and keys must end in num_hiddens=" +
@@ -78,16 +79,16 @@ Tensor AdditiveAttention::forward_projected(const Tensor& query_proj, const Tens
 
 // ---- dot product ---------------------------------------------------------------------------------
 
-DotProductAttention::DotProductAttention(const DotProductAttentionOptions& options) : options_(options) {
+DotProductAttentionImpl::DotProductAttentionImpl(const DotProductAttentionOptions& options) : options_(options) {
   check_dropout("DotProductAttention", options.dropout());
-  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout(), options.generator()));
+  dropout = register_module("dropout", Dropout(options.dropout(), options.generator()));
 }
 
-DotProductAttention::DotProductAttention(double dropout, bool scaled)
-    : DotProductAttention(DotProductAttentionOptions().dropout(dropout).scaled(scaled)) {}
+DotProductAttentionImpl::DotProductAttentionImpl(double dropout, bool scaled)
+    : DotProductAttentionImpl(DotProductAttentionOptions().dropout(dropout).scaled(scaled)) {}
 
-Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
-                                    const Tensor& valid_lens, Tensor* weights_out) {
+Tensor DotProductAttentionImpl::forward(const Tensor& queries, const Tensor& keys, const Tensor& values,
+                                        const Tensor& valid_lens, Tensor* weights_out) {
   check_qkv("DotProductAttention", queries, keys, values);
   if (keys.size(2) != queries.size(2))
     throw std::invalid_argument("DotProductAttention: queries and keys must have the same last dimension, got " +
@@ -99,6 +100,6 @@ Tensor DotProductAttention::forward(const Tensor& queries, const Tensor& keys, c
   return matmul(dropout->forward(weights), values);
 }
 
-std::string DotProductAttention::extra_repr() const { return options_.scaled() ? "scaled=true" : "scaled=false"; }
+std::string DotProductAttentionImpl::extra_repr() const { return options_.scaled() ? "scaled=true" : "scaled=false"; }
 
 }  // namespace tg::nn

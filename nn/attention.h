@@ -53,11 +53,12 @@ class AdditiveAttentionOptions {
 /// "W_k" Linear(key_size, num_hiddens, bias=false), "W_q" Linear(query_size, num_hiddens,
 /// bias=false), "w_v" Linear(num_hiddens, 1, bias=false) (torch.nn.Linear init from `gen`, in that
 /// order) and "dropout" (no parameters).
-class AdditiveAttention : public Module {
+class AdditiveAttentionImpl : public Module {
  public:
-  AdditiveAttention(const AdditiveAttentionOptions& options, Generator& gen);
-  AdditiveAttention(std::int64_t key_size, std::int64_t query_size, std::int64_t num_hiddens, double dropout,
-                    Generator& gen);
+  using options_type = AdditiveAttentionOptions;
+  AdditiveAttentionImpl(const AdditiveAttentionOptions& options, Generator& gen);
+  AdditiveAttentionImpl(std::int64_t key_size, std::int64_t query_size, std::int64_t num_hiddens, double dropout,
+                        Generator& gen);
 
   /// queries (B, Q, query_size), keys (B, K, key_size), values (B, K, v) -> (B, Q, v).
   Tensor forward(const Tensor& queries, const Tensor& keys, const Tensor& values, const Tensor& valid_lens = Tensor());
@@ -76,13 +77,14 @@ class AdditiveAttention : public Module {
   const Tensor& attention_weights() const { return attention_weights_; }
   const AdditiveAttentionOptions& options() const { return options_; }
 
-  std::shared_ptr<Linear> W_k, W_q, w_v;
-  std::shared_ptr<Dropout> dropout;
+  Linear W_k{nullptr}, W_q{nullptr}, w_v{nullptr};
+  Dropout dropout{nullptr};
 
  private:
   AdditiveAttentionOptions options_;
   Tensor attention_weights_;
 };
+TG_MODULE(AdditiveAttention);
 
 /// Options of DotProductAttention. Chainable setters; validated when the layer is built.
 class DotProductAttentionOptions {
@@ -107,10 +109,11 @@ class DotProductAttentionOptions {
 
 /// Dot-product attention: scores = Q Kᵀ / sqrt(d) (or Q Kᵀ unscaled), then d2l's masked softmax,
 /// dropout and weights @ values. No parameters; child "dropout".
-class DotProductAttention : public Module {
+class DotProductAttentionImpl : public Module {
  public:
-  explicit DotProductAttention(const DotProductAttentionOptions& options = DotProductAttentionOptions());
-  explicit DotProductAttention(double dropout, bool scaled = true);
+  using options_type = DotProductAttentionOptions;
+  explicit DotProductAttentionImpl(const DotProductAttentionOptions& options = DotProductAttentionOptions());
+  explicit DotProductAttentionImpl(double dropout, bool scaled = true);
 
   /// queries (B, Q, d), keys (B, K, d), values (B, K, v) -> (B, Q, v). With `weights`, the
   /// weights go there and the module is left untouched (as AdditiveAttention::forward_projected).
@@ -121,11 +124,12 @@ class DotProductAttention : public Module {
   const DotProductAttentionOptions& options() const { return options_; }
   std::string extra_repr() const override;
 
-  std::shared_ptr<Dropout> dropout;
+  Dropout dropout{nullptr};
 
  private:
   DotProductAttentionOptions options_;
   Tensor attention_weights_;
 };
+TG_MODULE(DotProductAttention);
 
 }  // namespace tg::nn

@@ -49,16 +49,16 @@ std::string BatchNormBase::extra_repr() const {
   return os.str();
 }
 
-void BatchNorm1d::check_input(const Tensor& x) const {
+void BatchNorm1dImpl::check_input(const Tensor& x) const {
   if (x.dim() != 2 && x.dim() != 3)
     throw std::invalid_argument("BatchNorm1d: expected a 2-D or 3-D input, got " + x.shape().str());
 }
 
-void BatchNorm2d::check_input(const Tensor& x) const {
+void BatchNorm2dImpl::check_input(const Tensor& x) const {
   if (x.dim() != 4) throw std::invalid_argument("BatchNorm2d: expected a 4-D input, got " + x.shape().str());
 }
 
-GroupNorm::GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps, bool affine)
+GroupNormImpl::GroupNormImpl(std::int64_t num_groups, std::int64_t num_channels, double eps, bool affine)
     : num_groups_(num_groups), num_channels_(num_channels), eps_(eps), affine_(affine) {
   if (num_groups <= 0 || num_channels <= 0 || num_channels % num_groups != 0)
     throw std::invalid_argument("GroupNorm: num_channels=" + std::to_string(num_channels) +
@@ -70,14 +70,14 @@ GroupNorm::GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double 
   }
 }
 
-Tensor GroupNorm::forward(const Tensor& x) const {
+Tensor GroupNormImpl::forward(const Tensor& x) const {
   if (x.dim() < 2 || x.size(1) != num_channels_)
     throw std::invalid_argument("GroupNorm: expected an input (N, " + std::to_string(num_channels_) + ", *), got " +
                                 x.shape().str());
   return tg::group_norm(x, num_groups_, weight, bias, eps_);
 }
 
-std::string GroupNorm::extra_repr() const {
+std::string GroupNormImpl::extra_repr() const {
   std::ostringstream os;
   os << num_groups_ << ", " << num_channels_ << ", eps=" << eps_ << ", affine=" << (affine_ ? "true" : "false");
   return os.str();

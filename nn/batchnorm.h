@@ -44,6 +44,7 @@ class BatchNormOptions {
 /// they are not tracked).
 class BatchNormBase : public Module {
  public:
+  using options_type = BatchNormOptions;
   explicit BatchNormBase(const BatchNormOptions& options);
   /// Updates the running statistics in training mode, so it is not const.
   Tensor forward(const Tensor& x);
@@ -64,28 +65,30 @@ class BatchNormBase : public Module {
 };
 
 /// torch.nn.BatchNorm1d: input (N, C) or (N, C, L).
-class BatchNorm1d : public BatchNormBase {
+class BatchNorm1dImpl : public BatchNormBase {
  public:
   using BatchNormBase::BatchNormBase;
 
  protected:
   void check_input(const Tensor& x) const override;
 };
+TG_MODULE(BatchNorm1d);
 
 /// torch.nn.BatchNorm2d: input (N, C, H, W).
-class BatchNorm2d : public BatchNormBase {
+class BatchNorm2dImpl : public BatchNormBase {
  public:
   using BatchNormBase::BatchNormBase;
 
  protected:
   void check_input(const Tensor& x) const override;
 };
+TG_MODULE(BatchNorm2d);
 
 /// torch.nn.GroupNorm(num_groups, num_channels, eps=1e-5, affine=True): parameters "weight"
 /// (ones) and "bias" (zeros) of shape (num_channels) when affine. Input (N, C, *).
-class GroupNorm : public Module {
+class GroupNormImpl : public Module {
  public:
-  GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps = 1e-5, bool affine = true);
+  GroupNormImpl(std::int64_t num_groups, std::int64_t num_channels, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
   std::int64_t num_groups() const { return num_groups_; }
@@ -100,5 +103,6 @@ class GroupNorm : public Module {
   double eps_;
   bool affine_;
 };
+TG_MODULE(GroupNorm);
 
 }  // namespace tg::nn

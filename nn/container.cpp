@@ -14,42 +14,42 @@ std::size_t checked_index(std::int64_t i, std::size_t size, const char* containe
 }
 }  // namespace
 
-Tensor Sequential::forward(const Tensor& x) {
+Tensor SequentialImpl::forward(const Tensor& x) {
   Tensor y = x;
   for (const auto& f : forwards_) y = f(y);
   return y;
 }
 
-std::shared_ptr<Module> Sequential::operator[](std::int64_t i) const {
+std::shared_ptr<Module> SequentialImpl::operator[](std::int64_t i) const {
   return members_[checked_index(i, members_.size(), "Sequential")];
 }
 
-ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) {
+ModuleListImpl::ModuleListImpl(std::vector<std::shared_ptr<Module>> modules) {
   for (auto& m : modules) push_back(std::move(m));
 }
 
-std::shared_ptr<Module> ModuleList::operator[](std::int64_t i) const {
+std::shared_ptr<Module> ModuleListImpl::operator[](std::int64_t i) const {
   return members_[checked_index(i, members_.size(), "ModuleList")];
 }
 
-ModuleDict::ModuleDict(std::vector<std::pair<std::string, std::shared_ptr<Module>>> items) {
+ModuleDictImpl::ModuleDictImpl(std::vector<std::pair<std::string, std::shared_ptr<Module>>> items) {
   for (auto& [k, m] : items) set(k, std::move(m));
 }
 
-void ModuleDict::set(const std::string& key, std::shared_ptr<Module> module) {
+void ModuleDictImpl::set(const std::string& key, std::shared_ptr<Module> module) {
   if (contains(key))
     replace_module(key, std::move(module));
   else
     register_module(key, std::move(module));
 }
 
-bool ModuleDict::contains(const std::string& key) const {
+bool ModuleDictImpl::contains(const std::string& key) const {
   for (const auto& [k, _] : named_children())
     if (k == key) return true;
   return false;
 }
 
-std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
+std::shared_ptr<Module> ModuleDictImpl::operator[](const std::string& key) const {
   for (const auto& [k, m] : named_children())
     if (k == key) return m;
   std::string known;
@@ -57,7 +57,7 @@ std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
   throw std::out_of_range("ModuleDict: no key '" + key + "' (keys: " + known + ")");
 }
 
-std::vector<std::string> ModuleDict::keys() const {
+std::vector<std::string> ModuleDictImpl::keys() const {
   std::vector<std::string> out;
   for (const auto& [k, _] : named_children()) out.push_back(k);
   return out;

@@ -32,7 +32,7 @@ std::string padding_str(const ConvPadding& p, bool one_d) {
 
 }  // namespace
 
-Conv2d::Conv2d(const Conv2dOptions& options, Generator& gen) : options_(options) {
+Conv2dImpl::Conv2dImpl(const Conv2dOptions& options, Generator& gen) : options_(options) {
   const auto& o = options_;
   check_channels("Conv2d", o.in_channels(), o.out_channels(), o.groups());
   if (o.kernel_size().h <= 0 || o.kernel_size().w <= 0)
@@ -43,12 +43,12 @@ Conv2d::Conv2d(const Conv2dOptions& options, Generator& gen) : options_(options)
   init::linear_default_(weight, bias, gen);  // torch's _ConvNd.reset_parameters is Linear's
 }
 
-Tensor Conv2d::forward(const Tensor& x) const {
+Tensor Conv2dImpl::forward(const Tensor& x) const {
   const auto& o = options_;
   return tg::conv2d(x, weight, bias, o.stride(), o.padding(), o.dilation(), o.groups());
 }
 
-std::string Conv2d::extra_repr() const {
+std::string Conv2dImpl::extra_repr() const {
   const auto& o = options_;
   std::string s = std::to_string(o.in_channels()) + ", " + std::to_string(o.out_channels()) +
                   ", kernel_size=" + tuple_str(o.kernel_size()) + ", stride=" + tuple_str(o.stride());
@@ -60,7 +60,7 @@ std::string Conv2d::extra_repr() const {
   return s;
 }
 
-Conv1d::Conv1d(const Conv1dOptions& options, Generator& gen) : options_(options) {
+Conv1dImpl::Conv1dImpl(const Conv1dOptions& options, Generator& gen) : options_(options) {
   const auto& o = options_;
   check_channels("Conv1d", o.in_channels(), o.out_channels(), o.groups());
   if (o.kernel_size() <= 0)
@@ -70,12 +70,12 @@ Conv1d::Conv1d(const Conv1dOptions& options, Generator& gen) : options_(options)
   init::linear_default_(weight, bias, gen);
 }
 
-Tensor Conv1d::forward(const Tensor& x) const {
+Tensor Conv1dImpl::forward(const Tensor& x) const {
   const auto& o = options_;
   return tg::conv1d(x, weight, bias, o.stride(), o.padding(), o.dilation(), o.groups());
 }
 
-std::string Conv1d::extra_repr() const {
+std::string Conv1dImpl::extra_repr() const {
   const auto& o = options_;
   std::string s = std::to_string(o.in_channels()) + ", " + std::to_string(o.out_channels()) +
                   ", kernel_size=" + tuple_str(o.kernel_size()) + ", stride=" + tuple_str(o.stride());
@@ -86,32 +86,32 @@ std::string Conv1d::extra_repr() const {
   return s;
 }
 
-Tensor MaxPool2d::forward(const Tensor& x) const {
+Tensor MaxPool2dImpl::forward(const Tensor& x) const {
   const auto& o = options_;
   return tg::max_pool2d(x, o.kernel_size(), o.stride(), o.padding(), o.dilation(), o.ceil_mode());
 }
 
-std::string MaxPool2d::extra_repr() const {
+std::string MaxPool2dImpl::extra_repr() const {
   const auto& o = options_;
   return "kernel_size=" + int_or_pair(o.kernel_size()) + ", stride=" + int_or_pair(o.stride()) +
          ", padding=" + int_or_pair(o.padding()) + ", dilation=" + int_or_pair(o.dilation()) +
          ", ceil_mode=" + (o.ceil_mode() ? "true" : "false");
 }
 
-Tensor AvgPool2d::forward(const Tensor& x) const {
+Tensor AvgPool2dImpl::forward(const Tensor& x) const {
   const auto& o = options_;
   return tg::avg_pool2d(x, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(), o.count_include_pad(),
                         o.divisor_override());
 }
 
-std::string AvgPool2d::extra_repr() const {
+std::string AvgPool2dImpl::extra_repr() const {
   const auto& o = options_;
   return "kernel_size=" + int_or_pair(o.kernel_size()) + ", stride=" + int_or_pair(o.stride()) +
          ", padding=" + int_or_pair(o.padding());
 }
 
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) const { return tg::adaptive_avg_pool2d(x, output_size_); }
+Tensor AdaptiveAvgPool2dImpl::forward(const Tensor& x) const { return tg::adaptive_avg_pool2d(x, output_size_); }
 
-std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + int_or_pair(output_size_); }
+std::string AdaptiveAvgPool2dImpl::extra_repr() const { return "output_size=" + int_or_pair(output_size_); }
 
 }  // namespace tg::nn

@@ -48,9 +48,10 @@ class Conv2dOptions {
 /// torch.nn.Conv2d: parameters "weight" (out, in / groups, kH, kW) and "bias" (out), float32,
 /// initialised from `gen` as PyTorch (weight kaiming_uniform_(a = sqrt(5)), i.e.
 /// U(±1/sqrt(fan_in)), then bias U(±1/sqrt(fan_in)), fan_in = in / groups * kH * kW).
-class Conv2d : public Module {
+class Conv2dImpl : public Module {
  public:
-  Conv2d(const Conv2dOptions& options, Generator& gen);
+  using options_type = Conv2dOptions;
+  Conv2dImpl(const Conv2dOptions& options, Generator& gen);
   /// x (N, in, H, W) or (in, H, W) -> (N, out, H_out, W_out), via tg::conv2d.
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
@@ -64,6 +65,7 @@ class Conv2d : public Module {
  private:
   Conv2dOptions options_;
 };
+TG_MODULE(Conv2d);
 
 /// Options of Conv1d: Conv1dOptions(in, out, kernel).stride(2).padding(1).
 class Conv1dOptions {
@@ -92,9 +94,10 @@ class Conv1dOptions {
 };
 
 /// torch.nn.Conv1d: "weight" (out, in / groups, k) and "bias" (out), initialised as Conv2d.
-class Conv1d : public Module {
+class Conv1dImpl : public Module {
  public:
-  Conv1d(const Conv1dOptions& options, Generator& gen);
+  using options_type = Conv1dOptions;
+  Conv1dImpl(const Conv1dOptions& options, Generator& gen);
   /// x (N, in, L) or (in, L) -> (N, out, L_out), via tg::conv1d.
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
@@ -107,6 +110,7 @@ class Conv1d : public Module {
  private:
   Conv1dOptions options_;
 };
+TG_MODULE(Conv1d);
 
 /// Options of MaxPool2d: MaxPool2dOptions(2).stride(1).padding(1); stride unset means kernel_size.
 class MaxPool2dOptions {
@@ -131,9 +135,10 @@ class MaxPool2dOptions {
 };
 
 /// torch.nn.MaxPool2d (no parameters), via tg::max_pool2d.
-class MaxPool2d : public Module {
+class MaxPool2dImpl : public Module {
  public:
-  MaxPool2d(const MaxPool2dOptions& options) : options_(options) {}  // NOLINT: MaxPool2d(2)
+  using options_type = MaxPool2dOptions;
+  MaxPool2dImpl(const MaxPool2dOptions& options) : options_(options) {}  // NOLINT: MaxPool2d(2)
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
   const MaxPool2dOptions& options() const { return options_; }
@@ -142,6 +147,7 @@ class MaxPool2d : public Module {
  private:
   MaxPool2dOptions options_;
 };
+TG_MODULE(MaxPool2d);
 
 /// Options of AvgPool2d: AvgPool2dOptions(2).stride(1).padding(1).count_include_pad(false).
 class AvgPool2dOptions {
@@ -169,9 +175,10 @@ class AvgPool2dOptions {
 };
 
 /// torch.nn.AvgPool2d (no parameters), via tg::avg_pool2d.
-class AvgPool2d : public Module {
+class AvgPool2dImpl : public Module {
  public:
-  AvgPool2d(const AvgPool2dOptions& options) : options_(options) {}  // NOLINT: AvgPool2d(2)
+  using options_type = AvgPool2dOptions;
+  AvgPool2dImpl(const AvgPool2dOptions& options) : options_(options) {}  // NOLINT: AvgPool2d(2)
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
   const AvgPool2dOptions& options() const { return options_; }
@@ -180,11 +187,13 @@ class AvgPool2d : public Module {
  private:
   AvgPool2dOptions options_;
 };
+TG_MODULE(AvgPool2d);
 
 /// torch.nn.AdaptiveAvgPool2d(output_size) (no parameters), via tg::adaptive_avg_pool2d.
-class AdaptiveAvgPool2d : public Module {
+class AdaptiveAvgPool2dImpl : public Module {
  public:
-  explicit AdaptiveAvgPool2d(IntPair output_size) : output_size_(output_size) {}
+  using options_type = IntPair;  ///< the output size, so that AdaptiveAvgPool2d({1, 1}) works
+  explicit AdaptiveAvgPool2dImpl(IntPair output_size) : output_size_(output_size) {}
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
   IntPair output_size() const { return output_size_; }
@@ -193,5 +202,6 @@ class AdaptiveAvgPool2d : public Module {
  private:
   IntPair output_size_;
 };
+TG_MODULE(AdaptiveAvgPool2d);
 
 }  // namespace tg::nn

@@ -8,14 +8,14 @@
 
 namespace tg::nn {
 
-Dropout::Dropout(double p, std::shared_ptr<Generator> gen) : p_(p), gen_(std::move(gen)) {
+DropoutImpl::DropoutImpl(double p, std::shared_ptr<Generator> gen) : p_(p), gen_(std::move(gen)) {
   if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("Dropout: p must be in [0, 1), got " + std::to_string(p));
   if (!gen_) gen_ = std::make_shared<Generator>(0);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return tg::dropout(x, p_, *gen_, is_training()); }
+Tensor DropoutImpl::forward(const Tensor& x) { return tg::dropout(x, p_, *gen_, is_training()); }
 
-std::string Dropout::extra_repr() const {
+std::string DropoutImpl::extra_repr() const {
   std::ostringstream os;
   os << "p=" << p_;  // "p=0.5", as PyTorch prints it
   return os.str();

@@ -17,9 +17,9 @@ namespace tg::nn {
 /// element zeroed), which no model here needs. The masks are drawn from `gen`, a generator
 /// this module shares with its owner (so a model can seed all its dropout layers from one
 /// generator); when null the module creates its own Generator(0).
-class Dropout : public Module {
+class DropoutImpl : public Module {
  public:
-  explicit Dropout(double p = 0.5, std::shared_ptr<Generator> gen = nullptr);
+  explicit DropoutImpl(double p = 0.5, std::shared_ptr<Generator> gen = nullptr);
 
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return with_forward_hooks(x, [this](const Tensor& v) { return forward(v); }); }
@@ -33,5 +33,6 @@ class Dropout : public Module {
   double p_;
   std::shared_ptr<Generator> gen_;
 };
+TG_MODULE(Dropout);
 
 }  // namespace tg::nn

@@ -8,8 +8,8 @@
 
 namespace tg::nn {
 
-Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Generator& gen,
-                     std::optional<std::int64_t> padding_idx)
+EmbeddingImpl::EmbeddingImpl(std::int64_t num_embeddings, std::int64_t embedding_dim, Generator& gen,
+                             std::optional<std::int64_t> padding_idx)
     : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {
   if (num_embeddings <= 0 || embedding_dim <= 0)
     throw std::invalid_argument("Embedding: num_embeddings and embedding_dim must be positive, got " +
@@ -29,7 +29,7 @@ Embedding::Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Ge
   }
 }
 
-Tensor Embedding::forward(const Tensor& ids) const {
+Tensor EmbeddingImpl::forward(const Tensor& ids) const {
   if (ids.dtype() != DType::i64)
     throw std::invalid_argument("Embedding: ids must be i64, got " + std::string(dtype_name(ids.dtype())) +
                                 " of shape " + ids.shape().str());
@@ -46,7 +46,7 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return tg::where(Tensor::from_vector(is_pad, mask_shape), y.detach(), y);
 }
 
-std::string Embedding::extra_repr() const {
+std::string EmbeddingImpl::extra_repr() const {
   std::string s = std::to_string(num_embeddings_) + ", " + std::to_string(embedding_dim_);
   if (padding_idx_) s += ", padding_idx=" + std::to_string(*padding_idx_);
   return s;

@@ -20,10 +20,10 @@ namespace tg::nn {
 /// routes the padding positions of the output through a detached copy (tg::where on ids ==
 /// padding_idx): same values, zero gradient contribution to that row, as PyTorch's
 /// embedding_backward which skips padding_idx.
-class Embedding : public Module {
+class EmbeddingImpl : public Module {
  public:
-  Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim, Generator& gen,
-            std::optional<std::int64_t> padding_idx = std::nullopt);
+  EmbeddingImpl(std::int64_t num_embeddings, std::int64_t embedding_dim, Generator& gen,
+                std::optional<std::int64_t> padding_idx = std::nullopt);
 
   /// i64 ids of any shape -> ids.shape + (embedding_dim). Throws for ids out of range.
   Tensor forward(const Tensor& ids) const;
@@ -41,5 +41,6 @@ class Embedding : public Module {
   std::int64_t num_embeddings_, embedding_dim_;
   std::optional<std::int64_t> padding_idx_;
 };
+TG_MODULE(Embedding);
 
 }  // namespace tg::nn

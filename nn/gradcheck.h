@@ -3,10 +3,10 @@
 // each reported on its own line (name, entries checked, worst absolute and relative error, pass or
 // fail, time).
 //
-//   model.to(tg::DType::f64);
-//   auto report = tg::nn::gradcheck(model, {x});            // a module with forward(Tensor)
+//   model->to(tg::DType::f64);
+//   auto report = tg::nn::gradcheck(model, {x});            // a module (or holder) with forward(Tensor)
 //   auto report = tg::nn::gradcheck(model,                   // any forward
-//       [&](const std::vector<Tensor>& in) { return model.loss(in[0], in[1]); }, {src, tgt});
+//       [&](const std::vector<Tensor>& in) { return model->loss(in[0], in[1]); }, {src, tgt});
 //   std::cout << report.str();  if (!report) ...
 //
 // What is compared: the output y is reduced to the scalar s = sum(r * y) with a fixed random r
@@ -92,6 +92,19 @@ ModuleGradcheckReport gradcheck(M& module, const std::vector<Tensor>& inputs, co
                                 std::to_string(in.size()) + " tensors returning a Tensor; pass a function");
   };
   return gradcheck(static_cast<Module&>(module), fn, inputs, options);
+}
+
+/// gradcheck of the module a holder holds: nn::gradcheck(layer, inputs), with or without a function.
+template <class M>
+ModuleGradcheckReport gradcheck(const ModuleHolder<M>& module, const std::vector<Tensor>& inputs,
+                                const ModuleGradcheckOptions& options = {}) {
+  return gradcheck(*module, inputs, options);
+}
+template <class M>
+ModuleGradcheckReport gradcheck(const ModuleHolder<M>& module,
+                                const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                                const std::vector<Tensor>& inputs, const ModuleGradcheckOptions& options = {}) {
+  return gradcheck(static_cast<Module&>(*module), fn, inputs, options);
 }
 
 }  // namespace tg::nn

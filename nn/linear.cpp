@@ -7,7 +7,7 @@
 
 namespace tg::nn {
 
-Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias)
+LinearImpl::LinearImpl(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias)
     : in_features_(in_features), out_features_(out_features) {
   if (in_features <= 0 || out_features <= 0)
     throw std::invalid_argument("Linear: in_features and out_features must be positive, got " +
@@ -17,14 +17,14 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, Generator& g
   init::linear_default_(weight, this->bias, gen);
 }
 
-Tensor Linear::forward(const Tensor& x) const {
+Tensor LinearImpl::forward(const Tensor& x) const {
   if (x.dim() < 1 || x.size(-1) != in_features_)
     throw std::invalid_argument("Linear: input of shape " + x.shape().str() + " does not end in in_features=" +
                                 std::to_string(in_features_));
   return tg::linear(x, weight, bias);
 }
 
-std::string Linear::extra_repr() const {
+std::string LinearImpl::extra_repr() const {
   return "in_features=" + std::to_string(in_features_) + ", out_features=" + std::to_string(out_features_) +
          ", bias=" + (bias.defined() ? "true" : "false");
 }

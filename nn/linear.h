@@ -14,10 +14,10 @@ namespace tg::nn {
 
 /// torch.nn.Linear: parameters "weight" (out, in) and "bias" (out), both initialised
 /// U(-1/sqrt(in), 1/sqrt(in)) from `gen` (weight first, then bias, as PyTorch draws them).
-class Linear : public Module {
+class LinearImpl : public Module {
  public:
   /// Float32 parameters; convert with to(DType) for float64.
-  Linear(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true);
+  LinearImpl(std::int64_t in_features, std::int64_t out_features, Generator& gen, bool bias = true);
 
   /// x (..., in) -> (..., out), via tg::linear.
   Tensor forward(const Tensor& x) const;
@@ -33,5 +33,6 @@ class Linear : public Module {
  private:
   std::int64_t in_features_, out_features_;
 };
+TG_MODULE(Linear);
 
 }  // namespace tg::nn

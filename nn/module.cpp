@@ -66,17 +66,34 @@ Tensor Module::run_forward_hooks(std::vector<Tensor> inputs,
   return output;
 }
 
-std::string Module::name() const {
-  const char* mangled = typeid(*this).name();
+namespace {
+
+/// "tg::nn::LinearImpl" -> "Linear": the demangled name without namespaces (but not inside
+/// template arguments) and without a trailing "Impl".
+std::string module_type_name(const std::type_info& type) {
+  const char* mangled = type.name();
   int status = 0;
   char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string full = (status == 0 && demangled) ? demangled : mangled;
   std::free(demangled);
-  // Drop namespaces ("tg::nn::Linear" -> "Linear"), but not inside template arguments.
   const auto angle = full.find('<');
   const auto colon = full.rfind("::", angle);
-  return colon == std::string::npos ? full : full.substr(colon + 2);
+  std::string name = colon == std::string::npos ? full : full.substr(colon + 2);
+  if (name.size() > 4 && name.ends_with("Impl")) name.resize(name.size() - 4);
+  return name;
 }
+
+}  // namespace
+
+namespace detail {
+void throw_empty_module_holder(const std::type_info& contained) {
+  const std::string name = module_type_name(contained);
+  throw std::logic_error(name + ": the module holder is empty (declared as `" + name +
+                         " x{nullptr}` and not assigned a module yet)");
+}
+}  // namespace detail
+
+std::string Module::name() const { return module_type_name(typeid(*this)); }
 
 void Module::check_new_name(const std::string& name, const char* what) const {
   if (name.empty() || name.find('.') != std::string::npos)

@@ -1,38 +1,38 @@
 #pragma once
-// Module: the base of every layer and model, like torch.nn.Module without LibTorch's XImpl/macro
-// boilerplate. A module owns named parameters and named submodules, in registration order, and
-// everything generic (hierarchical names, train/eval, dtype conversion, checkpoints, printing)
-// works from that registry.
+// Module: the base of every layer and model, as torch.nn.Module. A module owns named parameters
+// and named submodules, in registration order, and everything generic (hierarchical names,
+// train/eval, dtype conversion, checkpoints, printing) works from that registry.
 //
-// The base class has no forward(): layers have different signatures, so each subclass adds its
-// own `forward(...)` (or `operator()`), e.g.
+// Modules are written and held as LibTorch's (nn/module_holder.h): the class is `NameImpl`,
+// TG_MODULE(Name) makes `Name` its holder, and a holder is registered, called and dereferenced
+// like the Python object. The base class has no forward(): layers have different signatures, so
+// each subclass adds its own, e.g.
 //
-//   class Mlp : public tg::nn::Module {
+//   class MlpImpl : public tg::nn::Module {
 //    public:
-//     Mlp(std::int64_t in, std::int64_t hidden, tg::Generator& gen) {
+//     MlpImpl(std::int64_t in, std::int64_t hidden, tg::Generator& gen) {
 //       w1 = register_parameter("w1", tg::Tensor::uniform({hidden, in}, -0.1, 0.1, gen));
-//       head = register_module("head", std::make_shared<Head>(hidden, gen));
+//       head = register_module("head", tg::nn::Linear(hidden, 1, gen));
 //     }
-//     tg::Tensor forward(const tg::Tensor& x) { return head->forward(tg::tanh(tg::linear(x, w1))); }
+//     tg::Tensor forward(const tg::Tensor& x) { return head(tg::tanh(tg::linear(x, w1))); }
 //     tg::Tensor w1;                 // shares its TensorImpl with the registry entry
-//     std::shared_ptr<Head> head;
+//     tg::nn::Linear head{nullptr};  // an empty holder until registered
 //   };
+//   TG_MODULE(Mlp);                  // Mlp mlp(4, 8, gen); mlp(x); mlp->head->weight
 //
 // Parameters are handles: the member `w1` and the registry see the same tensor, and operations on
 // the registry (to(), load()) change that tensor in place, so members never go stale.
 //
 // Forward hooks (register_forward_pre_hook, register_forward_hook) run when a module is *called*,
-// as PyTorch runs them in __call__ and not in forward(): through operator() of the library's
-// modules whose forward takes and returns tensors (Linear, Embedding, Dropout, LayerNorm, RMSNorm,
-// the activations, Sequential, TransformerEncoderLayer, TransformerDecoderLayer), and for every
-// member a Sequential runs.
-// Modules returning several tensors (GRU, LSTM, MultiheadAttention), taking non-tensor arguments
-// or more than one tensor (GRUCell, AdditiveAttention, TransformerEncoder/Decoder) have no hooked
-// call, and the library's composite layers call their children's forward() directly, so a hook on
-// such a child (a TransformerEncoderLayer's linear1) does not run; PyTorch's would. A module of
-// your own gets hooks by calling through with_forward_hooks():
-//
-//   tg::Tensor operator()(const tg::Tensor& x) { return with_forward_hooks(x, [&](const tg::Tensor& v) { return forward(v); }); }
+// as PyTorch runs them in __call__ and not in forward(): through a holder, `layer(x)` (see
+// nn/module_holder.h: the module's operator() where it has one, else forward() between the hooks
+// when forward takes and returns tensors), through the operator() of the library's modules whose
+// forward takes and returns tensors (Linear, Embedding, Dropout, LayerNorm, RMSNorm, the
+// activations, the convolutions, poolings and norms, Sequential, TransformerEncoderLayer,
+// TransformerDecoderLayer), and for every member a Sequential runs. Modules returning several
+// tensors (GRU, LSTM, MultiheadAttention) or taking non-tensor arguments have no hooked call, and
+// the library's composite layers call their children's forward() directly, so a hook on such a
+// child (a TransformerEncoderLayer's linear1) does not run; PyTorch's would.
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "nn/module_holder.h"
 
 namespace tg::nn {
 
@@ -85,7 +86,8 @@ class Module {
   Module(Module&&) = default;
   Module& operator=(Module&&) = default;
 
-  /// Type name shown by str(); defaults to the unqualified C++ class name.
+  /// Type name shown by str(); defaults to the unqualified C++ class name without a trailing
+  /// "Impl" (LinearImpl and its holder Linear print as "Linear", as PyTorch's).
   virtual std::string name() const;
   /// Layer-specific summary inside the parentheses of str(), e.g. "in_features=32, out_features=10, bias=true".
   virtual std::string extra_repr() const { return {}; }
@@ -94,7 +96,17 @@ class Module {
   /// requires_grad(requires_grad). Returns the registered handle. Names are unique per module and
   /// contain no '.'.
   Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
-  /// Registers `module` as child `name` and returns it with its own type.
+  /// Registers `module` as child `name` and returns it with its own type:
+  /// `fc = register_module("fc", Linear(4, 8, gen));`. Throws std::invalid_argument for an empty
+  /// holder.
+  template <ModuleHolderType H>
+  std::remove_cvref_t<H> register_module(const std::string& name, H&& module) {
+    static_assert(std::is_base_of_v<Module, typename std::remove_cvref_t<H>::ContainedType>,
+                  "register_module: the held type must derive from tg::nn::Module");
+    add_child(name, std::shared_ptr<Module>(module));
+    return std::forward<H>(module);
+  }
+  /// The same for a std::shared_ptr to a module.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     static_assert(std::is_base_of_v<Module, M>, "register_module: M must derive from tg::nn::Module");
@@ -199,6 +211,9 @@ class Module {
 class EvalModeGuard {
  public:
   explicit EvalModeGuard(Module& m) : module_(m), was_training_(m.is_training()) { module_.eval(); }
+  /// The same for the module a holder holds.
+  template <class M>
+  explicit EvalModeGuard(const ModuleHolder<M>& m) : EvalModeGuard(static_cast<Module&>(*m)) {}
   ~EvalModeGuard() { module_.train(was_training_); }
   EvalModeGuard(const EvalModeGuard&) = delete;
   EvalModeGuard& operator=(const EvalModeGuard&) = delete;
@@ -210,5 +225,11 @@ class EvalModeGuard {
 
 /// Writes module.str().
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+/// Writes the held module's str().
+template <class M>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<M>& module) {
+  return os << static_cast<const Module&>(*module);
+}
 
 }  // namespace tg::nn

@@ -15,7 +15,7 @@
 
 namespace tg::nn {
 
-MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen)
+MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& options, Generator& gen)
     : options_(options),
       kdim_(options.kdim > 0 ? options.kdim : options.embed_dim),
       vdim_(options.vdim > 0 ? options.vdim : options.embed_dim),
@@ -35,7 +35,7 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options,
     v_proj_weight = register_parameter("v_proj_weight", Tensor::empty({E, vdim_}));
   }
   if (options.bias) in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({3 * E}));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, gen, options.bias));
+  out_proj = register_module("out_proj", Linear(E, E, gen, options.bias));
   if (in_proj_weight.defined()) {
     init::xavier_uniform_(in_proj_weight, gen);
   } else {
@@ -46,7 +46,7 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& options,
   if (options.bias) init::zeros_(out_proj->bias);
 }
 
-std::string MultiheadAttention::extra_repr() const {
+std::string MultiheadAttentionImpl::extra_repr() const {
   return "embed_dim=" + std::to_string(options_.embed_dim) + ", num_heads=" + std::to_string(options_.num_heads) +
          (options_.dropout > 0 ? ", dropout=" + std::to_string(options_.dropout) : std::string()) +
          (options_.batch_first ? ", batch_first=true" : std::string());
@@ -57,9 +57,9 @@ Tensor additive_mask(const Tensor& mask, DType dtype) {
   return masked_fill(Tensor::zeros(mask.shape(), dtype), mask, -std::numeric_limits<double>::infinity());
 }
 
-std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                                       const Tensor& key_padding_mask, bool need_weights,
-                                                       const Tensor& attn_mask, bool average_attn_weights) {
+std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                           const Tensor& key_padding_mask, bool need_weights,
+                                                           const Tensor& attn_mask, bool average_attn_weights) {
   const std::int64_t E = options_.embed_dim, H = options_.num_heads, D = E / H;
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("MultiheadAttention: " + why + ": query " + query.shape().str() + ", key " +
@@ -93,18 +93,18 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, cons
   return {out, weights};
 }
 
-Tensor MultiheadAttention::in_weight(int i) const {
+Tensor MultiheadAttentionImpl::in_weight(int i) const {
   if (in_proj_weight.defined()) return narrow(in_proj_weight, 0, i * options_.embed_dim, options_.embed_dim);
   return i == 0 ? q_proj_weight : i == 1 ? k_proj_weight : v_proj_weight;
 }
 
-Tensor MultiheadAttention::in_bias(int i) const {
+Tensor MultiheadAttentionImpl::in_bias(int i) const {
   return in_proj_bias.defined() ? narrow(in_proj_bias, 0, i * options_.embed_dim, options_.embed_dim) : Tensor();
 }
 
-Tensor MultiheadAttention::combined_mask(const Tensor& attn_mask, const Tensor& key_padding_mask, std::int64_t N,
-                                         std::int64_t L, std::int64_t S, bool batched, const Tensor& query,
-                                         const Tensor& key, const Tensor& value) const {
+Tensor MultiheadAttentionImpl::combined_mask(const Tensor& attn_mask, const Tensor& key_padding_mask, std::int64_t N,
+                                             std::int64_t L, std::int64_t S, bool batched, const Tensor& query,
+                                             const Tensor& key, const Tensor& value) const {
   const std::int64_t H = options_.num_heads;
   const DType dtype = query.dtype();
   auto fail = [&](const std::string& why) {
@@ -131,9 +131,9 @@ Tensor MultiheadAttention::combined_mask(const Tensor& attn_mask, const Tensor& 
   return mask;
 }
 
-Tensor MultiheadAttention::forward_packed(const Tensor& query, const PackedTokens& query_tokens, const Tensor& key,
-                                          const Tensor& value, const PackedTokens& key_tokens,
-                                          const Tensor& key_padding_mask, const Tensor& attn_mask) {
+Tensor MultiheadAttentionImpl::forward_packed(const Tensor& query, const PackedTokens& query_tokens, const Tensor& key,
+                                              const Tensor& value, const PackedTokens& key_tokens,
+                                              const Tensor& key_padding_mask, const Tensor& attn_mask) {
   const std::int64_t E = options_.embed_dim, H = options_.num_heads, D = E / H;
   const std::int64_t N = query_tokens.batch(), L = query_tokens.length(), S = key_tokens.length();
   auto fail = [&](const std::string& why) {

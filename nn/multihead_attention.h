@@ -43,11 +43,12 @@ struct MultiheadAttentionOptions {
 /// `q_proj_weight` (E, E), `k_proj_weight` (E, kdim), `v_proj_weight` (E, vdim); `in_proj_bias`
 /// (3E) with bias; child `out_proj` Linear(E, E, bias). Initialised as torch: xavier_uniform_ on the
 /// input projections, zero biases, out_proj.weight as a Linear.
-class MultiheadAttention : public Module {
+class MultiheadAttentionImpl : public Module {
  public:
-  MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen);
-  MultiheadAttention(std::int64_t embed_dim, std::int64_t num_heads, Generator& gen)
-      : MultiheadAttention(MultiheadAttentionOptions{.embed_dim = embed_dim, .num_heads = num_heads}, gen) {}
+  using options_type = MultiheadAttentionOptions;
+  MultiheadAttentionImpl(const MultiheadAttentionOptions& options, Generator& gen);
+  MultiheadAttentionImpl(std::int64_t embed_dim, std::int64_t num_heads, Generator& gen)
+      : MultiheadAttentionImpl(MultiheadAttentionOptions{.embed_dim = embed_dim, .num_heads = num_heads}, gen) {}
 
   /// query (L, N, E) ((N, L, E) with batch_first; (L, E) unbatched), key (S, N, kdim), value
   /// (S, N, vdim) -> {output like query, weights}. Weights, when need_weights: (N, L, S) averaged over
@@ -68,7 +69,7 @@ class MultiheadAttention : public Module {
   const MultiheadAttentionOptions& options() const { return options_; }
 
   Tensor in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias;
-  std::shared_ptr<Linear> out_proj;
+  Linear out_proj{nullptr};
 
  private:
   Tensor in_weight(int i) const;  // W_q, W_k, W_v
@@ -81,5 +82,6 @@ class MultiheadAttention : public Module {
   std::int64_t kdim_, vdim_;
   std::shared_ptr<Generator> gen_;
 };
+TG_MODULE(MultiheadAttention);
 
 }  // namespace tg::nn

@@ -13,6 +13,7 @@
 #include "nn/linear.h"
 #include "nn/lr_scheduler.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
 #include "nn/multihead_attention.h"
 #include "nn/normalization.h"
 #include "nn/optim.h"

@@ -36,7 +36,7 @@ std::string tuple_str(const Shape& s) {
 
 }  // namespace
 
-LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
+LayerNormImpl::LayerNormImpl(Shape normalized_shape, double eps, bool elementwise_affine)
     : normalized_shape_(normalized_shape), eps_(eps), affine_(elementwise_affine) {
   check_normalized_shape(normalized_shape_, "LayerNorm");
   if (affine_) {
@@ -45,29 +45,29 @@ LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const {
+Tensor LayerNormImpl::forward(const Tensor& x) const {
   check_trailing(x, normalized_shape_, "LayerNorm");
   return tg::layer_norm(x, normalized_shape_, weight, bias, eps_);  // fused (autograd/ops_norm.h)
 }
 
-std::string LayerNorm::extra_repr() const {
+std::string LayerNormImpl::extra_repr() const {
   std::ostringstream os;
   os << tuple_str(normalized_shape_) << ", eps=" << eps_ << ", elementwise_affine=" << (affine_ ? "true" : "false");
   return os.str();
 }
 
-RMSNorm::RMSNorm(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
+RMSNormImpl::RMSNormImpl(Shape normalized_shape, std::optional<double> eps, bool elementwise_affine)
     : normalized_shape_(normalized_shape), eps_(eps), affine_(elementwise_affine) {
   check_normalized_shape(normalized_shape_, "RMSNorm");
   if (affine_) weight = register_parameter("weight", Tensor::ones(normalized_shape_));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) const {
+Tensor RMSNormImpl::forward(const Tensor& x) const {
   check_trailing(x, normalized_shape_, "RMSNorm");
   return tg::rms_norm(x, normalized_shape_, weight, eps_);  // fused (autograd/ops_norm.h)
 }
 
-std::string RMSNorm::extra_repr() const {
+std::string RMSNormImpl::extra_repr() const {
   std::ostringstream os;
   os << tuple_str(normalized_shape_) << ", eps=";
   if (eps_)

@@ -17,12 +17,12 @@ namespace tg::nn {
 /// Parameters "weight" (ones) and "bias" (zeros) of shape normalized_shape, float32, only when
 /// elementwise_affine. Several dimensions are given as a Shape: LayerNorm(Shape{2, 3}) (a bare
 /// {2, 3} would also match LayerNorm(2, 3.0) through the move constructor, so it is ambiguous).
-class LayerNorm : public Module {
+class LayerNormImpl : public Module {
  public:
-  LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  LayerNormImpl(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
   /// LayerNorm({normalized_shape}, ...): normalises over the last dimension.
-  explicit LayerNorm(std::int64_t normalized_shape, double eps = 1e-5, bool elementwise_affine = true)
-      : LayerNorm(Shape{normalized_shape}, eps, elementwise_affine) {}
+  explicit LayerNormImpl(std::int64_t normalized_shape, double eps = 1e-5, bool elementwise_affine = true)
+      : LayerNormImpl(Shape{normalized_shape}, eps, elementwise_affine) {}
 
   /// x (..., *normalized_shape) -> same shape. Throws std::invalid_argument naming both shapes when
   /// x does not end in normalized_shape.
@@ -43,19 +43,20 @@ class LayerNorm : public Module {
   double eps_;
   bool affine_;
 };
+TG_MODULE(LayerNorm);
 
 /// torch.nn.RMSNorm(normalized_shape, eps=None, elementwise_affine=True) of PyTorch 2.4:
 /// y = x / sqrt(mean(x²) + eps) * weight, the mean over the last normalized_shape.size()
 /// dimensions. When `eps` is not given it is the machine epsilon of the input's dtype at each call
 /// (torch.finfo(x.dtype).eps: 2^-23 for float32, 2^-52 for float64), as PyTorch. Parameter
 /// "weight" (ones, float32) only when elementwise_affine; RMSNorm has no bias.
-class RMSNorm : public Module {
+class RMSNormImpl : public Module {
  public:
-  RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  RMSNormImpl(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
   /// RMSNorm({normalized_shape}, ...).
-  explicit RMSNorm(std::int64_t normalized_shape, std::optional<double> eps = std::nullopt,
-                   bool elementwise_affine = true)
-      : RMSNorm(Shape{normalized_shape}, eps, elementwise_affine) {}
+  explicit RMSNormImpl(std::int64_t normalized_shape, std::optional<double> eps = std::nullopt,
+                       bool elementwise_affine = true)
+      : RMSNormImpl(Shape{normalized_shape}, eps, elementwise_affine) {}
 
   /// x (..., *normalized_shape) -> same shape; throws std::invalid_argument as LayerNorm.
   Tensor forward(const Tensor& x) const;
@@ -75,5 +76,6 @@ class RMSNorm : public Module {
   std::optional<double> eps_;
   bool affine_;
 };
+TG_MODULE(RMSNorm);
 
 }  // namespace tg::nn

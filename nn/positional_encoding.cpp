@@ -53,15 +53,15 @@ Tensor sinusoidal_position_table(std::int64_t max_len, std::int64_t d_model, DTy
   return Tensor::from_values(values, {max_len, d_model}, dtype);
 }
 
-SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(const PositionalEncodingOptions& options)
+SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(const PositionalEncodingOptions& options)
     : options_(options) {
   check_options(options, "SinusoidalPositionalEncoding");
-  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout, options.generator));
+  dropout = register_module("dropout", Dropout(options.dropout, options.generator));
   pe64_ = sinusoidal_position_table(options.max_len, options.d_model, DType::f64);
   pe32_ = pe64_.to(DType::f32);
 }
 
-Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, std::int64_t start) {
+Tensor SinusoidalPositionalEncodingImpl::forward(const Tensor& x, std::int64_t start) {
   const char* layer = "SinusoidalPositionalEncoding";
   if (x.dtype() != DType::f32 && x.dtype() != DType::f64)
     throw std::invalid_argument(std::string(layer) + ": x must be float32 or float64, got " +
@@ -69,22 +69,22 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, std::int64_t start
   return dropout->forward(add_positions(x, x.dtype() == DType::f64 ? pe64_ : pe32_, start, options_, layer));
 }
 
-std::string SinusoidalPositionalEncoding::extra_repr() const {
+std::string SinusoidalPositionalEncodingImpl::extra_repr() const {
   return "d_model=" + std::to_string(options_.d_model) + ", max_len=" + std::to_string(options_.max_len);
 }
 
-LearnedPositionalEmbedding::LearnedPositionalEmbedding(const PositionalEncodingOptions& options, Generator& gen)
+LearnedPositionalEmbeddingImpl::LearnedPositionalEmbeddingImpl(const PositionalEncodingOptions& options, Generator& gen)
     : options_(options) {
   check_options(options, "LearnedPositionalEmbedding");
   weight = register_parameter("weight", Tensor::normal({options.max_len, options.d_model}, 0.0, 1.0, gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout, options.generator));
+  dropout = register_module("dropout", Dropout(options.dropout, options.generator));
 }
 
-Tensor LearnedPositionalEmbedding::forward(const Tensor& x, std::int64_t start) {
+Tensor LearnedPositionalEmbeddingImpl::forward(const Tensor& x, std::int64_t start) {
   return dropout->forward(add_positions(x, weight, start, options_, "LearnedPositionalEmbedding"));
 }
 
-std::string LearnedPositionalEmbedding::extra_repr() const {
+std::string LearnedPositionalEmbeddingImpl::extra_repr() const {
   return "d_model=" + std::to_string(options_.d_model) + ", max_len=" + std::to_string(options_.max_len);
 }
 

@@ -34,9 +34,10 @@ Tensor sinusoidal_position_table(std::int64_t max_len, std::int64_t d_model, DTy
 /// Fixed sinusoidal positions. The table is a buffer, not a parameter: it is not in
 /// named_parameters() or the state_dict (the tutorial registers it as buffer "pe"; it is a function
 /// of d_model and max_len, so nothing is lost) and gets no gradient. It follows x's dtype (f32/f64).
-class SinusoidalPositionalEncoding : public Module {
+class SinusoidalPositionalEncodingImpl : public Module {
  public:
-  explicit SinusoidalPositionalEncoding(const PositionalEncodingOptions& options);
+  using options_type = PositionalEncodingOptions;
+  explicit SinusoidalPositionalEncodingImpl(const PositionalEncodingOptions& options);
 
   /// dropout(x + table[start : start + T]); start > 0 for incremental decoding. Throws
   /// std::invalid_argument when x's last dim is not d_model or the positions exceed max_len.
@@ -47,18 +48,20 @@ class SinusoidalPositionalEncoding : public Module {
   const PositionalEncodingOptions& options() const { return options_; }
   std::string extra_repr() const override;
 
-  std::shared_ptr<Dropout> dropout;
+  Dropout dropout{nullptr};
 
  private:
   PositionalEncodingOptions options_;
   Tensor pe32_, pe64_;
 };
+TG_MODULE(SinusoidalPositionalEncoding);
 
 /// Learned positions: parameter "weight" (max_len, d_model) ~ N(0, 1) from `gen`, as an
 /// nn.Embedding(max_len, d_model) (so such a PyTorch table loads with load_state_dict).
-class LearnedPositionalEmbedding : public Module {
+class LearnedPositionalEmbeddingImpl : public Module {
  public:
-  LearnedPositionalEmbedding(const PositionalEncodingOptions& options, Generator& gen);
+  using options_type = PositionalEncodingOptions;
+  LearnedPositionalEmbeddingImpl(const PositionalEncodingOptions& options, Generator& gen);
 
   /// dropout(x + weight[start : start + T]); errors as SinusoidalPositionalEncoding.
   Tensor forward(const Tensor& x, std::int64_t start = 0);
@@ -67,10 +70,11 @@ class LearnedPositionalEmbedding : public Module {
   std::string extra_repr() const override;
 
   Tensor weight;  ///< (max_len, d_model)
-  std::shared_ptr<Dropout> dropout;
+  Dropout dropout{nullptr};
 
  private:
   PositionalEncodingOptions options_;
 };
+TG_MODULE(LearnedPositionalEmbedding);
 
 }  // namespace tg::nn

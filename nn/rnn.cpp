@@ -117,19 +117,19 @@ std::string RNNCellBase::extra_repr() const {
   return std::to_string(input_size_) + ", " + std::to_string(hidden_size_) + (bias_ih.defined() ? "" : ", bias=false");
 }
 
-GRUCell::GRUCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias)
+GRUCellImpl::GRUCellImpl(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias)
     : RNNCellBase("GRUCell", 3, input_size, hidden_size, gen, bias) {}
 
-Tensor GRUCell::forward(const Tensor& x, const Tensor& h) const {
+Tensor GRUCellImpl::forward(const Tensor& x, const Tensor& h) const {
   const CellArgs a = cell_args("GRUCell", x, {h}, input_size_, hidden_size_, weight_ih.dtype());
   const Tensor h_new = gru_step(linear(a.x, weight_ih, bias_ih), a.states[0], weight_hh, bias_hh);
   return a.unbatched ? squeeze(h_new, 0) : h_new;
 }
 
-LSTMCell::LSTMCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias)
+LSTMCellImpl::LSTMCellImpl(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias)
     : RNNCellBase("LSTMCell", 4, input_size, hidden_size, gen, bias) {}
 
-LSTMState LSTMCell::forward(const Tensor& x, const LSTMState& state) const {
+LSTMState LSTMCellImpl::forward(const Tensor& x, const LSTMState& state) const {
   const CellArgs a = cell_args("LSTMCell", x, {state.h, state.c}, input_size_, hidden_size_, weight_ih.dtype());
   LSTMState s = lstm_step(linear(a.x, weight_ih, bias_ih), a.states[0], a.states[1], weight_hh, bias_hh);
   if (a.unbatched) s = {squeeze(s.h, 0), squeeze(s.c, 0)};
@@ -280,16 +280,16 @@ RNNBase::Result RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor&
   return r;
 }
 
-GRU::GRU(const GRUOptions& options, Generator& gen) : RNNBase(options, 3, gen, "GRU") {}
+GRUImpl::GRUImpl(const GRUOptions& options, Generator& gen) : RNNBase(options, 3, gen, "GRU") {}
 
-std::pair<Tensor, Tensor> GRU::forward(const Tensor& x, const Tensor& h0, const Tensor& valid_lens) {
+std::pair<Tensor, Tensor> GRUImpl::forward(const Tensor& x, const Tensor& h0, const Tensor& valid_lens) {
   Result r = run(x, h0, Tensor(), valid_lens);
   return {r.output, r.h_n};
 }
 
-LSTM::LSTM(const LSTMOptions& options, Generator& gen) : RNNBase(options, 4, gen, "LSTM") {}
+LSTMImpl::LSTMImpl(const LSTMOptions& options, Generator& gen) : RNNBase(options, 4, gen, "LSTM") {}
 
-std::pair<Tensor, LSTMState> LSTM::forward(const Tensor& x, const LSTMState& state, const Tensor& valid_lens) {
+std::pair<Tensor, LSTMState> LSTMImpl::forward(const Tensor& x, const LSTMState& state, const Tensor& valid_lens) {
   Result r = run(x, state.h, state.c, valid_lens);
   return {r.output, {r.h_n, r.c_n}};
 }

@@ -101,27 +101,30 @@ class RNNCellBase : public Module {
 
 /// torch.nn.GRUCell: parameters weight_ih (3H, in), weight_hh (3H, H), bias_ih (3H), bias_hh (3H),
 /// all U(-1/sqrt(H), 1/sqrt(H)) from `gen` in that order.
-class GRUCell : public RNNCellBase {
+class GRUCellImpl : public RNNCellBase {
  public:
-  GRUCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias = true);
+  GRUCellImpl(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias = true);
   /// x (B, in) or (in), h (B, H) or (H) or undefined (= zeros) -> h' of h's shape.
   Tensor forward(const Tensor& x, const Tensor& h = Tensor()) const;
 };
+TG_MODULE(GRUCell);
 
 /// torch.nn.LSTMCell: weight_ih (4H, in), weight_hh (4H, H), bias_ih (4H), bias_hh (4H), gate
 /// order i, f, g, o; all U(-1/sqrt(H), 1/sqrt(H)) from `gen` in that order.
-class LSTMCell : public RNNCellBase {
+class LSTMCellImpl : public RNNCellBase {
  public:
-  LSTMCell(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias = true);
+  LSTMCellImpl(std::int64_t input_size, std::int64_t hidden_size, Generator& gen, bool bias = true);
   /// x (B, in) or (in), state (B, H) each or undefined (= zeros) -> {h', c'}.
   LSTMState forward(const Tensor& x, const LSTMState& state = {}) const;
 };
+TG_MODULE(LSTMCell);
 
 /// What GRU and LSTM share: options, the parameters weight_ih_l{k}[_reverse], weight_hh_l{k}[...],
 /// bias_ih_l{k}[...], bias_hh_l{k}[...] registered in PyTorch's order (layer 0 forward, layer 0
 /// reverse, layer 1 ...), each U(-1/sqrt(H), 1/sqrt(H)) in that order, and the time loop.
 class RNNBase : public Module {
  public:
+  using options_type = RNNOptions;
   const RNNOptions& options() const { return options_; }
   /// The dropout-mask generator (never null).
   const std::shared_ptr<Generator>& generator() const { return gen_; }
@@ -144,23 +147,25 @@ class RNNBase : public Module {
 };
 
 /// torch.nn.GRU over (T, B, input_size) (or (B, T, input_size) with batch_first).
-class GRU : public RNNBase {
+class GRUImpl : public RNNBase {
  public:
-  GRU(const GRUOptions& options, Generator& gen);
+  GRUImpl(const GRUOptions& options, Generator& gen);
   /// h0 (L*D, B, H) or undefined (= zeros); valid_lens i64 (B) or undefined (see the file
   /// comment). Returns {output (T, B, D*H) (batch-first if so configured), h_n (L*D, B, H)}.
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& h0 = Tensor(),
                                     const Tensor& valid_lens = Tensor());
 };
+TG_MODULE(GRU);
 
 /// torch.nn.LSTM over (T, B, input_size) (or (B, T, input_size) with batch_first); no proj_size.
-class LSTM : public RNNBase {
+class LSTMImpl : public RNNBase {
  public:
-  LSTM(const LSTMOptions& options, Generator& gen);
+  LSTMImpl(const LSTMOptions& options, Generator& gen);
   /// state: (h0, c0), each (L*D, B, H) or undefined (= zeros); valid_lens as for GRU.
   /// Returns {output (T, B, D*H), {h_n, c_n} each (L*D, B, H)}.
   std::pair<Tensor, LSTMState> forward(const Tensor& x, const LSTMState& state = {},
                                        const Tensor& valid_lens = Tensor());
 };
+TG_MODULE(LSTM);
 
 }  // namespace tg::nn

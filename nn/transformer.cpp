@@ -47,14 +47,14 @@ void check_layer_options(const TransformerLayerOptions& options, const char* lay
                                 std::to_string(options.dim_feedforward));
 }
 
-std::shared_ptr<MultiheadAttention> make_attention(const TransformerLayerOptions& options,
-                                                   const std::shared_ptr<Generator>& masks, Generator& gen) {
-  return std::make_shared<MultiheadAttention>(MultiheadAttentionOptions{.embed_dim = options.d_model,
-                                                                        .num_heads = options.nhead,
-                                                                        .dropout = options.dropout,
-                                                                        .batch_first = options.batch_first,
-                                                                        .generator = masks},
-                                              gen);
+MultiheadAttention make_attention(const TransformerLayerOptions& options, const std::shared_ptr<Generator>& masks,
+                                  Generator& gen) {
+  return MultiheadAttention(MultiheadAttentionOptions{.embed_dim = options.d_model,
+                                                      .num_heads = options.nhead,
+                                                      .dropout = options.dropout,
+                                                      .batch_first = options.batch_first,
+                                                      .generator = masks},
+                            gen);
 }
 
 std::string layer_repr(const TransformerLayerOptions& options) {
@@ -88,7 +88,7 @@ std::shared_ptr<Layer> clone_layer(const Layer& layer, const char* what) {
 
 /// x (N, T, E) -> (N, H, T, D): the query (part 0), key (1) or value (2) projection of `mha`, its
 /// rows of the in-projection kept in `weight` and `bias` (cut on the first call).
-Tensor project_heads(const MultiheadAttention& mha, const Tensor& x, int part, Tensor& weight, Tensor& bias) {
+Tensor project_heads(const MultiheadAttentionImpl& mha, const Tensor& x, int part, Tensor& weight, Tensor& bias) {
   const std::int64_t E = mha.options().embed_dim, H = mha.options().num_heads;
   if (!weight.defined()) {
     weight = narrow(mha.in_proj_weight, 0, part * E, E);
@@ -96,13 +96,13 @@ Tensor project_heads(const MultiheadAttention& mha, const Tensor& x, int part, T
   }
   return permute(reshape(linear(x, weight, bias), Shape{x.size(0), x.size(1), H, E / H}), {0, 2, 1, 3});
 }
-Tensor project_heads(const MultiheadAttention& mha, const Tensor& x, int part) {
+Tensor project_heads(const MultiheadAttentionImpl& mha, const Tensor& x, int part) {
   Tensor weight, bias;
   return project_heads(mha, x, part, weight, bias);
 }
 
 /// attended (N, H, T, D) -> out_proj of (N, T, E).
-Tensor merge_heads(const MultiheadAttention& mha, const Tensor& attended) {
+Tensor merge_heads(const MultiheadAttentionImpl& mha, const Tensor& attended) {
   const Tensor a = permute(attended, {0, 2, 1, 3});
   return mha.out_proj->forward(reshape(a, Shape{a.size(0), a.size(1), mha.options().embed_dim}));
 }
@@ -111,33 +111,34 @@ Tensor merge_heads(const MultiheadAttention& mha, const Tensor& attended) {
 
 // ---- TransformerEncoderLayer -------------------------------------------------------------------
 
-TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& options, Generator& gen)
+TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& options, Generator& gen)
     : options_(options) {
   check_layer_options(options, "TransformerEncoderLayer");
   auto masks = options.generator ? options.generator : std::make_shared<Generator>(0);
   options_.generator = masks;  // clones share it
   self_attn = register_module("self_attn", make_attention(options, masks, gen));
-  linear1 = register_module("linear1", std::make_shared<Linear>(options.d_model, options.dim_feedforward, gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout, masks));
-  linear2 = register_module("linear2", std::make_shared<Linear>(options.dim_feedforward, options.d_model, gen));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, masks));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, masks));
+  linear1 = register_module("linear1", Linear(options.d_model, options.dim_feedforward, gen));
+  dropout = register_module("dropout", Dropout(options.dropout, masks));
+  linear2 = register_module("linear2", Linear(options.dim_feedforward, options.d_model, gen));
+  norm1 = register_module("norm1", LayerNorm(options.d_model, options.layer_norm_eps));
+  norm2 = register_module("norm2", LayerNorm(options.d_model, options.layer_norm_eps));
+  dropout1 = register_module("dropout1", Dropout(options.dropout, masks));
+  dropout2 = register_module("dropout2", Dropout(options.dropout, masks));
 }
 
-std::string TransformerEncoderLayer::extra_repr() const { return layer_repr(options_); }
+std::string TransformerEncoderLayerImpl::extra_repr() const { return layer_repr(options_); }
 
-std::shared_ptr<TransformerEncoderLayer> TransformerEncoderLayer::clone() const {
+TransformerEncoderLayer TransformerEncoderLayerImpl::clone() const {
   return clone_layer(*this, "TransformerEncoderLayer::clone");
 }
 
-Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
+Tensor TransformerEncoderLayerImpl::feed_forward(const Tensor& x) {
   const Tensor a = activate(linear1->forward(x), options_.activation);
   return dropout2->forward(linear2->forward(dropout->forward(a)));
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask) {
+Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src_mask,
+                                            const Tensor& src_key_padding_mask) {
   auto self_attention = [&](const Tensor& x) {
     return dropout1->forward(std::get<0>(self_attn->forward(x, x, x, src_key_padding_mask, false, src_mask)));
   };
@@ -149,8 +150,8 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   return norm2->forward(x + feed_forward(x));
 }
 
-Tensor TransformerEncoderLayer::forward_packed(const Tensor& src, const PackedTokens& tokens, const Tensor& src_mask,
-                                               const Tensor& src_key_padding_mask) {
+Tensor TransformerEncoderLayerImpl::forward_packed(const Tensor& src, const PackedTokens& tokens,
+                                                   const Tensor& src_mask, const Tensor& src_key_padding_mask) {
   auto self_attention = [&](const Tensor& x) {
     return dropout1->forward(self_attn->forward_packed(x, tokens, x, x, tokens, src_key_padding_mask, src_mask));
   };
@@ -164,37 +165,38 @@ Tensor TransformerEncoderLayer::forward_packed(const Tensor& src, const PackedTo
 
 // ---- TransformerDecoderLayer -------------------------------------------------------------------
 
-TransformerDecoderLayer::TransformerDecoderLayer(const TransformerDecoderLayerOptions& options, Generator& gen)
+TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const TransformerDecoderLayerOptions& options, Generator& gen)
     : options_(options) {
   check_layer_options(options, "TransformerDecoderLayer");
   auto masks = options.generator ? options.generator : std::make_shared<Generator>(0);
   options_.generator = masks;
   self_attn = register_module("self_attn", make_attention(options, masks, gen));
   multihead_attn = register_module("multihead_attn", make_attention(options, masks, gen));
-  linear1 = register_module("linear1", std::make_shared<Linear>(options.d_model, options.dim_feedforward, gen));
-  dropout = register_module("dropout", std::make_shared<Dropout>(options.dropout, masks));
-  linear2 = register_module("linear2", std::make_shared<Linear>(options.dim_feedforward, options.d_model, gen));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
-  norm3 = register_module("norm3", std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(options.dropout, masks));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(options.dropout, masks));
-  dropout3 = register_module("dropout3", std::make_shared<Dropout>(options.dropout, masks));
+  linear1 = register_module("linear1", Linear(options.d_model, options.dim_feedforward, gen));
+  dropout = register_module("dropout", Dropout(options.dropout, masks));
+  linear2 = register_module("linear2", Linear(options.dim_feedforward, options.d_model, gen));
+  norm1 = register_module("norm1", LayerNorm(options.d_model, options.layer_norm_eps));
+  norm2 = register_module("norm2", LayerNorm(options.d_model, options.layer_norm_eps));
+  norm3 = register_module("norm3", LayerNorm(options.d_model, options.layer_norm_eps));
+  dropout1 = register_module("dropout1", Dropout(options.dropout, masks));
+  dropout2 = register_module("dropout2", Dropout(options.dropout, masks));
+  dropout3 = register_module("dropout3", Dropout(options.dropout, masks));
 }
 
-std::string TransformerDecoderLayer::extra_repr() const { return layer_repr(options_); }
+std::string TransformerDecoderLayerImpl::extra_repr() const { return layer_repr(options_); }
 
-std::shared_ptr<TransformerDecoderLayer> TransformerDecoderLayer::clone() const {
+TransformerDecoderLayer TransformerDecoderLayerImpl::clone() const {
   return clone_layer(*this, "TransformerDecoderLayer::clone");
 }
 
-Tensor TransformerDecoderLayer::feed_forward(const Tensor& x) {
+Tensor TransformerDecoderLayerImpl::feed_forward(const Tensor& x) {
   const Tensor a = activate(linear1->forward(x), options_.activation);
   return dropout3->forward(linear2->forward(dropout->forward(a)));
 }
 
 template <class SelfBlock, class CrossBlock>
-Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const SelfBlock& self_block, const CrossBlock& cross_block) {
+Tensor TransformerDecoderLayerImpl::residual_blocks(Tensor x, const SelfBlock& self_block,
+                                                    const CrossBlock& cross_block) {
   if (options_.norm_first) {
     x = x + self_block(norm1->forward(x));
     x = x + cross_block(norm2->forward(x));
@@ -205,9 +207,9 @@ Tensor TransformerDecoderLayer::residual_blocks(Tensor x, const SelfBlock& self_
   return norm3->forward(x + feed_forward(x));
 }
 
-Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
-                                        const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
-                                        const Tensor& memory_key_padding_mask, Tensor* memory_weights) {
+Tensor TransformerDecoderLayerImpl::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                            const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                            const Tensor& memory_key_padding_mask, Tensor* memory_weights) {
   auto self_block = [&](const Tensor& x) {
     return dropout1->forward(std::get<0>(self_attn->forward(x, x, x, tgt_key_padding_mask, false, tgt_mask)));
   };
@@ -220,10 +222,11 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
   return residual_blocks(tgt, self_block, cross_block);
 }
 
-Tensor TransformerDecoderLayer::forward_packed(const Tensor& tgt, const PackedTokens& tgt_tokens, const Tensor& memory,
-                                               const PackedTokens& memory_tokens, const Tensor& tgt_mask,
-                                               const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
-                                               const Tensor& memory_key_padding_mask) {
+Tensor TransformerDecoderLayerImpl::forward_packed(const Tensor& tgt, const PackedTokens& tgt_tokens,
+                                                   const Tensor& memory, const PackedTokens& memory_tokens,
+                                                   const Tensor& tgt_mask, const Tensor& memory_mask,
+                                                   const Tensor& tgt_key_padding_mask,
+                                                   const Tensor& memory_key_padding_mask) {
   auto self_block = [&](const Tensor& x) {
     return dropout1->forward(self_attn->forward_packed(x, tgt_tokens, x, x, tgt_tokens, tgt_key_padding_mask, tgt_mask));
   };
@@ -234,8 +237,9 @@ Tensor TransformerDecoderLayer::forward_packed(const Tensor& tgt, const PackedTo
   return residual_blocks(tgt, self_block, cross_block);
 }
 
-Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderLayerCache& cache,
-                                             const Tensor& memory_key_padding_mask, Tensor* memory_weights) {
+Tensor TransformerDecoderLayerImpl::forward_step(const Tensor& tgt, const Tensor& memory,
+                                                 TransformerDecoderLayerCache& cache,
+                                                 const Tensor& memory_key_padding_mask, Tensor* memory_weights) {
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("TransformerDecoderLayer::forward_step: " + why + ": tgt " + tgt.shape().str() +
                                 ", memory " + memory.shape().str());
@@ -300,39 +304,39 @@ void check_num_layers(std::int64_t num_layers, const char* stack) {
 
 }  // namespace
 
-TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& encoder_layer, std::int64_t num_layers,
-                                       std::shared_ptr<LayerNorm> final_norm) {
+TransformerEncoderImpl::TransformerEncoderImpl(const TransformerEncoderLayer& encoder_layer, std::int64_t num_layers,
+                                               LayerNorm final_norm) {
   check_num_layers(num_layers, "TransformerEncoder");
-  layers = register_module("layers", std::make_shared<ModuleList>());
-  for (std::int64_t i = 0; i < num_layers; ++i) layers_.push_back(layers->push_back(encoder_layer.clone()));
+  layers = register_module("layers", ModuleList());
+  for (std::int64_t i = 0; i < num_layers; ++i) layers_.push_back(layers->push_back(encoder_layer->clone()));
   if (final_norm) norm = register_module("norm", std::move(final_norm));
 }
 
-Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
+Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
   Tensor x = src;
   for (const auto& layer : layers_) x = layer->forward(x, mask, src_key_padding_mask);
   return norm ? norm->forward(x) : x;
 }
 
-TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& decoder_layer, std::int64_t num_layers,
-                                       std::shared_ptr<LayerNorm> final_norm) {
+TransformerDecoderImpl::TransformerDecoderImpl(const TransformerDecoderLayer& decoder_layer, std::int64_t num_layers,
+                                               LayerNorm final_norm) {
   check_num_layers(num_layers, "TransformerDecoder");
-  layers = register_module("layers", std::make_shared<ModuleList>());
-  for (std::int64_t i = 0; i < num_layers; ++i) layers_.push_back(layers->push_back(decoder_layer.clone()));
+  layers = register_module("layers", ModuleList());
+  for (std::int64_t i = 0; i < num_layers; ++i) layers_.push_back(layers->push_back(decoder_layer->clone()));
   if (final_norm) norm = register_module("norm", std::move(final_norm));
 }
 
-Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
-                                   const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
-                                   const Tensor& memory_key_padding_mask) {
+Tensor TransformerDecoderImpl::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                       const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                       const Tensor& memory_key_padding_mask) {
   Tensor x = tgt;
   for (const auto& layer : layers_)
     x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
   return norm ? norm->forward(x) : x;
 }
 
-Tensor TransformerDecoder::forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderCache& cache,
-                                        const Tensor& memory_key_padding_mask) {
+Tensor TransformerDecoderImpl::forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderCache& cache,
+                                            const Tensor& memory_key_padding_mask) {
   if (cache.layers.empty()) cache.layers.resize(layers_.size());
   if (cache.layers.size() != layers_.size())
     throw std::invalid_argument("TransformerDecoder::forward_step: the cache has " + std::to_string(cache.layers.size()) +
@@ -345,7 +349,7 @@ Tensor TransformerDecoder::forward_step(const Tensor& tgt, const Tensor& memory,
 
 // ---- Transformer -------------------------------------------------------------------------------
 
-Transformer::Transformer(const TransformerOptions& options, Generator& gen) : options_(options) {
+TransformerImpl::TransformerImpl(const TransformerOptions& options, Generator& gen) : options_(options) {
   const TransformerLayerOptions layer{.d_model = options.d_model,
                                       .nhead = options.nhead,
                                       .dim_feedforward = options.dim_feedforward,
@@ -356,24 +360,24 @@ Transformer::Transformer(const TransformerOptions& options, Generator& gen) : op
                                       .norm_first = options.norm_first,
                                       .generator = options.generator ? options.generator
                                                                      : std::make_shared<Generator>(0)};
-  encoder = register_module(
-      "encoder", std::make_shared<TransformerEncoder>(TransformerEncoderLayer(layer, gen), options.num_encoder_layers,
-                                                      std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps)));
-  decoder = register_module(
-      "decoder", std::make_shared<TransformerDecoder>(TransformerDecoderLayer(layer, gen), options.num_decoder_layers,
-                                                      std::make_shared<LayerNorm>(options.d_model, options.layer_norm_eps)));
+  encoder = register_module("encoder",
+                            TransformerEncoder(TransformerEncoderLayer(layer, gen), options.num_encoder_layers,
+                                               LayerNorm(options.d_model, options.layer_norm_eps)));
+  decoder = register_module("decoder",
+                            TransformerDecoder(TransformerDecoderLayer(layer, gen), options.num_decoder_layers,
+                                               LayerNorm(options.d_model, options.layer_norm_eps)));
   for (const Tensor& p : parameters())
     if (p.dim() > 1) init::xavier_uniform_(p, gen);
 }
 
-std::string Transformer::extra_repr() const {
+std::string TransformerImpl::extra_repr() const {
   return "d_model=" + std::to_string(options_.d_model) + ", nhead=" + std::to_string(options_.nhead) +
          ", num_encoder_layers=" + std::to_string(options_.num_encoder_layers) +
          ", num_decoder_layers=" + std::to_string(options_.num_decoder_layers) +
          (options_.norm_first ? ", norm_first=true" : "") + (options_.batch_first ? ", batch_first=true" : "");
 }
 
-Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks) {
+Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt, const TransformerMasks& masks) {
   auto fail = [&](const std::string& why) {
     throw std::invalid_argument("Transformer: " + why + ": src " + src.shape().str() + ", tgt " + tgt.shape().str());
   };
@@ -387,7 +391,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Transfor
                           masks.memory_key_padding_mask);
 }
 
-Tensor Transformer::generate_square_subsequent_mask(std::int64_t sz, DType dtype) {
+Tensor TransformerImpl::generate_square_subsequent_mask(std::int64_t sz, DType dtype) {
   if (sz < 0) throw std::invalid_argument("Transformer::generate_square_subsequent_mask: sz must be >= 0, got " + std::to_string(sz));
   std::vector<double> values(static_cast<std::size_t>(sz * sz), 0.0);
   for (std::int64_t i = 0; i < sz; ++i)

@@ -90,11 +90,15 @@ struct TransformerLayerOptions {
 using TransformerEncoderLayerOptions = TransformerLayerOptions;
 using TransformerDecoderLayerOptions = TransformerLayerOptions;
 
+class TransformerEncoderLayer;
+class TransformerDecoderLayer;
+
 /// Children in torch's order: self_attn, linear1 (d_model -> dim_feedforward), dropout, linear2,
 /// norm1, norm2, dropout1, dropout2. state_dict keys as torch's ("self_attn.in_proj_weight", ...).
-class TransformerEncoderLayer : public Module {
+class TransformerEncoderLayerImpl : public Module {
  public:
-  TransformerEncoderLayer(const TransformerEncoderLayerOptions& options, Generator& gen);
+  using options_type = TransformerEncoderLayerOptions;
+  TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& options, Generator& gen);
 
   /// src (S, N, E) ((N, S, E) with batch_first); src_mask (S, S) and src_key_padding_mask (N, S)
   /// as MultiheadAttention's (i64 nonzero = may not attend, or floating, added).
@@ -109,7 +113,7 @@ class TransformerEncoderLayer : public Module {
                         const Tensor& src_key_padding_mask = Tensor());
   /// A new layer with the same options, a copy of every parameter (same dtype and requires_grad)
   /// and the same training mode: copy.deepcopy. The clone shares options().generator.
-  std::shared_ptr<TransformerEncoderLayer> clone() const;
+  TransformerEncoderLayer clone() const;
   /// forward() between the forward hooks, which see the three tensors (undefined when omitted).
   Tensor operator()(const Tensor& src, const Tensor& src_mask = Tensor(), const Tensor& src_key_padding_mask = Tensor()) {
     return with_forward_hooks({src, src_mask, src_key_padding_mask},
@@ -118,15 +122,16 @@ class TransformerEncoderLayer : public Module {
   std::string extra_repr() const override;
   const TransformerEncoderLayerOptions& options() const { return options_; }
 
-  std::shared_ptr<MultiheadAttention> self_attn;
-  std::shared_ptr<Linear> linear1, linear2;
-  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
-  std::shared_ptr<LayerNorm> norm1, norm2;
+  MultiheadAttention self_attn{nullptr};
+  Linear linear1{nullptr}, linear2{nullptr};
+  Dropout dropout{nullptr}, dropout1{nullptr}, dropout2{nullptr};
+  LayerNorm norm1{nullptr}, norm2{nullptr};
 
  private:
   Tensor feed_forward(const Tensor& x);
   TransformerEncoderLayerOptions options_;
 };
+TG_MODULE(TransformerEncoderLayer);
 
 /// What TransformerDecoderLayer::forward_step keeps between steps: the projected keys and values of
 /// the target positions seen so far, and of the memory (projected at the first step).
@@ -142,9 +147,10 @@ struct TransformerDecoderLayerCache {
 
 /// Children in torch's order: self_attn, multihead_attn, linear1, dropout, linear2, norm1, norm2,
 /// norm3, dropout1, dropout2, dropout3.
-class TransformerDecoderLayer : public Module {
+class TransformerDecoderLayerImpl : public Module {
  public:
-  TransformerDecoderLayer(const TransformerDecoderLayerOptions& options, Generator& gen);
+  using options_type = TransformerDecoderLayerOptions;
+  TransformerDecoderLayerImpl(const TransformerDecoderLayerOptions& options, Generator& gen);
 
   /// tgt (T, N, E) and memory (S, N, E) ((N, T, E), (N, S, E) with batch_first; unbatched (T, E),
   /// (S, E)) -> like tgt. tgt_mask (T, T), memory_mask (T, S), tgt_key_padding_mask (N, T),
@@ -184,14 +190,14 @@ class TransformerDecoderLayer : public Module {
                       const Tensor& memory_key_padding_mask = Tensor(), Tensor* memory_weights = nullptr);
 
   /// As TransformerEncoderLayer::clone.
-  std::shared_ptr<TransformerDecoderLayer> clone() const;
+  TransformerDecoderLayer clone() const;
   std::string extra_repr() const override;
   const TransformerDecoderLayerOptions& options() const { return options_; }
 
-  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
-  std::shared_ptr<Linear> linear1, linear2;
-  std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
-  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};
+  Linear linear1{nullptr}, linear2{nullptr};
+  Dropout dropout{nullptr}, dropout1{nullptr}, dropout2{nullptr}, dropout3{nullptr};
+  LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
 
  private:
   /// The three residual blocks, post-norm or pre-norm, shared by forward and forward_step (a
@@ -201,27 +207,29 @@ class TransformerDecoderLayer : public Module {
   Tensor feed_forward(const Tensor& x);
   TransformerDecoderLayerOptions options_;
 };
+TG_MODULE(TransformerDecoderLayer);
 
 /// torch.nn.TransformerEncoder(encoder_layer, num_layers, norm=None): children "layers" (a
 /// ModuleList of num_layers clones of encoder_layer) and, when given, "norm" applied after the
 /// last layer. (enable_nested_tensor and mask_check concern torch's fast path only.)
-class TransformerEncoder : public Module {
+class TransformerEncoderImpl : public Module {
  public:
-  TransformerEncoder(const TransformerEncoderLayer& encoder_layer, std::int64_t num_layers,
-                     std::shared_ptr<LayerNorm> norm = nullptr);
+  TransformerEncoderImpl(const TransformerEncoderLayer& encoder_layer, std::int64_t num_layers,
+                         LayerNorm norm = nullptr);
 
   /// As TransformerEncoderLayer::forward, through every layer, then norm.
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor());
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
   /// Layer `i` (0-based) with its own type.
-  const std::shared_ptr<TransformerEncoderLayer>& layer(std::int64_t i) const { return layers_.at(i); }
+  const TransformerEncoderLayer& layer(std::int64_t i) const { return layers_.at(i); }
 
-  std::shared_ptr<ModuleList> layers;
-  std::shared_ptr<LayerNorm> norm;  ///< null without a final norm
+  ModuleList layers{nullptr};
+  LayerNorm norm{nullptr};  ///< empty without a final norm
 
  private:
-  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
+  std::vector<TransformerEncoderLayer> layers_;
 };
+TG_MODULE(TransformerEncoder);
 
 /// One TransformerDecoderLayerCache per layer of a TransformerDecoder.
 struct TransformerDecoderCache {
@@ -232,10 +240,10 @@ struct TransformerDecoderCache {
 
 /// torch.nn.TransformerDecoder(decoder_layer, num_layers, norm=None): children "layers" and
 /// optional "norm", as TransformerEncoder.
-class TransformerDecoder : public Module {
+class TransformerDecoderImpl : public Module {
  public:
-  TransformerDecoder(const TransformerDecoderLayer& decoder_layer, std::int64_t num_layers,
-                     std::shared_ptr<LayerNorm> norm = nullptr);
+  TransformerDecoderImpl(const TransformerDecoderLayer& decoder_layer, std::int64_t num_layers,
+                         LayerNorm norm = nullptr);
 
   /// As TransformerDecoderLayer::forward, through every layer, then norm.
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
@@ -246,14 +254,15 @@ class TransformerDecoder : public Module {
   Tensor forward_step(const Tensor& tgt, const Tensor& memory, TransformerDecoderCache& cache,
                       const Tensor& memory_key_padding_mask = Tensor());
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
-  const std::shared_ptr<TransformerDecoderLayer>& layer(std::int64_t i) const { return layers_.at(i); }
+  const TransformerDecoderLayer& layer(std::int64_t i) const { return layers_.at(i); }
 
-  std::shared_ptr<ModuleList> layers;
-  std::shared_ptr<LayerNorm> norm;  ///< null without a final norm
+  ModuleList layers{nullptr};
+  LayerNorm norm{nullptr};  ///< empty without a final norm
 
  private:
-  std::vector<std::shared_ptr<TransformerDecoderLayer>> layers_;
+  std::vector<TransformerDecoderLayer> layers_;
 };
+TG_MODULE(TransformerDecoder);
 
 /// Options of Transformer, named and defaulted as torch's constructor arguments (custom_encoder and
 /// custom_decoder are not offered).
@@ -280,9 +289,10 @@ struct TransformerMasks {
 
 /// torch.nn.Transformer: children "encoder" (TransformerEncoder with a final "norm") and "decoder"
 /// (TransformerDecoder with a final "norm"); both norms exist whatever norm_first, as in torch.
-class Transformer : public Module {
+class TransformerImpl : public Module {
  public:
-  Transformer(const TransformerOptions& options, Generator& gen);
+  using options_type = TransformerOptions;
+  TransformerImpl(const TransformerOptions& options, Generator& gen);
 
   /// src (S, N, E), tgt (T, N, E) ((N, S, E), (N, T, E) with batch_first) -> (T, N, E): the decoder
   /// over the encoder's output. Throws std::invalid_argument when the batch sizes differ or a
@@ -293,11 +303,21 @@ class Transformer : public Module {
   std::string extra_repr() const override;
   const TransformerOptions& options() const { return options_; }
 
-  std::shared_ptr<TransformerEncoder> encoder;
-  std::shared_ptr<TransformerDecoder> decoder;
+  TransformerEncoder encoder{nullptr};
+  TransformerDecoder decoder{nullptr};
 
  private:
   TransformerOptions options_;
+};
+/// Holder of a TransformerImpl, with its static generate_square_subsequent_mask, so that
+/// nn::Transformer::generate_square_subsequent_mask(4) reads as torch's.
+class Transformer : public ModuleHolder<TransformerImpl> {
+ public:
+  using ModuleHolder<TransformerImpl>::ModuleHolder;
+  using Impl = TransformerImpl;
+  static Tensor generate_square_subsequent_mask(std::int64_t sz, DType dtype = DType::f32) {
+    return TransformerImpl::generate_square_subsequent_mask(sz, dtype);
+  }
 };
 
 }  // namespace tg::nn

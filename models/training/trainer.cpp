@@ -290,7 +290,7 @@ std::vector<std::shared_ptr<Generator>> dropout_generators(Seq2Seq& model) {
     if (g && seen.insert(g.get()).second) out.push_back(g);
   };
   for (auto& [name, m] : model.named_modules()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(m)) add(d->generator());
+    if (auto* d = dynamic_cast<nn::DropoutImpl*>(m)) add(d->generator());
     if (auto* r = dynamic_cast<nn::RNNBase*>(m)) add(r->generator());
   }
   return out;

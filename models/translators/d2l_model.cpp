@@ -26,40 +26,38 @@ namespace {
 class D2lEncoder : public nn::Module {
  public:
   D2lEncoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& dropout_gen) {
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.src_vocab, c.embed_size, gen));
-    rnn = register_module("rnn", std::make_shared<nn::GRU>(nn::GRUOptions(c.embed_size, c.num_hiddens)
-                                                               .num_layers(c.num_layers)
-                                                               .dropout(c.dropout)
-                                                               .generator(dropout_gen),
-                                                           gen));
+    embedding = register_module("embedding", nn::Embedding(c.src_vocab, c.embed_size, gen));
+    rnn = register_module("rnn", nn::GRU(nn::GRUOptions(c.embed_size, c.num_hiddens)
+                                             .num_layers(c.num_layers)
+                                             .dropout(c.dropout)
+                                             .generator(dropout_gen),
+                                         gen));
   }
   std::string name() const override { return "Seq2SeqEncoder"; }
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::GRU> rnn;
+  nn::Embedding embedding{nullptr};
+  nn::GRU rnn{nullptr};
 };
 
 class D2lDecoder : public nn::Module {
  public:
   D2lDecoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& dropout_gen) {
+    const std::int64_t H = c.num_hiddens;
     attention = register_module(
-        "attention", std::make_shared<nn::AdditiveAttention>(
-                         nn::AdditiveAttentionOptions(c.num_hiddens, c.num_hiddens, c.num_hiddens)
-                             .dropout(c.dropout)
-                             .generator(dropout_gen),
-                         gen));
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, c.embed_size, gen));
-    rnn = register_module("rnn", std::make_shared<nn::GRU>(nn::GRUOptions(c.embed_size + c.num_hiddens, c.num_hiddens)
-                                                               .num_layers(c.num_layers)
-                                                               .dropout(c.dropout)
-                                                               .generator(dropout_gen),
-                                                           gen));
-    dense = register_module("dense", std::make_shared<nn::Linear>(c.num_hiddens, c.tgt_vocab, gen));
+        "attention",
+        nn::AdditiveAttention(nn::AdditiveAttentionOptions(H, H, H).dropout(c.dropout).generator(dropout_gen), gen));
+    embedding = register_module("embedding", nn::Embedding(c.tgt_vocab, c.embed_size, gen));
+    rnn = register_module("rnn", nn::GRU(nn::GRUOptions(c.embed_size + c.num_hiddens, c.num_hiddens)
+                                             .num_layers(c.num_layers)
+                                             .dropout(c.dropout)
+                                             .generator(dropout_gen),
+                                         gen));
+    dense = register_module("dense", nn::Linear(c.num_hiddens, c.tgt_vocab, gen));
   }
   std::string name() const override { return "Seq2SeqAttentionDecoder"; }
-  std::shared_ptr<nn::AdditiveAttention> attention;
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::GRU> rnn;
-  std::shared_ptr<nn::Linear> dense;
+  nn::AdditiveAttention attention{nullptr};
+  nn::Embedding embedding{nullptr};
+  nn::GRU rnn{nullptr};
+  nn::Linear dense{nullptr};
 };
 
 class D2lSeq2Seq : public Seq2Seq {

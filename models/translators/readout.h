@@ -32,10 +32,10 @@ inline std::int64_t maxout_units_of(const ModelConfig& c) {
 }
 
 struct DeepOutput {
-  std::shared_ptr<nn::Linear> maxout;  // null for the linear readout
-  std::shared_ptr<nn::Linear> dense;     // null when tied
-  std::shared_ptr<nn::Embedding> tied;   // the target embedding as W_o, or null
-  std::shared_ptr<nn::Dropout> dropout;  // null when readout_dropout is 0
+  nn::Linear maxout{nullptr};    // empty for the linear readout
+  nn::Linear dense{nullptr};     // empty when tied
+  nn::Embedding tied{nullptr};   // the target embedding as W_o, or empty
+  nn::Dropout dropout{nullptr};  // empty when readout_dropout is 0
 
   /// The model rule of tie_embeddings (std::invalid_argument without a prefix, as ModelSpec::validate).
   static void check_tie(bool use_maxout, std::int64_t units, std::int64_t embed_size) {
@@ -53,7 +53,7 @@ struct DeepOutput {
   /// be, U(-1/sqrt(units), 1/sqrt(units)), because each logit is now a sum of `units` of them.
   DeepOutput(nn::Module& owner, bool use_maxout, std::int64_t in, std::int64_t units, std::int64_t vocab, Generator& gen,
              double dropout_p = 0.0, std::shared_ptr<Generator> dropout_gen = nullptr,
-             std::shared_ptr<nn::Embedding> tie_to = nullptr) {
+             nn::Embedding tie_to = nullptr) {
     // ModelConfig::validate bounds units; checked again here because 2 * units must not overflow.
     if (units < 1 || units > limits::kMaxWidth)
       throw std::invalid_argument("readout: maxout units = " + std::to_string(units) + " is out of range [1, " +
@@ -65,24 +65,24 @@ struct DeepOutput {
                                     " rows for a vocabulary of " + std::to_string(vocab));
     }
     if (use_maxout) {
-      maxout = owner.register_module("maxout", std::make_shared<nn::Linear>(in, 2 * units, gen));
+      maxout = owner.register_module("maxout", nn::Linear(in, 2 * units, gen));
       if (tie_to) {
         tied = std::move(tie_to);
         const double bound = 1.0 / std::sqrt(static_cast<double>(units));
         nn::init::uniform_(tied->weight, gen, -bound, bound);
       } else {
-        dense = owner.register_module("dense", std::make_shared<nn::Linear>(units, vocab, gen));
+        dense = owner.register_module("dense", nn::Linear(units, vocab, gen));
       }
     } else {
-      dense = owner.register_module("dense", std::make_shared<nn::Linear>(in, vocab, gen));
+      dense = owner.register_module("dense", nn::Linear(in, vocab, gen));
     }
     if (dropout_p > 0)
-      dropout = owner.register_module("readout_dropout", std::make_shared<nn::Dropout>(dropout_p, std::move(dropout_gen)));
+      dropout = owner.register_module("readout_dropout", nn::Dropout(dropout_p, std::move(dropout_gen)));
   }
 
   /// features (..., in) -> logits (..., vocab)
   Tensor operator()(const Tensor& input) const {
-    const Tensor features = dropout ? (*dropout)(input) : input;
+    const Tensor features = dropout ? dropout(input) : input;
     if (!maxout) return dense->forward(features);
     const Tensor t = maxout->forward(features);
     Shape pairs = t.shape();

@@ -25,30 +25,30 @@ namespace {
 class SummaryEncoder : public nn::Module {
  public:
   SummaryEncoder(const ModelConfig& c, Generator& gen) {
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.src_vocab, c.embed_size, gen));
-    rnn = register_module("rnn", std::make_shared<nn::GRU>(nn::GRUOptions(c.embed_size, c.num_hiddens), gen));
-    summary = register_module("summary", std::make_shared<nn::Linear>(c.num_hiddens, c.num_hiddens, gen, false));
+    embedding = register_module("embedding", nn::Embedding(c.src_vocab, c.embed_size, gen));
+    rnn = register_module("rnn", nn::GRU(nn::GRUOptions(c.embed_size, c.num_hiddens), gen));
+    summary = register_module("summary", nn::Linear(c.num_hiddens, c.num_hiddens, gen, false));
   }
   std::string name() const override { return "RNNencdecEncoder"; }
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::GRU> rnn;
-  std::shared_ptr<nn::Linear> summary;
+  nn::Embedding embedding{nullptr};
+  nn::GRU rnn{nullptr};
+  nn::Linear summary{nullptr};
 };
 
 class ContextDecoder : public nn::Module {
  public:
   ContextDecoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& dropout_gen) {
     const std::int64_t H = c.num_hiddens, E = c.embed_size;
-    init = register_module("init", std::make_shared<nn::Linear>(H, H, gen, false));
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
-    rnn = register_module("rnn", std::make_shared<nn::GRUCell>(E + H, H, gen));
+    init = register_module("init", nn::Linear(H, H, gen, false));
+    embedding = register_module("embedding", nn::Embedding(c.tgt_vocab, E, gen));
+    rnn = register_module("rnn", nn::GRUCell(E + H, H, gen));
     readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, 2 * H + E, maxout_units_of(c), c.tgt_vocab,
                                            gen, c.readout_dropout, dropout_gen, c.tie_embeddings ? embedding : nullptr);
   }
   std::string name() const override { return "RNNencdecDecoder"; }
-  std::shared_ptr<nn::Linear> init;
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::GRUCell> rnn;
+  nn::Linear init{nullptr};
+  nn::Embedding embedding{nullptr};
+  nn::GRUCell rnn{nullptr};
   std::unique_ptr<DeepOutput> readout;
 };
 
@@ -62,13 +62,13 @@ class RnnEncDec : public Seq2Seq {
     decoder = register_module("decoder", std::make_shared<ContextDecoder>(c, gen, dropout_gen_));
     if (c.embedding_dropout > 0 || c.readout_dropout > 0) *dropout_gen_ = Generator(gen.next_u64());
     if (c.embedding_dropout > 0)
-      embedding_dropout = register_module("embedding_dropout", std::make_shared<nn::Dropout>(c.embedding_dropout, dropout_gen_));
+      embedding_dropout = register_module("embedding_dropout", nn::Dropout(c.embedding_dropout, dropout_gen_));
   }
   std::string name() const override { return "RNNencdec"; }
   bool has_attention() const override { return false; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
-    const Tensor x = permute(embed(*encoder->embedding, src, embedding_dropout), {1, 0, 2});
+    const Tensor x = permute(embed(encoder->embedding, src, embedding_dropout), {1, 0, 2});
     auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);  // h_n: after the last valid token
     DecoderState state;
     state.context = tanh(encoder->summary->forward(squeeze(h_n, 0)));          // c (B, H)
@@ -78,7 +78,7 @@ class RnnEncDec : public Seq2Seq {
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
-    const Tensor emb = embed(*decoder->embedding, y_prev, embedding_dropout);
+    const Tensor emb = embed(decoder->embedding, y_prev, embedding_dropout);
     const Tensor s = decoder->rnn->forward(concat({emb, state.context}, -1), squeeze(state.hidden, 0));
     state.hidden = unsqueeze(s, 0);
     return (*decoder->readout)(concat({s, emb, state.context}, -1));
@@ -96,13 +96,13 @@ class RnnEncDec : public Seq2Seq {
 
   std::shared_ptr<SummaryEncoder> encoder;
   std::shared_ptr<ContextDecoder> decoder;
-  std::shared_ptr<nn::Dropout> embedding_dropout;  // null when config.embedding_dropout is 0
+  nn::Dropout embedding_dropout{nullptr};  // empty when config.embedding_dropout is 0
 
  private:
   // The readout's input [s_i; E y_{i-1}; c] at every decoder step: (B, T, 2H + E).
   Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input) {
     DecoderState state = begin(src, src_valid_len);
-    const Tensor emb = embed(*decoder->embedding, dec_input, embedding_dropout);  // (B, T, E)
+    const Tensor emb = embed(decoder->embedding, dec_input, embedding_dropout);  // (B, T, E)
     std::vector<Tensor> states;
     Tensor s = squeeze(state.hidden, 0);
     for (std::int64_t t = 0; t < dec_input.size(1); ++t) {

@@ -39,13 +39,12 @@ namespace {
 class BiEncoder : public nn::Module {
  public:
   BiEncoder(const ModelConfig& c, Generator& gen) {
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.src_vocab, c.embed_size, gen));
-    rnn = register_module("rnn", std::make_shared<nn::GRU>(
-                                     nn::GRUOptions(c.embed_size, c.num_hiddens).bidirectional(true), gen));
+    embedding = register_module("embedding", nn::Embedding(c.src_vocab, c.embed_size, gen));
+    rnn = register_module("rnn", nn::GRU(nn::GRUOptions(c.embed_size, c.num_hiddens).bidirectional(true), gen));
   }
   std::string name() const override { return "BidirectionalEncoder"; }
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::GRU> rnn;
+  nn::Embedding embedding{nullptr};
+  nn::GRU rnn{nullptr};
 };
 
 // The decoder GRU's input and the readout's input sizes under each ablation.
@@ -63,22 +62,21 @@ class RnnSearchDecoder : public nn::Module {
   RnnSearchDecoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& dropout_gen)
       : ablation_(c.ablation), score_(c.attention) {
     const std::int64_t H = c.num_hiddens, E = c.embed_size, D = 2 * H;
-    init = register_module("init", std::make_shared<nn::Linear>(H, H, gen, /*bias=*/false));
+    init = register_module("init", nn::Linear(H, H, gen, /*bias=*/false));
     if (score_ == AttentionScore::additive) {
       attention = register_module(
-          "attention", std::make_shared<nn::AdditiveAttention>(
-                           nn::AdditiveAttentionOptions(D, H, H).dropout(c.dropout).generator(dropout_gen), gen));
+          "attention",
+          nn::AdditiveAttention(nn::AdditiveAttentionOptions(D, H, H).dropout(c.dropout).generator(dropout_gen), gen));
     } else {
       // Dot scores need keys of the query's size: U_a maps annotations to H, once per sentence.
-      key_proj = register_module("key_proj", std::make_shared<nn::Linear>(D, H, gen, /*bias=*/false));
-      dot = register_module("attention", std::make_shared<nn::DotProductAttention>(
-                                             nn::DotProductAttentionOptions()
-                                                 .scaled(score_ == AttentionScore::scaled_dot)
-                                                 .dropout(c.dropout)
-                                                 .generator(dropout_gen)));
+      key_proj = register_module("key_proj", nn::Linear(D, H, gen, /*bias=*/false));
+      dot = register_module("attention", nn::DotProductAttention(nn::DotProductAttentionOptions()
+                                                                     .scaled(score_ == AttentionScore::scaled_dot)
+                                                                     .dropout(c.dropout)
+                                                                     .generator(dropout_gen)));
     }
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(c.tgt_vocab, E, gen));
-    rnn = register_module("rnn", std::make_shared<nn::GRUCell>(rnn_input_size(c), H, gen));
+    embedding = register_module("embedding", nn::Embedding(c.tgt_vocab, E, gen));
+    rnn = register_module("rnn", nn::GRUCell(rnn_input_size(c), H, gen));
     readout = std::make_unique<DeepOutput>(*this, c.readout == Readout::maxout, readout_input_size(c), maxout_units_of(c),
                                            c.tgt_vocab, gen, c.readout_dropout, dropout_gen,
                                            c.tie_embeddings ? embedding : nullptr);
@@ -121,11 +119,11 @@ class RnnSearchDecoder : public nn::Module {
 
   const Ablation ablation_;
   const AttentionScore score_;
-  std::shared_ptr<nn::Linear> init, key_proj;
-  std::shared_ptr<nn::AdditiveAttention> attention;
-  std::shared_ptr<nn::DotProductAttention> dot;
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::GRUCell> rnn;
+  nn::Linear init{nullptr}, key_proj{nullptr};
+  nn::AdditiveAttention attention{nullptr};
+  nn::DotProductAttention dot{nullptr};
+  nn::Embedding embedding{nullptr};
+  nn::GRUCell rnn{nullptr};
   std::unique_ptr<DeepOutput> readout;
 };
 
@@ -135,12 +133,12 @@ class RnnSearch : public Seq2Seq {
     encoder = register_module("encoder", std::make_shared<BiEncoder>(c, gen));
     decoder = register_module("decoder", std::make_shared<RnnSearchDecoder>(c, gen, dropout_gen_));
     if (c.embedding_dropout > 0)
-      embedding_dropout = register_module("embedding_dropout", std::make_shared<nn::Dropout>(c.embedding_dropout, dropout_gen_));
+      embedding_dropout = register_module("embedding_dropout", nn::Dropout(c.embedding_dropout, dropout_gen_));
   }
   std::string name() const override { return "RNNsearch"; }
 
   DecoderState begin(const Tensor& src, const Tensor& src_valid_len) override {
-    const Tensor x = permute(embed(*encoder->embedding, src, embedding_dropout), {1, 0, 2});  // (S, B, E)
+    const Tensor x = permute(embed(encoder->embedding, src, embedding_dropout), {1, 0, 2});  // (S, B, E)
     auto [outputs, h_n] = encoder->rnn->forward(x, Tensor(), src_valid_len);    // (S, B, 2H), (2, B, H)
     DecoderState state;
     state.memory = permute(outputs, {1, 0, 2});                                 // annotations (B, S, 2H)
@@ -154,7 +152,7 @@ class RnnSearch : public Seq2Seq {
   }
 
   Tensor step(const Tensor& y_prev, DecoderState& state) override {
-    const Tensor emb = embed(*decoder->embedding, y_prev, embedding_dropout);
+    const Tensor emb = embed(decoder->embedding, y_prev, embedding_dropout);
     const Tensor s_prev = squeeze(state.hidden, 0);
     const Tensor c = decoder->context(s_prev, state);
     const Tensor s = decoder->next_state(s_prev, emb, c);
@@ -174,13 +172,13 @@ class RnnSearch : public Seq2Seq {
 
   std::shared_ptr<BiEncoder> encoder;
   std::shared_ptr<RnnSearchDecoder> decoder;
-  std::shared_ptr<nn::Dropout> embedding_dropout;  // null when config.embedding_dropout is 0
+  nn::Dropout embedding_dropout{nullptr};  // empty when config.embedding_dropout is 0
 
  private:
   // The readout's input at every decoder step under teacher forcing: (B, T, features).
   Tensor output_features(const Tensor& src, const Tensor& src_valid_len, const Tensor& dec_input, Tensor* attention) {
     DecoderState state = begin(src, src_valid_len);
-    const Tensor emb = embed(*decoder->embedding, dec_input, embedding_dropout);  // (B, T, E)
+    const Tensor emb = embed(decoder->embedding, dec_input, embedding_dropout);  // (B, T, E)
     PooledVector<Tensor> states, contexts, weights;  // pooled: a training step allocates nothing from the system
     states.reserve(static_cast<std::size_t>(dec_input.size(1)));
     contexts.reserve(static_cast<std::size_t>(dec_input.size(1)));

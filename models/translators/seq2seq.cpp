@@ -100,8 +100,8 @@ Tensor Seq2Seq::forward(const Tensor& src, const Tensor& src_valid_len, const Te
 
 void allow_compact_grads(Seq2Seq& model, bool on) {
   for (auto& [name, m] : model.named_modules()) {
-    if (auto* e = dynamic_cast<nn::Embedding*>(m)) e->weight.allow_compact_grad(on);
-    if (auto* l = dynamic_cast<nn::Linear*>(m); l && name == "decoder.dense") l->weight.allow_compact_grad(on);
+    if (auto* e = dynamic_cast<nn::EmbeddingImpl*>(m)) e->weight.allow_compact_grad(on);
+    if (auto* l = dynamic_cast<nn::LinearImpl*>(m); l && name == "decoder.dense") l->weight.allow_compact_grad(on);
   }
 }
 

@@ -15,10 +15,10 @@
 namespace tg::models {
 
 /// table(ids), through `dropout` when the model has one (rnnsearch and rnnencdec's embedding
-/// dropout: null when its rate is 0).
-inline Tensor embed(nn::Embedding& table, const Tensor& ids, const std::shared_ptr<nn::Dropout>& dropout) {
-  const Tensor e = table.forward(ids);
-  return dropout ? (*dropout)(e) : e;
+/// dropout: empty when its rate is 0).
+inline Tensor embed(const nn::Embedding& table, const Tensor& ids, const nn::Dropout& dropout) {
+  const Tensor e = table->forward(ids);
+  return dropout ? dropout(e) : e;
 }
 
 /// The mean (label-smoothed) cross-entropy of readout(picked) against target's entries at `rows`:

@@ -56,8 +56,8 @@ nn::TransformerLayerOptions layer_options(const ModelConfig& c, const std::share
           .generator = masks};
 }
 
-std::shared_ptr<nn::Embedding> scaled_embedding(std::int64_t vocab, std::int64_t d, Generator& gen) {
-  auto e = std::make_shared<nn::Embedding>(vocab, d, gen);
+nn::Embedding scaled_embedding(std::int64_t vocab, std::int64_t d, Generator& gen) {
+  auto e = nn::Embedding(vocab, d, gen);
   nn::init::normal_(e->weight, gen, 0.0, 1.0 / std::sqrt(static_cast<double>(d)));
   return e;
 }
@@ -66,52 +66,48 @@ class TfmEncoder : public nn::Module {
  public:
   TfmEncoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& masks) {
     embedding = register_module("embedding", scaled_embedding(c.src_vocab, c.embed_size, gen));
-    positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(
-                                                 nn::PositionalEncodingOptions{.d_model = c.embed_size,
+    positions = register_module("positions", nn::SinusoidalPositionalEncoding({.d_model = c.embed_size,
                                                                                .max_len = c.num_steps,
                                                                                .dropout = c.dropout,
                                                                                .batch_first = true,
                                                                                .generator = masks}));
-    auto norm = c.norm_first ? std::make_shared<nn::LayerNorm>(c.embed_size) : nullptr;
-    stack = std::make_shared<nn::TransformerEncoder>(nn::TransformerEncoderLayer(layer_options(c, masks), gen),
-                                                     c.num_layers, norm);
+    auto norm = c.norm_first ? nn::LayerNorm(c.embed_size) : nullptr;
+    stack = nn::TransformerEncoder(nn::TransformerEncoderLayer(layer_options(c, masks), gen), c.num_layers, norm);
     // The stack's children directly under "encoder" (encoder.layers.0..., encoder.norm).
     register_module("layers", stack->layers);
     if (norm) register_module("norm", norm);
   }
   std::string name() const override { return "TransformerEncoder"; }
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
-  std::shared_ptr<nn::TransformerEncoder> stack;
+  nn::Embedding embedding{nullptr};
+  nn::SinusoidalPositionalEncoding positions{nullptr};
+  nn::TransformerEncoder stack{nullptr};
 };
 
 class TfmDecoder : public nn::Module {
  public:
   TfmDecoder(const ModelConfig& c, Generator& gen, const std::shared_ptr<Generator>& masks) {
     embedding = register_module("embedding", scaled_embedding(c.tgt_vocab, c.embed_size, gen));
-    positions = register_module("positions", std::make_shared<nn::SinusoidalPositionalEncoding>(
-                                                 nn::PositionalEncodingOptions{.d_model = c.embed_size,
+    positions = register_module("positions", nn::SinusoidalPositionalEncoding({.d_model = c.embed_size,
                                                                                .max_len = kMaxPositions,
                                                                                .dropout = c.dropout,
                                                                                .batch_first = true,
                                                                                .generator = masks}));
-    auto final_norm = c.norm_first ? std::make_shared<nn::LayerNorm>(c.embed_size) : nullptr;
-    stack = std::make_shared<nn::TransformerDecoder>(nn::TransformerDecoderLayer(layer_options(c, masks), gen),
-                                                     c.num_layers, final_norm);
+    auto final_norm = c.norm_first ? nn::LayerNorm(c.embed_size) : nullptr;
+    stack = nn::TransformerDecoder(nn::TransformerDecoderLayer(layer_options(c, masks), gen), c.num_layers, final_norm);
     register_module("layers", stack->layers);
     if (final_norm) norm = register_module("norm", final_norm);
-    if (!c.tie_embeddings) dense = register_module("dense", std::make_shared<nn::Linear>(c.embed_size, c.tgt_vocab, gen));
+    if (!c.tie_embeddings) dense = register_module("dense", nn::Linear(c.embed_size, c.tgt_vocab, gen));
   }
   std::string name() const override { return "TransformerDecoder"; }
 
   /// (..., d_model) -> logits (..., V).
   Tensor readout(const Tensor& h) const { return dense ? dense->forward(h) : linear(h, embedding->weight); }
 
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::SinusoidalPositionalEncoding> positions;
-  std::shared_ptr<nn::TransformerDecoder> stack;
-  std::shared_ptr<nn::LayerNorm> norm;
-  std::shared_ptr<nn::Linear> dense;
+  nn::Embedding embedding{nullptr};
+  nn::SinusoidalPositionalEncoding positions{nullptr};
+  nn::TransformerDecoder stack{nullptr};
+  nn::LayerNorm norm{nullptr};
+  nn::Linear dense{nullptr};
 };
 
 class TransformerTranslator : public Seq2Seq {

@@ -156,7 +156,7 @@ class Highway : public Module {
   }
   std::string extra_repr() const override;
 
-  std::shared_ptr<Linear> proj, gate;
+  Linear proj{nullptr}, gate{nullptr};
 
  private:
   std::int64_t size_;
@@ -164,8 +164,8 @@ class Highway : public Module {
 
 Highway::Highway(std::int64_t size, Generator& gen, double gate_bias) : size_(size) {
   // Registration order is state_dict order: proj.weight, proj.bias, gate.weight, gate.bias.
-  proj = register_module("proj", std::make_shared<Linear>(size, size, gen));  // throws for size <= 0
-  gate = register_module("gate", std::make_shared<Linear>(size, size, gen));
+  proj = register_module("proj", Linear(size, size, gen));  // throws for size <= 0
+  gate = register_module("gate", Linear(size, size, gen));
   init::constant_(gate->bias, gate_bias);
 }
 

@@ -124,9 +124,9 @@ TEST(ErrorMessages, LoadersQuoteLongValuesElided) {
 TEST(ErrorMessages, WeightFilesWithManyProblemsSummariseFirst) {
   Generator gen(0);
   nn::Linear layer(3, 2, gen);
-  auto entries = layer.state_dict();
+  auto entries = layer->state_dict();
   for (int i = 0; i < 1000; ++i) entries.emplace_back("extra_" + std::to_string(i), Tensor::zeros({1}));
-  const std::string e = error_of([&] { layer.load_state_dict(entries, "w.npz"); });
+  const std::string e = error_of([&] { layer->load_state_dict(entries, "w.npz"); });
   expect_short(e, "w.npz: ", "1000 unexpected");
   EXPECT_NE(e.find("extra_0"), std::string::npos) << first_line(e);  // the details follow
   EXPECT_LT(e.size(), 1000u) << e.substr(0, 400);

@@ -35,11 +35,21 @@ inline void bind_parameters(Module& m, const std::vector<Tensor>& xs, std::size_
   }
 }
 
+/// The same for the module a holder holds.
+template <class M>
+void bind_parameters(const ModuleHolder<M>& m, const std::vector<Tensor>& xs, std::size_t first) {
+  bind_parameters(*m, xs, first);
+}
+
 /// The module's parameters as float64 gradcheck inputs (copies requiring grad).
 inline std::vector<Tensor> parameter_inputs(const Module& m) {
   std::vector<Tensor> out;
   for (const Tensor& p : m.parameters()) out.push_back(p.detach().to(DType::f64).clone().requires_grad_());
   return out;
+}
+template <class M>
+std::vector<Tensor> parameter_inputs(const ModuleHolder<M>& m) {
+  return parameter_inputs(*m);
 }
 
 /// Several outputs as one flat tensor, so a single gradcheck covers all of them.
@@ -59,6 +69,10 @@ inline std::vector<Tensor> loss_and_parameter_grads(Module& m, const Tensor& los
   std::vector<Tensor> out{loss.detach()};
   for (const auto& [name, p] : m.named_parameters()) out.push_back(p.grad().clone());
   return out;
+}
+template <class M>
+std::vector<Tensor> loss_and_parameter_grads(const ModuleHolder<M>& m, const Tensor& loss) {
+  return loss_and_parameter_grads(*m, loss);
 }
 
 /// As many tensors in a as in b, each within `tol` of its partner (max_abs_diff < tol).

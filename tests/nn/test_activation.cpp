@@ -31,12 +31,12 @@ Tensor sample_input() {
 template <class M>
 void check_module(const M& m, const std::function<double(double)>& ref, const char* what) {
   const Tensor x = sample_input();
-  const Tensor y = m.forward(x);
+  const Tensor y = m->forward(x);
   ASSERT_EQ(y.shape(), x.shape()) << what;
   const auto xs = x.to_vector<double>(), ys = y.to_vector<double>();
   for (std::size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(ys[i], ref(xs[i]), 1e-12) << what << " at x=" << xs[i];
-  EXPECT_TRUE(m.named_parameters().empty()) << what;
-  EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return m.forward(in[0]); }, std::vector<Tensor>{x});
+  EXPECT_TRUE(m->named_parameters().empty()) << what;
+  EXPECT_GRADCHECK([&](const std::vector<Tensor>& in) { return m->forward(in[0]); }, std::vector<Tensor>{x});
 }
 
 TEST(Activation, ValuesAndGradchecks) {
@@ -51,16 +51,16 @@ TEST(Activation, ValuesAndGradchecks) {
 }
 
 TEST(Activation, Printing) {
-  EXPECT_EQ(tg::nn::ReLU().str(), "ReLU()");
-  EXPECT_EQ(tg::nn::GELU().str(), "GELU(approximate='none')");
-  EXPECT_EQ(tg::nn::GELU(GeluApproximate::tanh).str(), "GELU(approximate='tanh')");
-  EXPECT_EQ(tg::nn::SiLU().str(), "SiLU()");
+  EXPECT_EQ(tg::nn::ReLU()->str(), "ReLU()");
+  EXPECT_EQ(tg::nn::GELU()->str(), "GELU(approximate='none')");
+  EXPECT_EQ(tg::nn::GELU(GeluApproximate::tanh)->str(), "GELU(approximate='tanh')");
+  EXPECT_EQ(tg::nn::SiLU()->str(), "SiLU()");
 }
 
 TEST(Activation, Float32InputStaysFloat32) {
   const Tensor x = Tensor::from_vector(std::vector<float>{-1.0f, 2.0f}, {2});
-  EXPECT_EQ(tg::nn::GELU().forward(x).dtype(), DType::f32);
-  EXPECT_EQ(tg::nn::ReLU().forward(x).to_vector<double>(), (std::vector<double>{0.0, 2.0}));
+  EXPECT_EQ(tg::nn::GELU()->forward(x).dtype(), DType::f32);
+  EXPECT_EQ(tg::nn::ReLU()->forward(x).to_vector<double>(), (std::vector<double>{0.0, 2.0}));
 }
 
 }  // namespace
@@ -78,7 +78,7 @@ TEST(Activation, TanhGeluMatchesTorchToSecondOrder) {
                                    0.615506895115985,    0.24214819798377296, -0.03176765888607492};
   const tg::nn::GELU gelu(GeluApproximate::tanh);
   const Tensor x = Tensor::from_vector(xs, {7}).requires_grad_();
-  const Tensor out = gelu.forward(x);
+  const Tensor out = gelu->forward(x);
   const Tensor g = tg::grad({tg::sum(out)}, {x}, {}, {.create_graph = true})[0];
   const Tensor gg = tg::grad({tg::sum(g)}, {x})[0];
   const auto yo = out.to_vector<double>(), go = g.to_vector<double>(), ggo = gg.to_vector<double>();
@@ -87,7 +87,7 @@ TEST(Activation, TanhGeluMatchesTorchToSecondOrder) {
     EXPECT_NEAR(go[i], dy[i], 1e-15) << xs[i];
     EXPECT_NEAR(ggo[i], d2y[i], 1e-14) << xs[i];
   }
-  EXPECT_TRUE(tg::gradgradcheck([&](const std::vector<Tensor>& in) { return gelu.forward(in[0] * 2.0); },
+  EXPECT_TRUE(tg::gradgradcheck([&](const std::vector<Tensor>& in) { return gelu->forward(in[0] * 2.0); },
                                 {sample_input()}));
 }
 }  // namespace

@@ -95,7 +95,7 @@ void expect_valid_weights(const Tensor& w, const Tensor& lens) {
 TEST(Attention, AdditiveNamesAndShapes) {
   Generator gen(1);
   AdditiveAttention attn(3, 5, 6, 0.1, gen);
-  const auto named = attn.named_parameters();
+  const auto named = attn->named_parameters();
   ASSERT_EQ(named.size(), 3u);
   EXPECT_EQ(named[0].first, "W_k.weight");
   EXPECT_EQ(named[0].second.shape(), (Shape{6, 3}));
@@ -104,23 +104,23 @@ TEST(Attention, AdditiveNamesAndShapes) {
   EXPECT_EQ(named[2].first, "w_v.weight");
   EXPECT_EQ(named[2].second.shape(), (Shape{1, 6}));
   for (double v : named[2].second.to_vector<double>()) EXPECT_LT(std::abs(v), 1.0 / std::sqrt(6.0));
-  EXPECT_EQ(attn.dropout->p(), 0.1);
+  EXPECT_EQ(attn->dropout->p(), 0.1);
   EXPECT_THROW(AdditiveAttention(AdditiveAttentionOptions(3, 5, 0), gen), std::invalid_argument);
   EXPECT_THROW(AdditiveAttention(3, 5, 6, 1.5, gen), std::invalid_argument);
-  EXPECT_THROW(attn.forward(Tensor::zeros({2, 1, 4}), Tensor::zeros({2, 4, 3}), Tensor::zeros({2, 4, 2})),
+  EXPECT_THROW(attn->forward(Tensor::zeros({2, 1, 4}), Tensor::zeros({2, 4, 3}), Tensor::zeros({2, 4, 2})),
                std::invalid_argument);  // query size 4 != 5
-  EXPECT_THROW(attn.forward(Tensor::zeros({2, 1, 5}), Tensor::zeros({2, 4, 3}), Tensor::zeros({2, 3, 2})),
+  EXPECT_THROW(attn->forward(Tensor::zeros({2, 1, 5}), Tensor::zeros({2, 4, 3}), Tensor::zeros({2, 3, 2})),
                std::invalid_argument);  // keys and values disagree on K
 }
 
 TEST(Attention, AdditiveMatchesHandComputationAndMasks) {
   Generator gen(2);
   AdditiveAttention attn(3, 2, 5, 0.0, gen);
-  attn.to(DType::f64);
+  attn->to(DType::f64);
   const Tensor q = Tensor::uniform({B, Q, 2}, -1, 1, gen, DType::f64);
   const Tensor k = Tensor::uniform({B, K, 3}, -1, 1, gen, DType::f64);
   const Tensor v = Tensor::uniform({B, K, 2}, -1, 1, gen, DType::f64);
-  const Tensor Wq = attn.W_q->weight, Wk = attn.W_k->weight, wv = attn.w_v->weight;
+  const Tensor Wq = attn->W_q->weight, Wk = attn->W_k->weight, wv = attn->w_v->weight;
   std::vector<double> scores;
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t i = 0; i < Q; ++i)
@@ -137,13 +137,13 @@ TEST(Attention, AdditiveMatchesHandComputationAndMasks) {
   for (const Tensor& lens : {Tensor(), lens1(), lens2()}) {
     Tensor want_w;
     const Tensor want = reference_attention(scores, v, lens, &want_w);
-    const Tensor got = attn.forward(q, k, v, lens);
+    const Tensor got = attn->forward(q, k, v, lens);
     EXPECT_LT(max_abs_diff(got, want), 1e-13);
-    EXPECT_LT(max_abs_diff(attn.attention_weights(), want_w), 1e-13);
-    expect_valid_weights(attn.attention_weights(), lens);
+    EXPECT_LT(max_abs_diff(attn->attention_weights(), want_w), 1e-13);
+    expect_valid_weights(attn->attention_weights(), lens);
     // The hoisted-key entry point gives the same result.
-    const Tensor kp = attn.project_keys(k);
-    EXPECT_EQ(max_abs_diff(attn.forward_projected(attn.project_queries(q), kp, v, lens), got), 0.0);
+    const Tensor kp = attn->project_keys(k);
+    EXPECT_EQ(max_abs_diff(attn->forward_projected(attn->project_queries(q), kp, v, lens), got), 0.0);
   }
 }
 
@@ -165,34 +165,34 @@ TEST(Attention, DotProductMatchesHandComputationAndMasks) {
     for (const Tensor& lens : {Tensor(), lens1(), lens2()}) {
       Tensor want_w;
       const Tensor want = reference_attention(scores, v, lens, &want_w);
-      EXPECT_LT(max_abs_diff(attn.forward(q, k, v, lens), want), 1e-13) << "scaled " << scaled;
-      EXPECT_LT(max_abs_diff(attn.attention_weights(), want_w), 1e-13);
-      expect_valid_weights(attn.attention_weights(), lens);
+      EXPECT_LT(max_abs_diff(attn->forward(q, k, v, lens), want), 1e-13) << "scaled " << scaled;
+      EXPECT_LT(max_abs_diff(attn->attention_weights(), want_w), 1e-13);
+      expect_valid_weights(attn->attention_weights(), lens);
     }
   }
-  EXPECT_EQ(DotProductAttention().parameters().size(), 0u);
+  EXPECT_EQ(DotProductAttention()->parameters().size(), 0u);
   EXPECT_THROW(DotProductAttention(-0.5), std::invalid_argument);
-  EXPECT_THROW(DotProductAttention().forward(q, tg::narrow(k, 2, 0, 2), v), std::invalid_argument);
+  EXPECT_THROW(DotProductAttention()->forward(q, tg::narrow(k, 2, 0, 2), v), std::invalid_argument);
 }
 
 TEST(Attention, DropoutOnWeightsUsesSharedGeneratorAndEvalDisablesIt) {
   auto shared = std::make_shared<Generator>(5);
   Generator gen(4);
   DotProductAttention attn(DotProductAttentionOptions().dropout(0.5).generator(shared));
-  EXPECT_EQ(attn.dropout->generator(), shared);
+  EXPECT_EQ(attn->dropout->generator(), shared);
   const Tensor q = Tensor::uniform({B, Q, 3}, -1, 1, gen), k = Tensor::uniform({B, K, 3}, -1, 1, gen);
   const Tensor v = Tensor::uniform({B, K, 2}, -1, 1, gen);
   shared->seed(9);
-  const Tensor a = attn.forward(q, k, v);
+  const Tensor a = attn->forward(q, k, v);
   shared->seed(9);
-  EXPECT_EQ(max_abs_diff(a, attn.forward(q, k, v)), 0.0);
-  attn.eval();
-  const Tensor e = attn.forward(q, k, v);
+  EXPECT_EQ(max_abs_diff(a, attn->forward(q, k, v)), 0.0);
+  attn->eval();
+  const Tensor e = attn->forward(q, k, v);
   EXPECT_GT(max_abs_diff(a, e), 1e-4);
-  attn.train();
-  attn.dropout->eval();  // weights are kept before dropout either way
+  attn->train();
+  attn->dropout->eval();  // weights are kept before dropout either way
   // Only the dropout module reads the mode and it is the identity in both: the same arithmetic.
-  EXPECT_EQ(max_abs_diff(attn.forward(q, k, v), e), 0.0);
+  EXPECT_EQ(max_abs_diff(attn->forward(q, k, v), e), 0.0);
 }
 
 // ---- float64 gradchecks ----------------------------------------------------------------------------
@@ -202,7 +202,7 @@ TEST(Attention, AdditiveGradcheck) {
   auto shared = std::make_shared<Generator>(0);
   // Dropout 0.3 in training mode: fn reseeds the shared generator so every call draws one mask.
   AdditiveAttention attn(AdditiveAttentionOptions(3, 2, 4).dropout(0.3).generator(shared), gen);
-  attn.to(DType::f64);
+  attn->to(DType::f64);
   for (const Tensor& lens : {lens1(), lens2()}) {
     std::vector<Tensor> inputs{tg::testing::rand64({B, Q, 2}, gen), tg::testing::rand64({B, K, 3}, gen),
                                tg::testing::rand64({B, K, 2}, gen)};
@@ -211,7 +211,7 @@ TEST(Attention, AdditiveGradcheck) {
         [&](const std::vector<Tensor>& xs) {
           bind_parameters(attn, xs, 3);
           shared->seed(17);
-          return attn.forward(xs[0], xs[1], xs[2], lens);
+          return attn->forward(xs[0], xs[1], xs[2], lens);
         },
         inputs);
   }
@@ -223,7 +223,7 @@ TEST(Attention, DotProductGradcheck) {
     DotProductAttention attn(0.0, scaled);
     for (const Tensor& lens : {lens1(), lens2()}) {
       EXPECT_GRADCHECK(
-          [&](const std::vector<Tensor>& xs) { return attn.forward(xs[0], xs[1], xs[2], lens); },
+          [&](const std::vector<Tensor>& xs) { return attn->forward(xs[0], xs[1], xs[2], lens); },
           {tg::testing::rand64({B, Q, 3}, gen), tg::testing::rand64({B, K, 3}, gen),
            tg::testing::rand64({B, K, 2}, gen)});
     }

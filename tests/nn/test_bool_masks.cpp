@@ -29,16 +29,16 @@ Tensor bools(const std::vector<double>& v, const tg::Shape& s) { return Tensor::
 TEST(BoolMasks, MultiheadAttentionMasksMatchI64AndFloat) {
   Generator gen(4);
   tg::nn::MultiheadAttention mha(tg::nn::MultiheadAttentionOptions{.embed_dim = 8, .num_heads = 2, .batch_first = true}, gen);
-  mha.to(DType::f64);
+  mha->to(DType::f64);
   const Tensor q = Tensor::normal({2, 3, 8}, 0, 1, gen, DType::f64), kv = Tensor::normal({2, 4, 8}, 0, 1, gen, DType::f64);
   const Tensor kpm = bools({0, 0, 1, 1, 0, 0, 0, 1}, {2, 4});
   const Tensor am = tg::triu(Tensor::ones({3, 4}, DType::b8), 2);  // true = may not attend
-  const auto [yb, wb] = mha.forward(q, kv, kv, kpm, true, am);
-  const auto [yi, wi] = mha.forward(q, kv, kv, kpm.to(DType::i64), true, am.to(DType::i64));
+  const auto [yb, wb] = mha->forward(q, kv, kv, kpm, true, am);
+  const auto [yi, wi] = mha->forward(q, kv, kv, kpm.to(DType::i64), true, am.to(DType::i64));
   const double inf = std::numeric_limits<double>::infinity();
   const Tensor am_float = tg::masked_fill(Tensor::zeros({3, 4}, DType::f64), am, -inf);
   const Tensor kpm_float = tg::masked_fill(Tensor::zeros({2, 4}, DType::f64), kpm, -inf);
-  const auto [yf, wf] = mha.forward(q, kv, kv, kpm_float, true, am_float);
+  const auto [yf, wf] = mha->forward(q, kv, kv, kpm_float, true, am_float);
   EXPECT_EQ(yb.to_vector<double>(), yi.to_vector<double>());
   EXPECT_EQ(yb.to_vector<double>(), yf.to_vector<double>());
   EXPECT_EQ(wb.to_vector<double>(), wi.to_vector<double>());

@@ -48,30 +48,30 @@ std::vector<std::string> names_and_shapes(const Module& m) {
 class Stack : public Module {
  public:
   explicit Stack(Generator& gen) {
-    layers = register_module("layers", std::make_shared<ModuleList>());
-    for (int i = 0; i < 2; ++i) layers->push_back(std::make_shared<Linear>(4, 4, gen));
-    heads = register_module("heads", std::make_shared<ModuleDict>());
-    heads->insert("tag", std::make_shared<Linear>(4, 3, gen));
-    heads->insert("act", std::make_shared<ReLU>());
-    heads->insert("len", std::make_shared<Linear>(4, 1, gen, false));
+    layers = register_module("layers", ModuleList());
+    for (int i = 0; i < 2; ++i) layers->push_back(Linear(4, 4, gen));
+    heads = register_module("heads", ModuleDict());
+    heads->insert("tag", Linear(4, 3, gen));
+    heads->insert("act", ReLU());
+    heads->insert("len", Linear(4, 1, gen, false));
   }
-  std::shared_ptr<ModuleList> layers;
-  std::shared_ptr<ModuleDict> heads;
+  ModuleList layers{nullptr};
+  ModuleDict heads{nullptr};
 };
 
 TEST(Container, SequentialNamesOrderAndForward) {
   Generator gen(0);
-  Sequential seq(std::make_shared<Linear>(3, 5, gen), std::make_shared<ReLU>(), std::make_shared<Linear>(5, 2, gen));
-  EXPECT_EQ(names_and_shapes(seq),
+  Sequential seq(Linear(3, 5, gen), ReLU(), Linear(5, 2, gen));
+  EXPECT_EQ(names_and_shapes(*seq),
             (std::vector<std::string>{"0.weight [5, 3]", "0.bias [5]", "2.weight [2, 5]", "2.bias [2]"}));
-  ASSERT_EQ(seq.size(), 3u);
+  ASSERT_EQ(seq->size(), 3u);
   const Tensor x = Tensor::uniform({4, 3}, -1, 1, gen);
-  auto fc0 = seq.get<Linear>(0), fc2 = seq.get<Linear>(-1);
+  auto fc0 = seq->get<Linear>(0), fc2 = seq->get<Linear>(-1);
   const Tensor expected = fc2->forward(tg::relu(fc0->forward(x)));
-  EXPECT_EQ(max_abs_diff(seq.forward(x), expected), 0.0);
+  EXPECT_EQ(max_abs_diff(seq->forward(x), expected), 0.0);
   EXPECT_EQ(seq[1]->name(), "ReLU");
-  EXPECT_THROW(seq.get<Linear>(1), std::invalid_argument);
-  EXPECT_EQ(seq.str(),
+  EXPECT_THROW(seq->get<Linear>(1), std::invalid_argument);
+  EXPECT_EQ(seq->str(),
             "Sequential(\n"
             "  (0): Linear(in_features=3, out_features=5, bias=true)\n"
             "  (1): ReLU()\n"
@@ -79,29 +79,28 @@ TEST(Container, SequentialNamesOrderAndForward) {
             ")");
   // Empty: the identity, as PyTorch.
   Sequential empty;
-  EXPECT_EQ(max_abs_diff(empty.forward(x), x), 0.0);
+  EXPECT_EQ(max_abs_diff(empty->forward(x), x), 0.0);
   // Nested Sequential and append; train/eval reach the members.
   Sequential outer;
-  auto inner = outer.append(std::make_shared<Sequential>(std::make_shared<Linear>(3, 3, gen)));
-  auto drop = outer.push_back(std::make_shared<Dropout>(0.5));
-  EXPECT_EQ(names_and_shapes(outer), (std::vector<std::string>{"0.0.weight [3, 3]", "0.0.bias [3]"}));
-  outer.eval();
+  auto inner = outer->append(Sequential(Linear(3, 3, gen)));
+  auto drop = outer->push_back(Dropout(0.5));
+  EXPECT_EQ(names_and_shapes(*outer), (std::vector<std::string>{"0.0.weight [3, 3]", "0.0.bias [3]"}));
+  outer->eval();
   EXPECT_FALSE(drop->is_training());
-  EXPECT_EQ(max_abs_diff(outer.forward(x), inner->forward(x)), 0.0);
+  EXPECT_EQ(max_abs_diff(outer->forward(x), inner->forward(x)), 0.0);
 }
 
 TEST(Container, SequentialGradcheckWrtInputAndParameters) {
   Generator gen(1);
-  Sequential seq(std::make_shared<Linear>(3, 4, gen), std::make_shared<tg::nn::Tanh>(),
-                 std::make_shared<Linear>(4, 2, gen));
-  seq.to(DType::f64);
+  Sequential seq(Linear(3, 4, gen), tg::nn::Tanh(), Linear(4, 2, gen));
+  seq->to(DType::f64);
   std::vector<Tensor> inputs{tg::testing::rand64({2, 3}, gen)};
   for (const Tensor& p : parameter_inputs(seq)) inputs.push_back(p);
   ASSERT_EQ(inputs.size(), 5u);
   EXPECT_GRADCHECK(
       [&](const std::vector<Tensor>& xs) {
         bind_parameters(seq, xs, 1);
-        return seq.forward(xs[0]);
+        return seq->forward(xs[0]);
       },
       inputs);
 }
@@ -127,7 +126,7 @@ TEST(Container, ModuleListAndModuleDictNames) {
   EXPECT_EQ(m.heads->get<Linear>("tag")->out_features(), 3);
 
   // Replacing a key keeps its place (PyTorch's md[key] = module).
-  m.heads->insert("tag", std::make_shared<Linear>(4, 5, gen));
+  m.heads->insert("tag", Linear(4, 5, gen));
   EXPECT_EQ(m.heads->keys(), (std::vector<std::string>{"tag", "act", "len"}));
   EXPECT_EQ(m.parameter("heads.tag.weight").shape(), (tg::Shape{5, 4}));
   auto named = m.named_modules();
@@ -139,7 +138,7 @@ TEST(Container, ModuleListAndModuleDictNames) {
 TEST(Container, ClearErrors) {
   Generator gen(3);
   ModuleList list;
-  list.push_back(std::make_shared<ReLU>());
+  list->push_back(ReLU());
   try {
     (void)list[3];
     FAIL() << "no exception";
@@ -149,24 +148,24 @@ TEST(Container, ClearErrors) {
   EXPECT_THROW((void)list[-2], std::out_of_range);
   EXPECT_EQ(list[-1].get(), list[0].get());
   try {
-    list.get<Linear>(0);
+    list->get<Linear>(0);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "ModuleList: member '0' is a ReLU");
   }
-  EXPECT_THROW(list.push_back(std::shared_ptr<Linear>()), std::invalid_argument);
+  EXPECT_THROW(list->push_back(Linear(nullptr)), std::invalid_argument);
   Sequential seq;
   EXPECT_THROW((void)seq[0], std::out_of_range);
   ModuleDict dict;
-  dict.insert("a", std::make_shared<ReLU>());
+  dict->insert("a", ReLU());
   try {
     (void)dict["b"];
     FAIL() << "no exception";
   } catch (const std::out_of_range& e) {
     EXPECT_STREQ(e.what(), "ModuleDict: no key 'b' (keys: a)");
   }
-  EXPECT_THROW(dict.insert("x.y", std::make_shared<ReLU>()), std::invalid_argument);
-  EXPECT_THROW(dict.insert("", std::make_shared<ReLU>()), std::invalid_argument);
+  EXPECT_THROW(dict->insert("x.y", ReLU()), std::invalid_argument);
+  EXPECT_THROW(dict->insert("", ReLU()), std::invalid_argument);
 }
 
 TEST(Container, StateDictRoundTripThroughNpz) {
@@ -184,9 +183,9 @@ TEST(Container, StateDictRoundTripThroughNpz) {
   }
   // A checkpoint of a different structure is refused with the names.
   Generator gen2(5);
-  Sequential other(std::make_shared<Linear>(4, 4, gen2));
+  Sequential other(Linear(4, 4, gen2));
   try {
-    other.load_state_dict(a.state_dict());
+    other->load_state_dict(a.state_dict());
     FAIL() << "no exception";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("layers.0.weight"), std::string::npos) << e.what();

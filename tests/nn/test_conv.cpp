@@ -131,8 +131,8 @@ TEST_F(ConvFixture, Pooling) {
 TEST_F(ConvFixture, GroupNorm) {
   check("gn", [](const std::vector<Tensor>& v) { return group_norm(v[0], 2, v[1], v[2]); });
   nn::GroupNorm gn(2, 6);
-  gn.to(DType::f64);  // first: loading into float32 would round torch's values
-  gn.load_state_dict(state_of("gn"), "gn");
+  gn->to(DType::f64);  // first: loading into float32 would round torch's values
+  gn->load_state_dict(state_of("gn"), "gn");
   expect_close(gn(get("gn.input")), "gn.out");
 }
 
@@ -150,48 +150,48 @@ TEST_F(ConvFixture, StateDictNamesAreTorchs) {
     for (const auto& [n, t] : s) out.push_back(n + " " + t.shape().str());
     return out;
   };
-  EXPECT_EQ(keys(nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1), gen).state_dict()), keys(state_of("Conv2d")));
-  EXPECT_EQ(keys(nn::Conv1d(nn::Conv1dOptions(2, 4, 3).bias(false), gen).state_dict()), keys(state_of("Conv1d")));
-  EXPECT_EQ(keys(nn::GroupNorm(2, 6).state_dict()), keys(state_of("gn")));
+  EXPECT_EQ(keys(nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1), gen)->state_dict()), keys(state_of("Conv2d")));
+  EXPECT_EQ(keys(nn::Conv1d(nn::Conv1dOptions(2, 4, 3).bias(false), gen)->state_dict()), keys(state_of("Conv1d")));
+  EXPECT_EQ(keys(nn::GroupNorm(2, 6)->state_dict()), keys(state_of("gn")));
   nn::BatchNorm2d bn(3);
-  EXPECT_EQ(names_and_dtypes(bn.state_dict()),
+  EXPECT_EQ(names_and_dtypes(bn->state_dict()),
             (std::vector<std::string>{"weight [3] float32", "bias [3] float32", "running_mean [3] float32",
                                       "running_var [3] float32", "num_batches_tracked [] int64"}));
-  EXPECT_EQ(keys(bn.state_dict()), keys(state_of("bn2d.init")));
+  EXPECT_EQ(keys(bn->state_dict()), keys(state_of("bn2d.init")));
   EXPECT_EQ(get("bn2d.init.state.num_batches_tracked").dtype(), DType::i64);
   // Only weight and bias are trainable.
-  EXPECT_EQ(bn.num_parameters(true), 6);
+  EXPECT_EQ(bn->num_parameters(true), 6);
 }
 
 // Two training steps from torch's initial state, then eval: outputs, gradients, running statistics.
 template <class BN>
-void check_batchnorm(ConvFixture* f, const std::string& name, BN& bn) {
+void check_batchnorm(ConvFixture* f, const std::string& name, const BN& bn) {
   SCOPED_TRACE(name);
-  bn.to(DType::f64);
-  bn.load_state_dict(f->state_of(name + ".init"), name);
+  bn->to(DType::f64);
+  bn->load_state_dict(f->state_of(name + ".init"), name);
   for (const char* step : {".step1", ".step2"}) {
     Tensor x = f->get(name + step + ".input").clone().requires_grad_();
-    bn.zero_grad();
+    bn->zero_grad();
     const Tensor out = bn(x);
     f->expect_close(out, name + step + ".out");
     sum(out * f->get(name + step + ".r")).backward();
     f->expect_close(x.grad(), name + step + ".grad.input");
-    f->expect_close(bn.weight.grad(), name + step + ".grad.weight");
-    f->expect_close(bn.bias.grad(), name + step + ".grad.bias");
+    f->expect_close(bn->weight.grad(), name + step + ".grad.weight");
+    f->expect_close(bn->bias.grad(), name + step + ".grad.bias");
   }
   const NamedTensors trained = f->state_of(name + ".trained");
-  const NamedTensors ours = bn.state_dict();
+  const NamedTensors ours = bn->state_dict();
   ASSERT_EQ(names_and_dtypes(ours).size(), trained.size());
   for (std::size_t i = 0; i < trained.size(); ++i) {
     EXPECT_EQ(ours[i].first, trained[i].first);
     f->expect_close(ours[i].second, name + ".trained.state." + trained[i].first);
   }
-  EXPECT_EQ(bn.num_batches_tracked.dtype(), DType::i64);
-  EXPECT_EQ(bn.num_batches_tracked.template to_vector<std::int64_t>(), std::vector<std::int64_t>{2});
-  bn.eval();
-  const std::vector<double> before = bn.running_mean.template to_vector<double>();
+  EXPECT_EQ(bn->num_batches_tracked.dtype(), DType::i64);
+  EXPECT_EQ(bn->num_batches_tracked.template to_vector<std::int64_t>(), std::vector<std::int64_t>{2});
+  bn->eval();
+  const std::vector<double> before = bn->running_mean.template to_vector<double>();
   f->expect_close(bn(f->get(name + ".eval.input")), name + ".eval.out");
-  EXPECT_EQ(bn.running_mean.template to_vector<double>(), before);  // eval leaves the statistics alone
+  EXPECT_EQ(bn->running_mean.template to_vector<double>(), before);  // eval leaves the statistics alone
 }
 
 TEST_F(ConvFixture, BatchNormRunningStatsAfterTwoStepsAndEval) {
@@ -206,19 +206,19 @@ TEST_F(ConvFixture, BatchNormRunningStatsAfterTwoStepsAndEval) {
 TEST(ConvLayers, InitReprAndErrors) {
   Generator gen(1);
   nn::Conv2d conv(nn::Conv2dOptions(4, 6, {3, 2}).stride(2).padding(1).groups(2), gen);
-  EXPECT_EQ(conv.weight.shape(), (Shape{6, 2, 3, 2}));
+  EXPECT_EQ(conv->weight.shape(), (Shape{6, 2, 3, 2}));
   // kaiming_uniform(a = sqrt(5)): U(±1/sqrt(fan_in)), fan_in = 2 * 3 * 2; the bias the same bound.
   const double bound = 1 / std::sqrt(12.0);
-  for (const Tensor& t : {conv.weight, conv.bias})
+  for (const Tensor& t : {conv->weight, conv->bias})
     for (double v : t.to_vector<double>()) EXPECT_LE(std::abs(v), bound);
-  EXPECT_EQ(conv.str(), "Conv2d(4, 6, kernel_size=(3, 2), stride=(2, 2), padding=(1, 1), groups=2)");
-  EXPECT_EQ(nn::Conv1d(nn::Conv1dOptions(2, 3, 5).padding(PaddingMode::same).bias(false), gen).str(),
+  EXPECT_EQ(conv->str(), "Conv2d(4, 6, kernel_size=(3, 2), stride=(2, 2), padding=(1, 1), groups=2)");
+  EXPECT_EQ(nn::Conv1d(nn::Conv1dOptions(2, 3, 5).padding(PaddingMode::same).bias(false), gen)->str(),
             "Conv1d(2, 3, kernel_size=(5,), stride=(1,), padding=same, bias=false)");
-  EXPECT_EQ(nn::MaxPool2d(2).str(), "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=false)");
-  EXPECT_EQ(nn::AvgPool2d(nn::AvgPool2dOptions({3, 2}).stride(1)).str(), "AvgPool2d(kernel_size=(3, 2), stride=1, padding=0)");
-  EXPECT_EQ(nn::AdaptiveAvgPool2d({1, 1}).str(), "AdaptiveAvgPool2d(output_size=1)");
-  EXPECT_EQ(nn::BatchNorm2d(8).str(), "BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)");
-  EXPECT_EQ(nn::GroupNorm(2, 8).str(), "GroupNorm(2, 8, eps=1e-05, affine=true)");
+  EXPECT_EQ(nn::MaxPool2d(2)->str(), "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=false)");
+  EXPECT_EQ(nn::AvgPool2d(nn::AvgPool2dOptions({3, 2}).stride(1))->str(), "AvgPool2d(kernel_size=(3, 2), stride=1, padding=0)");
+  EXPECT_EQ(nn::AdaptiveAvgPool2d({1, 1})->str(), "AdaptiveAvgPool2d(output_size=1)");
+  EXPECT_EQ(nn::BatchNorm2d(8)->str(), "BatchNorm2d(8, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)");
+  EXPECT_EQ(nn::GroupNorm(2, 8)->str(), "GroupNorm(2, 8, eps=1e-05, affine=true)");
   EXPECT_THROW(nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2), gen), std::invalid_argument);
   EXPECT_THROW(nn::GroupNorm(3, 8), std::invalid_argument);
   nn::BatchNorm2d bn(3);
@@ -226,8 +226,8 @@ TEST(ConvLayers, InitReprAndErrors) {
   EXPECT_THROW(conv(Tensor::zeros({1, 3, 5, 5})), std::invalid_argument);  // 3 channels, not 4
   // Without tracked statistics, eval normalises with the batch's.
   nn::BatchNorm1d untracked(nn::BatchNormOptions(2).track_running_stats(false));
-  EXPECT_FALSE(untracked.running_mean.defined());
-  untracked.eval();
+  EXPECT_FALSE(untracked->running_mean.defined());
+  untracked->eval();
   const Tensor y = untracked(Tensor::from_values({1, 2, 3, 6}, {2, 2}, DType::f32));
   EXPECT_NEAR(y.at({0, 0}), -1.0, 1e-4);
   EXPECT_NEAR(y.at({1, 1}), 1.0, 1e-4);
@@ -236,7 +236,7 @@ TEST(ConvLayers, InitReprAndErrors) {
 TEST(ConvLayers, GradcheckWrtInputAndParameters) {
   Generator gen(2);
   nn::Conv2d conv(nn::Conv2dOptions(4, 4, 3).stride({1, 2}).padding(1).dilation({2, 1}).groups(2), gen);
-  conv.to(DType::f64);
+  conv->to(DType::f64);
   std::vector<Tensor> in{rand64({2, 4, 5, 5}, gen)};
   for (const Tensor& p : parameter_inputs(conv)) in.push_back(p);
   EXPECT_GRADCHECK(
@@ -246,7 +246,7 @@ TEST(ConvLayers, GradcheckWrtInputAndParameters) {
       },
       in);
   nn::Conv1d conv1(nn::Conv1dOptions(2, 3, 3).padding(PaddingMode::same), gen);
-  conv1.to(DType::f64);
+  conv1->to(DType::f64);
   std::vector<Tensor> in1{rand64({2, 2, 6}, gen)};
   for (const Tensor& p : parameter_inputs(conv1)) in1.push_back(p);
   EXPECT_GRADCHECK(
@@ -256,7 +256,7 @@ TEST(ConvLayers, GradcheckWrtInputAndParameters) {
       },
       in1);
   nn::GroupNorm gn(2, 4);
-  gn.to(DType::f64);
+  gn->to(DType::f64);
   EXPECT_GRADCHECK(
       [&](const std::vector<Tensor>& xs) {
         bind_parameters(gn, xs, 1);
@@ -266,9 +266,9 @@ TEST(ConvLayers, GradcheckWrtInputAndParameters) {
   // BatchNorm2d in training: weight and bias are checked; the running statistics (passed through
   // unperturbed) change at every call but do not enter a training-mode output.
   nn::BatchNorm2d bn(2);
-  bn.to(DType::f64);
+  bn->to(DType::f64);
   std::vector<Tensor> inb{rand64({3, 2, 2, 2}, gen), rand64({2}, gen, 0.5, 1.5), rand64({2}, gen)};
-  for (const Tensor& t : {bn.running_mean, bn.running_var, bn.num_batches_tracked}) inb.push_back(t.clone());
+  for (const Tensor& t : {bn->running_mean, bn->running_var, bn->num_batches_tracked}) inb.push_back(t.clone());
   EXPECT_GRADCHECK(
       [&](const std::vector<Tensor>& xs) {
         bind_parameters(bn, xs, 1);
@@ -278,7 +278,7 @@ TEST(ConvLayers, GradcheckWrtInputAndParameters) {
   // A Conv2d + BatchNorm2d + MaxPool2d block, end to end.
   nn::Conv2d c2(nn::Conv2dOptions(2, 3, 3).padding(1), gen);
   nn::MaxPool2d pool(2);
-  c2.to(DType::f64);
+  c2->to(DType::f64);
   std::vector<Tensor> in2{rand64({2, 2, 4, 4}, gen)};
   for (const Tensor& p : parameter_inputs(c2)) in2.push_back(p);
   EXPECT_GRADCHECK(

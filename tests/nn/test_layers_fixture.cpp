@@ -77,20 +77,20 @@ class LayersFixture : public ::testing::Test {
   /// Loads torch's state_dict into `m` (names checked both ways), runs it, and compares the output
   /// and the gradients of sum(out * r) w.r.t. the input and every parameter.
   template <class M>
-  void check(M& m, const std::string& prefix) {
-    m.to(DType::f64);
+  void check(const M& m, const std::string& prefix) {
+    m->to(DType::f64);
     const NamedTensors state = state_of(prefix);
     std::vector<std::string> ours, theirs;
-    for (const auto& [n, _] : m.named_parameters()) ours.push_back(n);
+    for (const auto& [n, _] : m->named_parameters()) ours.push_back(n);
     for (const auto& [n, _] : state) theirs.push_back(n);
     ASSERT_EQ(ours, theirs);  // np.savez keeps the state_dict's order, so the order is checked too
-    m.load_state_dict(state);
+    m->load_state_dict(state);
     const Tensor x = get(prefix + "input").detach().clone().requires_grad_();
-    const Tensor out = m.forward(x);
+    const Tensor out = m->forward(x);
     tg::sum(out * get(prefix + "r")).backward();
     expect_close(out, prefix + "out");
     expect_close(x.grad(), prefix + "grad.input");
-    for (const auto& [n, p] : m.named_parameters()) expect_close(p.grad(), prefix + "grad." + n);
+    for (const auto& [n, p] : m->named_parameters()) expect_close(p.grad(), prefix + "grad." + n);
   }
 
   double max_err_ = 0;
@@ -100,11 +100,11 @@ class LayersFixture : public ::testing::Test {
 TEST_F(LayersFixture, SequentialOfLinearLayerNormAndActivations) {
   using namespace tg::nn;
   Generator gen(0);
-  Sequential seq(std::make_shared<Linear>(4, 6, gen), std::make_shared<LayerNorm>(6), std::make_shared<ReLU>(),
-                 std::make_shared<Linear>(6, 6, gen), std::make_shared<GELU>(), std::make_shared<Linear>(6, 6, gen),
-                 std::make_shared<GELU>(tg::GeluApproximate::tanh), std::make_shared<SiLU>(),
-                 std::make_shared<Linear>(6, 5, gen), std::make_shared<Tanh>(), std::make_shared<Linear>(5, 3, gen),
-                 std::make_shared<Sigmoid>());
+  Sequential seq(Linear(4, 6, gen), LayerNorm(6), ReLU(),
+                 Linear(6, 6, gen), GELU(), Linear(6, 6, gen),
+                 GELU(tg::GeluApproximate::tanh), SiLU(),
+                 Linear(6, 5, gen), Tanh(), Linear(5, 3, gen),
+                 Sigmoid());
   check(seq, "seq.");
 }
 

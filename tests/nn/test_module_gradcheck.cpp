@@ -36,11 +36,11 @@ struct BadScale : autograd::Function<BadScale> {
 class TwoLayers : public nn::Module {
  public:
   explicit TwoLayers(Generator& gen) {
-    fc = register_module("fc", std::make_shared<nn::Linear>(3, 4, gen));
+    fc = register_module("fc", nn::Linear(3, 4, gen));
     scale = register_parameter("scale", Tensor::uniform({4}, 0.5, 1.5, gen));
   }
   Tensor forward(const Tensor& x) { return BadScale::apply(tanh(fc->forward(x)), scale); }
-  std::shared_ptr<nn::Linear> fc;
+  nn::Linear fc{nullptr};
   Tensor scale;
 };
 
@@ -49,7 +49,7 @@ class TwoLayers : public nn::Module {
 TEST(ModuleGradcheck, PassesForALayerAndReportsEveryTensor) {
   Generator gen(1);
   nn::LayerNorm norm(Shape{5});
-  norm.to(DType::f64);
+  norm->to(DType::f64);
   const Tensor x = Tensor::uniform({3, 5}, -1, 1, gen, DType::f64);
   const nn::ModuleGradcheckReport r = nn::gradcheck(norm, {x});
   EXPECT_TRUE(r.ok) << r;
@@ -87,38 +87,38 @@ TEST(ModuleGradcheck, FailsOnlyOnTheWrongParameter) {
 TEST(ModuleGradcheck, SubsamplesWithAFixedSeedAndRestoresGradients) {
   Generator gen(3);
   nn::Linear lin(6, 5, gen);
-  lin.to(DType::f64);
+  lin->to(DType::f64);
   const Tensor x = Tensor::uniform({4, 6}, -1, 1, gen, DType::f64);
   Tensor marker = Tensor::full({5, 6}, 7.0, DType::f64);
-  lin.weight.set_grad(marker);
+  lin->weight.set_grad(marker);
   nn::ModuleGradcheckOptions opt;
   opt.max_entries = 4;
   const auto a = nn::gradcheck(lin, {x}, opt);
   const auto b = nn::gradcheck(lin, {x}, opt);
   EXPECT_TRUE(a.ok) << a;
   // weight, bias, input 0 (every one larger than 4 entries).
-  ASSERT_EQ(a.tensors.size(), lin.named_parameters().size() + 1);
+  ASSERT_EQ(a.tensors.size(), lin->named_parameters().size() + 1);
   ASSERT_EQ(b.tensors.size(), a.tensors.size());
   for (std::size_t k = 0; k < a.tensors.size(); ++k) {
     EXPECT_EQ(a.tensors[k].checked, 4);
     EXPECT_EQ(a.tensors[k].max_abs_error, b.tensors[k].max_abs_error);  // same entries
     EXPECT_EQ(a.tensors[k].worst_element, b.tensors[k].worst_element) << a.tensors[k].name;
   }
-  EXPECT_EQ(lin.weight.grad().to_vector<double>(), marker.to_vector<double>());
-  EXPECT_FALSE(lin.bias.grad().defined());
+  EXPECT_EQ(lin->weight.grad().to_vector<double>(), marker.to_vector<double>());
+  EXPECT_FALSE(lin->bias.grad().defined());
 }
 
 TEST(ModuleGradcheck, ArbitraryForwardAndMultiTensorForward) {
   Generator gen(4);
   nn::TransformerEncoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0}, gen);
-  layer.to(DType::f64);
+  layer->to(DType::f64);
   const Tensor src = Tensor::uniform({3, 2, 4}, -1, 1, gen, DType::f64);
   nn::ModuleGradcheckOptions opt;
   opt.max_entries = 6;
   const auto r = nn::gradcheck(layer, {src}, opt);
   EXPECT_TRUE(r.ok) << r;
-  EXPECT_EQ(r.tensors.size(), layer.named_parameters().size() + 1);
-  const auto s = nn::gradcheck(layer, [&](const std::vector<Tensor>& in) { return sum(layer.forward(in[0])); }, {src}, opt);
+  EXPECT_EQ(r.tensors.size(), layer->named_parameters().size() + 1);
+  const auto s = nn::gradcheck(layer, [&](const std::vector<Tensor>& in) { return sum(layer->forward(in[0])); }, {src}, opt);
   EXPECT_TRUE(s.ok) << s;
 
   // Two tensors: forward(tgt, memory) of a decoder layer; both inputs are checked, after the parameters.
@@ -126,12 +126,12 @@ TEST(ModuleGradcheck, ArbitraryForwardAndMultiTensorForward) {
   nn::TransformerDecoderLayer dec({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0,
                                    .activation = nn::TransformerActivation::gelu},
                                   gen);
-  dec.to(DType::f64);
+  dec->to(DType::f64);
   const Tensor tgt = Tensor::uniform({2, 2, 4}, -1, 1, gen, DType::f64);
   const Tensor memory = Tensor::uniform({3, 2, 4}, -1, 1, gen, DType::f64);
   const auto d = nn::gradcheck(dec, {tgt, memory}, opt);
   EXPECT_TRUE(d.ok) << d;
-  ASSERT_EQ(d.tensors.size(), dec.named_parameters().size() + 2);
+  ASSERT_EQ(d.tensors.size(), dec->named_parameters().size() + 2);
   EXPECT_EQ(d.tensors[d.tensors.size() - 2].name, "input 0");
   EXPECT_EQ(d.tensors.back().name, "input 1");
   EXPECT_EQ(d.tensors.back().numel, memory.numel());

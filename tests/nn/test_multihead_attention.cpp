@@ -40,15 +40,15 @@ using tg::nn::testing::fixture_get;
 using tg::nn::testing::fixture_state;
 using tg::nn::testing::mha_fixture;
 
-void check_against_torch(MultiheadAttention& mha, const std::string& name, bool average) {
-  mha.to(DType::f64);
-  mha.eval();
+void check_against_torch(const MultiheadAttention& mha, const std::string& name, bool average) {
+  mha->to(DType::f64);
+  mha->eval();
   const NamedTensors state = fixture_state(name);
   std::vector<std::string> ours, theirs;
-  for (const auto& [n, _] : mha.named_parameters()) ours.push_back(n);
+  for (const auto& [n, _] : mha->named_parameters()) ours.push_back(n);
   for (const auto& [n, _] : state) theirs.push_back(n);
   ASSERT_EQ(ours, theirs);
-  mha.load_state_dict(state);
+  mha->load_state_dict(state);
   const Tensor q = fixture_get(name + ".query").detach().clone().requires_grad_();
   const Tensor k = fixture_get(name + ".key").detach().clone().requires_grad_();
   const Tensor v = fixture_get(name + ".value").detach().clone().requires_grad_();
@@ -58,9 +58,9 @@ void check_against_torch(MultiheadAttention& mha, const std::string& name, bool 
     if (n == kpm_key) kpm = as_i64_mask(t);
     if (n == am_key) am = as_i64_mask(t);
   }
-  auto [out, w] = mha.forward(q, k, v, kpm, true, am, average);
+  auto [out, w] = mha->forward(q, k, v, kpm, true, am, average);
   tg::sum(out * fixture_get(name + ".r")) .backward();  // out's part
-  auto [out2, w2] = mha.forward(q, k, v, kpm, true, am, average);
+  auto [out2, w2] = mha->forward(q, k, v, kpm, true, am, average);
   tg::sum(w2 * fixture_get(name + ".rw")).backward();   // the weights' part, accumulated
   const double tol = 1e-12;
   double worst = 0;
@@ -74,7 +74,7 @@ void check_against_torch(MultiheadAttention& mha, const std::string& name, bool 
   expect_close(q.grad(), name + ".grad.query");
   expect_close(k.grad(), name + ".grad.key");
   expect_close(v.grad(), name + ".grad.value");
-  for (const auto& [n, p] : mha.named_parameters()) expect_close(p.grad(), name + ".grad." + n);
+  for (const auto& [n, p] : mha->named_parameters()) expect_close(p.grad(), name + ".grad." + n);
   std::cout << "[ fixture  ] " << name << ": max abs error vs PyTorch " << worst << "\n";
 }
 
@@ -95,7 +95,7 @@ TEST(MultiheadAttention, CrossAttentionWithKdimVdimAttnMaskAndPerHeadWeightsMatc
 TEST(MultiheadAttention, GradchecksUnbatchedAndCausal) {
   Generator gen(1);
   MultiheadAttention mha(MultiheadAttentionOptions{.embed_dim = 4, .num_heads = 2}, gen);
-  mha.to(DType::f64);
+  mha->to(DType::f64);
   const Tensor x = Tensor::normal({3, 4}, 0, 1, gen, DType::f64).requires_grad_();  // unbatched (L, E)
   std::vector<Tensor> inputs = {x};
   for (const Tensor& p : tg::nn::testing::parameter_inputs(mha)) inputs.push_back(p);
@@ -103,7 +103,7 @@ TEST(MultiheadAttention, GradchecksUnbatchedAndCausal) {
   const auto report = tg::gradcheck(
       [&](const std::vector<Tensor>& in) {
         tg::nn::testing::bind_parameters(mha, in, 1);  // the parameters' own columns, not constants
-        return std::get<0>(mha.forward(in[0], in[0], in[0], Tensor(), false, causal));
+        return std::get<0>(mha->forward(in[0], in[0], in[0], Tensor(), false, causal));
       },
       inputs);
   EXPECT_TRUE(report.ok) << report.message;
@@ -157,13 +157,13 @@ TEST(MultiheadAttention, ErrorsNameTheLayerAndShapes) {
             "MultiheadAttention: embed_dim (6) must be a positive multiple of num_heads (4)");
   MultiheadAttention mha(8, 2, gen);
   EXPECT_EQ(error_of<std::invalid_argument>(
-                [&] { mha.forward(Tensor::zeros({5, 3, 7}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8})); }),
+                [&] { mha->forward(Tensor::zeros({5, 3, 7}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8})); }),
             "MultiheadAttention: feature sizes differ from embed_dim, kdim, vdim: query [5, 3, 7], key [5, 3, 8], "
             "value [5, 3, 8]");
   // key_padding_mask (N, S) = (3, 5), given (3, 4).
   EXPECT_EQ(error_of<std::invalid_argument>([&] {
-              mha.forward(Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}),
-                          Tensor::zeros({3, 4}, DType::i64));
+              mha->forward(Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}), Tensor::zeros({5, 3, 8}),
+                           Tensor::zeros({3, 4}, DType::i64));
             }),
             "MultiheadAttention: key_padding_mask must be [3, 5], got [3, 4]: query [5, 3, 8], key [5, 3, 8], "
             "value [5, 3, 8]");
@@ -180,25 +180,25 @@ TEST(MultiheadAttention, DropoutIsSeededOffInEvalAndBeforeTheWeights) {
   MultiheadAttention drop(MultiheadAttentionOptions{.embed_dim = 4, .num_heads = 2, .dropout = 0.5, .generator = shared}, init_a);
   MultiheadAttention twin(MultiheadAttentionOptions{.embed_dim = 4, .num_heads = 2, .dropout = 0.5, .generator = other}, init_b);
   MultiheadAttention plain(MultiheadAttentionOptions{.embed_dim = 4, .num_heads = 2}, init_c);
-  for (MultiheadAttention* m : {&drop, &twin, &plain}) m->to(DType::f64);
-  const auto pd = drop.named_parameters(), pp = plain.named_parameters();
+  for (const MultiheadAttention& m : {drop, twin, plain}) m->to(DType::f64);
+  const auto pd = drop->named_parameters(), pp = plain->named_parameters();
   ASSERT_EQ(pd.size(), pp.size());
   for (std::size_t i = 0; i < pd.size(); ++i) ASSERT_EQ(max_abs_diff(pd[i].second, pp[i].second), 0.0) << pd[i].first;
-  ASSERT_TRUE(drop.is_training());
+  ASSERT_TRUE(drop->is_training());
   Generator gen(22);
   const Tensor q = Tensor::normal({3, 2, 4}, 0, 1, gen, DType::f64), kv = Tensor::normal({5, 2, 4}, 0, 1, gen, DType::f64);
-  const auto [ref_out, ref_w] = plain.forward(q, kv, kv);
+  const auto [ref_out, ref_w] = plain->forward(q, kv, kv);
 
   // Same seed, same mask: the same layer reseeded, and another layer whose generator has that seed.
   shared->seed(9);
-  const auto [out1, w1] = drop.forward(q, kv, kv);
+  const auto [out1, w1] = drop->forward(q, kv, kv);
   shared->seed(9);
-  const auto [out2, w2] = drop.forward(q, kv, kv);
+  const auto [out2, w2] = drop->forward(q, kv, kv);
   other->seed(9);
-  const auto [out3, w3] = twin.forward(q, kv, kv);
+  const auto [out3, w3] = twin->forward(q, kv, kv);
   EXPECT_EQ(max_abs_diff(out1, out2), 0.0);
   EXPECT_EQ(max_abs_diff(out1, out3), 0.0);
-  const auto [out4, w4] = drop.forward(q, kv, kv);  // not reseeded: the next mask
+  const auto [out4, w4] = drop->forward(q, kv, kv);  // not reseeded: the next mask
   EXPECT_GT(max_abs_diff(out1, out4), 0.0);
   EXPECT_GT(max_abs_diff(out1, ref_out), 0.0) << "dropout 0.5 changed nothing in training";
   // The weights (need_weights) are taken before dropout: those of the dropout-0 layer, whatever the mask.
@@ -207,17 +207,17 @@ TEST(MultiheadAttention, DropoutIsSeededOffInEvalAndBeforeTheWeights) {
   // Without need_weights (the fused kernel: other rounding, the same draws) the same seed gives the
   // same mask, so the output of the composed form to rounding.
   shared->seed(9);
-  EXPECT_LT(max_abs_diff(std::get<0>(drop.forward(q, kv, kv, Tensor(), false)), out1), 1e-12);
+  EXPECT_LT(max_abs_diff(std::get<0>(drop->forward(q, kv, kv, Tensor(), false)), out1), 1e-12);
 
   // eval(): no dropout, the dropout-0 layer's output and weights, bit for bit.
-  drop.eval();
-  const auto [eval_out, eval_w] = drop.forward(q, kv, kv);
+  drop->eval();
+  const auto [eval_out, eval_w] = drop->forward(q, kv, kv);
   EXPECT_EQ(max_abs_diff(eval_out, ref_out), 0.0);
   EXPECT_EQ(max_abs_diff(eval_w, ref_w), 0.0);
-  EXPECT_EQ(max_abs_diff(std::get<0>(drop.forward(q, kv, kv, Tensor(), false)),
-                         std::get<0>(plain.forward(q, kv, kv, Tensor(), false))),
+  EXPECT_EQ(max_abs_diff(std::get<0>(drop->forward(q, kv, kv, Tensor(), false)),
+                         std::get<0>(plain->forward(q, kv, kv, Tensor(), false))),
             0.0);
-  drop.train();
+  drop->train();
 
   // float64 gradcheck with dropout: fn reseeds the generator so every evaluation draws one mask;
   // with and without the weights (the composed and the fused path).
@@ -228,7 +228,7 @@ TEST(MultiheadAttention, DropoutIsSeededOffInEvalAndBeforeTheWeights) {
         [&](const std::vector<Tensor>& in) {
           tg::nn::testing::bind_parameters(drop, in, 2);  // the parameters' own columns, not constants
           shared->seed(17);
-          return std::get<0>(drop.forward(in[0], in[1], in[1], Tensor(), need_weights));
+          return std::get<0>(drop->forward(in[0], in[1], in[1], Tensor(), need_weights));
         },
         inputs);
   }
@@ -238,22 +238,22 @@ TEST(MultiheadAttention, DropoutIsSeededOffInEvalAndBeforeTheWeights) {
 
 namespace {
 
-void check_layer_against_torch(tg::nn::TransformerEncoderLayer& layer, const std::string& name) {
-  layer.to(DType::f64);
-  layer.eval();
+void check_layer_against_torch(const tg::nn::TransformerEncoderLayer& layer, const std::string& name) {
+  layer->to(DType::f64);
+  layer->eval();
   const NamedTensors state = fixture_state(name);
   std::vector<std::string> ours, theirs;
-  for (const auto& [n, _] : layer.named_parameters()) ours.push_back(n);
+  for (const auto& [n, _] : layer->named_parameters()) ours.push_back(n);
   for (const auto& [n, _] : state) theirs.push_back(n);
   ASSERT_EQ(ours, theirs);
-  layer.load_state_dict(state);
+  layer->load_state_dict(state);
   const Tensor src = fixture_get(name + ".src").detach().clone().requires_grad_();
   Tensor mask, kpm;
   for (const auto& [n, t] : mha_fixture()) {
     if (n == name + ".src_mask") mask = as_i64_mask(t);
     if (n == name + ".key_padding_mask") kpm = as_i64_mask(t);
   }
-  const Tensor out = layer.forward(src, mask, kpm);
+  const Tensor out = layer->forward(src, mask, kpm);
   tg::sum(out * fixture_get(name + ".r")).backward();
   double worst = 0;
   auto expect_close = [&](const Tensor& got, const std::string& key) {
@@ -263,7 +263,7 @@ void check_layer_against_torch(tg::nn::TransformerEncoderLayer& layer, const std
   };
   expect_close(out, name + ".out");
   expect_close(src.grad(), name + ".grad.src");
-  for (const auto& [n, p] : layer.named_parameters()) expect_close(p.grad(), name + ".grad." + n);
+  for (const auto& [n, p] : layer->named_parameters()) expect_close(p.grad(), name + ".grad." + n);
   std::cout << "[ fixture  ] " << name << ": max abs error vs PyTorch " << worst << "\n";
 }
 
@@ -290,21 +290,21 @@ TEST(TransformerEncoderLayer, PreNormGeluBatchFirstCausalMatchesTorch) {
 TEST(TransformerEncoderLayer, GradchecksAndDropoutOnlyInTraining) {
   Generator gen(4);
   tg::nn::TransformerEncoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .norm_first = true}, gen);
-  layer.to(DType::f64);
-  layer.eval();
+  layer->to(DType::f64);
+  layer->eval();
   const Tensor src = Tensor::normal({3, 2, 4}, 0, 1, gen, DType::f64).requires_grad_();
   std::vector<Tensor> inputs = {src};
   for (const Tensor& p : tg::nn::testing::parameter_inputs(layer)) inputs.push_back(p);
   const auto report = tg::gradcheck(
       [&](const std::vector<Tensor>& in) {
         tg::nn::testing::bind_parameters(layer, in, 1);  // the parameters' own columns, not constants
-        return layer.forward(in[0]);
+        return layer->forward(in[0]);
       },
       inputs);
   EXPECT_TRUE(report.ok) << report.message;
-  const std::vector<double> a = layer.forward(src).to_vector<double>(), b = layer.forward(src).to_vector<double>();
+  const std::vector<double> a = layer->forward(src).to_vector<double>(), b = layer->forward(src).to_vector<double>();
   EXPECT_EQ(a, b);  // eval: deterministic
-  layer.train();
-  EXPECT_NE(layer.forward(src).to_vector<double>(), a);  // dropout 0.1 in training
+  layer->train();
+  EXPECT_NE(layer->forward(src).to_vector<double>(), a);  // dropout 0.1 in training
   EXPECT_THROW(tg::nn::TransformerEncoderLayer({.d_model = 4, .nhead = 3}, gen), std::invalid_argument);
 }

@@ -149,15 +149,15 @@ TEST(PackedTokens, EncoderLayerEqualsThePaddedForwardAtTheTokens) {
     SCOPED_TRACE(norm_first);
     Generator gen(2);
     TransformerEncoderLayer layer(options(norm_first), gen);
-    layer.to(DType::f64);
+    layer->to(DType::f64);
     const std::vector<std::int64_t> len{4, 1, 3};
     const PackedTokens tokens(lengths(len), 4);
     const Tensor x = Tensor::uniform({3, 4, 8}, -1, 1, gen, DType::f64);
     const Tensor pad = padding_mask(len, 4);
     const Tensor r = Tensor::uniform({tokens.tokens(), 8}, -1, 1, gen, DType::f64);
     const auto packed =
-        loss_and_parameter_grads(layer, tg::sum(layer.forward_packed(tokens.pack(x), tokens, Tensor(), pad) * r));
-    const auto padded = loss_and_parameter_grads(layer, tg::sum(tokens.pack(layer.forward(x, Tensor(), pad)) * r));
+        loss_and_parameter_grads(layer, tg::sum(layer->forward_packed(tokens.pack(x), tokens, Tensor(), pad) * r));
+    const auto padded = loss_and_parameter_grads(layer, tg::sum(tokens.pack(layer->forward(x, Tensor(), pad)) * r));
     expect_all_within(packed, padded, 1e-12);
   }
 }
@@ -168,7 +168,7 @@ TEST(PackedTokens, DecoderLayerEqualsThePaddedForwardAtTheTokens) {
     SCOPED_TRACE(norm_first);
     Generator gen(3);
     TransformerDecoderLayer layer(options(norm_first), gen);
-    layer.to(DType::f64);
+    layer->to(DType::f64);
     const std::vector<std::int64_t> tgt_len{2, 5, 3}, mem_len{3, 1, 4};
     const PackedTokens tgt_tokens(lengths(tgt_len), 5), mem_tokens(lengths(mem_len), 4);
     const Tensor x = Tensor::uniform({3, 5, 8}, -1, 1, gen, DType::f64);
@@ -176,11 +176,11 @@ TEST(PackedTokens, DecoderLayerEqualsThePaddedForwardAtTheTokens) {
     const Tensor causal = causal_mask(5), pad = padding_mask(mem_len, 4);
     const Tensor r = Tensor::uniform({tgt_tokens.tokens(), 8}, -1, 1, gen, DType::f64);
     const auto packed = loss_and_parameter_grads(
-        layer, tg::sum(layer.forward_packed(tgt_tokens.pack(x), tgt_tokens, mem_tokens.pack(memory), mem_tokens, causal,
-                                            Tensor(), Tensor(), pad) *
+        layer, tg::sum(layer->forward_packed(tgt_tokens.pack(x), tgt_tokens, mem_tokens.pack(memory), mem_tokens, causal,
+                                             Tensor(), Tensor(), pad) *
                        r));
     const auto padded = loss_and_parameter_grads(
-        layer, tg::sum(tgt_tokens.pack(layer.forward(x, memory, causal, Tensor(), Tensor(), pad)) * r));
+        layer, tg::sum(tgt_tokens.pack(layer->forward(x, memory, causal, Tensor(), Tensor(), pad)) * r));
     expect_all_within(packed, padded, 1e-12);
   }
 }
@@ -191,13 +191,13 @@ TEST(PackedTokens, PackedLayersPassGradcheck) {
   const PackedTokens tokens(lengths(len), 3);
   const Tensor pad = padding_mask(len, 3);
   TransformerEncoderLayer enc({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0, .batch_first = true}, gen);
-  enc.to(DType::f64);
+  enc->to(DType::f64);
   std::vector<Tensor> inputs{Tensor::uniform({tokens.tokens(), 4}, -1, 1, gen, DType::f64).requires_grad_()};
   for (const Tensor& p : parameter_inputs(enc)) inputs.push_back(p);
   const tg::GradcheckReport report = tg::gradcheck(
       [&](const std::vector<Tensor>& xs) {
         bind_parameters(enc, xs, 1);
-        return enc.forward_packed(xs[0], tokens, Tensor(), pad);
+        return enc->forward_packed(xs[0], tokens, Tensor(), pad);
       },
       inputs);
   EXPECT_TRUE(report.ok) << report;
@@ -206,7 +206,7 @@ TEST(PackedTokens, PackedLayersPassGradcheck) {
   TransformerDecoderLayer dec({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0, .batch_first = true,
                                .norm_first = true},
                               gen);
-  dec.to(DType::f64);
+  dec->to(DType::f64);
   const PackedTokens tgt_tokens(lengths({2, 3}), 3);
   std::vector<Tensor> dec_inputs{Tensor::uniform({tgt_tokens.tokens(), 4}, -1, 1, gen, DType::f64).requires_grad_(),
                                  Tensor::uniform({tokens.tokens(), 4}, -1, 1, gen, DType::f64).requires_grad_()};
@@ -214,7 +214,7 @@ TEST(PackedTokens, PackedLayersPassGradcheck) {
   const tg::GradcheckReport dec_report = tg::gradcheck(
       [&](const std::vector<Tensor>& xs) {
         bind_parameters(dec, xs, 2);
-        return dec.forward_packed(xs[0], tgt_tokens, xs[1], tokens, causal_mask(3), Tensor(), Tensor(), pad);
+        return dec->forward_packed(xs[0], tgt_tokens, xs[1], tokens, causal_mask(3), Tensor(), Tensor(), pad);
       },
       dec_inputs);
   EXPECT_TRUE(dec_report.ok) << dec_report;
@@ -226,17 +226,17 @@ TEST(PackedTokens, MultiheadAttentionForwardPackedChecksItsInputs) {
   tg::nn::MultiheadAttention mha({.embed_dim = 4, .num_heads = 2, .batch_first = true}, gen);
   const PackedTokens q(lengths({2, 1}), 3), k(lengths({1, 1, 1}), 2);
   EXPECT_EQ(error_of<std::invalid_argument>([&] {
-              mha.forward_packed(Tensor::zeros({3, 4}), q, Tensor::zeros({3, 4}), Tensor::zeros({3, 4}), k);
+              mha->forward_packed(Tensor::zeros({3, 4}), q, Tensor::zeros({3, 4}), Tensor::zeros({3, 4}), k);
             }),
             "MultiheadAttention::forward_packed: batch sizes differ: query [3, 4] (3 tokens), key [3, 4], value [3, 4] "
             "(3 tokens)");
   EXPECT_EQ(error_of<std::invalid_argument>([&] {
-              mha.forward_packed(Tensor::zeros({2, 4}), q, Tensor::zeros({3, 4}), Tensor::zeros({3, 4}), q);
+              mha->forward_packed(Tensor::zeros({2, 4}), q, Tensor::zeros({3, 4}), Tensor::zeros({3, 4}), q);
             }),
             "MultiheadAttention::forward_packed: rows differ from the token counts: query [2, 4] (3 tokens), key [3, 4], "
             "value [3, 4] (3 tokens)");
   EXPECT_EQ(error_of<std::invalid_argument>([&] {
-              mha.forward_packed(Tensor::zeros({3, 5}), q, Tensor::zeros({3, 4}), Tensor::zeros({3, 4}), q);
+              mha->forward_packed(Tensor::zeros({3, 5}), q, Tensor::zeros({3, 4}), Tensor::zeros({3, 4}), q);
             }),
             "MultiheadAttention::forward_packed: feature sizes differ from embed_dim, kdim, vdim: query [3, 5] (3 tokens), "
             "key [3, 4], value [3, 4] (3 tokens)");

@@ -91,30 +91,30 @@ std::unique_ptr<std::map<std::string, Tensor>> TorchFixture::data_ = std::make_u
 TEST_F(TorchFixture, GRUTwoLayersBidirectional) {
   Generator gen(0);
   tg::nn::GRU gru(tg::nn::GRUOptions(3, 4).num_layers(2).bidirectional(true), gen);
-  gru.to(DType::f64);
-  gru.load_state_dict(params_of(gru, "gru."));
+  gru->to(DType::f64);
+  gru->load_state_dict(params_of(*gru, "gru."));
   const Tensor x = leaf("gru.input"), h0 = leaf("gru.h0");
-  auto [out, h_n] = gru.forward(x, h0);
+  auto [out, h_n] = gru->forward(x, h0);
   tg::add(tg::sum(out * get("gru.r_out")), tg::sum(h_n * get("gru.r_h"))).backward();
   expect_close(out, "gru.out");
   expect_close(h_n, "gru.h_n");
   expect_close(x.grad(), "gru.grad.input");
   expect_close(h0.grad(), "gru.grad.h0");
-  expect_param_grads(gru, "gru.grad.");
+  expect_param_grads(*gru, "gru.grad.");
 }
 
 TEST_F(TorchFixture, GRUValidLensEqualsPackedSequence) {
   Generator gen(0);
   tg::nn::GRU gru(tg::nn::GRUOptions(3, 4).num_layers(2).bidirectional(true), gen);
-  gru.to(DType::f64);
-  gru.load_state_dict(params_of(gru, "gru."));
+  gru->to(DType::f64);
+  gru->load_state_dict(params_of(*gru, "gru."));
   const Tensor x = leaf("gru_packed.input");
-  auto [out, h_n] = gru.forward(x, Tensor(), get("gru_packed.lens"));
+  auto [out, h_n] = gru->forward(x, Tensor(), get("gru_packed.lens"));
   tg::add(tg::sum(out * get("gru_packed.r_out")), tg::sum(h_n * get("gru_packed.r_h"))).backward();
   expect_close(out, "gru_packed.out");
   expect_close(h_n, "gru_packed.h_n");
   expect_close(x.grad(), "gru_packed.grad.input");
-  expect_param_grads(gru, "gru_packed.grad.");
+  expect_param_grads(*gru, "gru_packed.grad.");
 }
 
 /// loss = sum(out * r_out) + sum(h_n * r_h) + 0.5 sum(c_n * r_h), as the script.
@@ -125,10 +125,10 @@ Tensor lstm_loss(const Tensor& out, const tg::nn::LSTMState& s, const Tensor& r_
 TEST_F(TorchFixture, LSTMTwoLayersWithState) {
   Generator gen(0);
   tg::nn::LSTM lstm(tg::nn::LSTMOptions(3, 4).num_layers(2), gen);
-  lstm.to(DType::f64);
-  lstm.load_state_dict(params_of(lstm, "lstm."));
+  lstm->to(DType::f64);
+  lstm->load_state_dict(params_of(*lstm, "lstm."));
   const Tensor x = leaf("lstm.input"), h0 = leaf("lstm.h0"), c0 = leaf("lstm.c0");
-  auto [out, s] = lstm.forward(x, {h0, c0});
+  auto [out, s] = lstm->forward(x, {h0, c0});
   lstm_loss(out, s, get("lstm.r_out"), get("lstm.r_h")).backward();
   expect_close(out, "lstm.out");
   expect_close(s.h, "lstm.h_n");
@@ -136,40 +136,40 @@ TEST_F(TorchFixture, LSTMTwoLayersWithState) {
   expect_close(x.grad(), "lstm.grad.input");
   expect_close(h0.grad(), "lstm.grad.h0");
   expect_close(c0.grad(), "lstm.grad.c0");
-  expect_param_grads(lstm, "lstm.grad.");
+  expect_param_grads(*lstm, "lstm.grad.");
 }
 
 TEST_F(TorchFixture, LSTMBidirectionalValidLensEqualsPackedSequence) {
   Generator gen(0);
   tg::nn::LSTM lstm(tg::nn::LSTMOptions(3, 4).bidirectional(true), gen);
-  lstm.to(DType::f64);
-  lstm.load_state_dict(params_of(lstm, "lstm_bi."));
+  lstm->to(DType::f64);
+  lstm->load_state_dict(params_of(*lstm, "lstm_bi."));
   const Tensor x = leaf("lstm_bi.input");
-  auto [out, s] = lstm.forward(x, {}, get("lstm_bi.lens"));
+  auto [out, s] = lstm->forward(x, {}, get("lstm_bi.lens"));
   lstm_loss(out, s, get("lstm_bi.r_out"), get("lstm_bi.r_h")).backward();
   expect_close(out, "lstm_bi.out");
   expect_close(s.h, "lstm_bi.h_n");
   expect_close(s.c, "lstm_bi.c_n");
   expect_close(x.grad(), "lstm_bi.grad.input");
-  expect_param_grads(lstm, "lstm_bi.grad.");
+  expect_param_grads(*lstm, "lstm_bi.grad.");
 }
 
 TEST_F(TorchFixture, AdditiveAttentionWithValidLens) {
   for (const std::string c : {"attn1", "attn2"}) {
     Generator gen(0);
     tg::nn::AdditiveAttention attn(3, 4, 6, 0.0, gen);
-    attn.to(DType::f64);
-    attn.load_state_dict(params_of(attn, "attn."));
-    attn.eval();
+    attn->to(DType::f64);
+    attn->load_state_dict(params_of(*attn, "attn."));
+    attn->eval();
     const Tensor q = leaf(c + ".queries"), k = leaf(c + ".keys"), v = leaf(c + ".values");
-    const Tensor out = attn.forward(q, k, v, get(c + ".valid_lens"));
+    const Tensor out = attn->forward(q, k, v, get(c + ".valid_lens"));
     tg::sum(out * get(c + ".r")).backward();
     expect_close(out, c + ".out");
-    expect_close(attn.attention_weights(), c + ".weights");
+    expect_close(attn->attention_weights(), c + ".weights");
     expect_close(q.grad(), c + ".grad.queries");
     expect_close(k.grad(), c + ".grad.keys");
     expect_close(v.grad(), c + ".grad.values");
-    expect_param_grads(attn, c + ".grad.");
+    expect_param_grads(*attn, c + ".grad.");
   }
 }
 
@@ -177,11 +177,11 @@ TEST_F(TorchFixture, AdditiveAttentionWithValidLens) {
 class Mlp : public tg::nn::Module {
  public:
   explicit Mlp(Generator& gen) {
-    fc1 = register_module("0", std::make_shared<tg::nn::Linear>(4, 8, gen));
-    fc2 = register_module("2", std::make_shared<tg::nn::Linear>(8, 2, gen));
+    fc1 = register_module("0", tg::nn::Linear(4, 8, gen));
+    fc2 = register_module("2", tg::nn::Linear(8, 2, gen));
   }
   Tensor forward(const Tensor& x) const { return fc2->forward(tg::tanh(fc1->forward(x))); }
-  std::shared_ptr<tg::nn::Linear> fc1, fc2;
+  tg::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
 TEST_F(TorchFixture, AdamWithClipGradNormTenSteps) {

@@ -109,9 +109,9 @@ TransformerDecoderLayer small_decoder_layer(Generator& gen, bool norm_first, boo
 TEST(TransformerDecoderLayer, PostNormReluCausalWithKeyPaddingMatchesTorch) {
   Generator gen(0);
   TransformerDecoderLayer layer({.d_model = 8, .nhead = 2, .dim_feedforward = 16}, gen);
-  check_against_torch(layer, "dec_post", {"tgt", "memory"}, [&](const std::vector<Tensor>& in) {
-    return layer.forward(in[0], in[1], mask("dec_post.tgt_mask"), Tensor(), mask("dec_post.tgt_key_padding_mask"),
-                         mask("dec_post.memory_key_padding_mask"));
+  check_against_torch(*layer, "dec_post", {"tgt", "memory"}, [&](const std::vector<Tensor>& in) {
+    return layer->forward(in[0], in[1], mask("dec_post.tgt_mask"), Tensor(), mask("dec_post.tgt_key_padding_mask"),
+                          mask("dec_post.memory_key_padding_mask"));
   });
 }
 
@@ -124,8 +124,8 @@ TEST(TransformerDecoderLayer, PreNormGeluBatchFirstWithMemoryMaskMatchesTorch) {
                                  .batch_first = true,
                                  .norm_first = true},
                                 gen);
-  check_against_torch(layer, "dec_pre", {"tgt", "memory"}, [&](const std::vector<Tensor>& in) {
-    return layer.forward(in[0], in[1], mask("dec_pre.tgt_mask"), mask("dec_pre.memory_mask"));
+  check_against_torch(*layer, "dec_pre", {"tgt", "memory"}, [&](const std::vector<Tensor>& in) {
+    return layer->forward(in[0], in[1], mask("dec_pre.tgt_mask"), mask("dec_pre.memory_mask"));
   });
 }
 
@@ -133,12 +133,12 @@ TEST(TransformerDecoderLayer, ChildrenAndDefaultsAsTorch) {
   Generator gen(1);
   TransformerDecoderLayer layer({.d_model = 8, .nhead = 2}, gen);
   std::vector<std::string> children;
-  for (const auto& [n, _] : layer.named_children()) children.push_back(n);
+  for (const auto& [n, _] : layer->named_children()) children.push_back(n);
   EXPECT_EQ(children, (std::vector<std::string>{"self_attn", "multihead_attn", "linear1", "dropout", "linear2", "norm1",
                                                 "norm2", "norm3", "dropout1", "dropout2", "dropout3"}));
-  EXPECT_EQ(layer.linear1->weight.shape(), (tg::Shape{2048, 8}));  // dim_feedforward = 2048
-  EXPECT_EQ(layer.dropout1->p(), 0.1);
-  EXPECT_EQ(layer.norm3->eps(), 1e-5);
+  EXPECT_EQ(layer->linear1->weight.shape(), (tg::Shape{2048, 8}));  // dim_feedforward = 2048
+  EXPECT_EQ(layer->dropout1->p(), 0.1);
+  EXPECT_EQ(layer->norm3->eps(), 1e-5);
   EXPECT_THROW(TransformerDecoderLayer({.d_model = 4, .nhead = 3}, gen), std::invalid_argument);
   EXPECT_THROW(TransformerDecoderLayer({.d_model = 4, .nhead = 2, .dim_feedforward = 0}, gen), std::invalid_argument);
 }
@@ -147,14 +147,14 @@ TEST(TransformerDecoderLayer, GradchecksBothNormOrdersWithMasks) {
   for (const bool norm_first : {false, true}) {
     Generator gen(2);
     TransformerDecoderLayer layer = small_decoder_layer(gen, norm_first);
-    layer.to(DType::f64);
-    layer.eval();
+    layer->to(DType::f64);
+    layer->eval();
     const Tensor tgt = tg::testing::rand64({3, 2, 4}, gen), memory = tg::testing::rand64({4, 2, 4}, gen);
     const Tensor causal = Transformer::generate_square_subsequent_mask(3, DType::f64);
     const Tensor memory_pad = Tensor::from_vector(std::vector<std::int64_t>{0, 0, 0, 1, 0, 0, 0, 0}, {2, 4});
     SCOPED_TRACE(norm_first ? "norm_first" : "post-norm");
-    gradcheck_module(layer, {tgt, memory}, [&](const std::vector<Tensor>& in) {
-      return layer.forward(in[0], in[1], causal, Tensor(), Tensor(), memory_pad);
+    gradcheck_module(*layer, {tgt, memory}, [&](const std::vector<Tensor>& in) {
+      return layer->forward(in[0], in[1], causal, Tensor(), Tensor(), memory_pad);
     });
   }
 }
@@ -163,11 +163,11 @@ TEST(TransformerDecoderLayer, DropoutOnlyInTraining) {
   Generator gen(3);
   TransformerDecoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6}, gen);
   const Tensor tgt = Tensor::normal({3, 2, 4}, 0, 1, gen), memory = Tensor::normal({4, 2, 4}, 0, 1, gen);
-  layer.eval();
-  const std::vector<float> a = layer.forward(tgt, memory).to_vector<float>();
-  EXPECT_EQ(layer.forward(tgt, memory).to_vector<float>(), a);
-  layer.train();
-  EXPECT_NE(layer.forward(tgt, memory).to_vector<float>(), a);
+  layer->eval();
+  const std::vector<float> a = layer->forward(tgt, memory).to_vector<float>();
+  EXPECT_EQ(layer->forward(tgt, memory).to_vector<float>(), a);
+  layer->train();
+  EXPECT_NE(layer->forward(tgt, memory).to_vector<float>(), a);
 }
 
 // ---- stacks and Transformer --------------------------------------------------------------------
@@ -180,12 +180,12 @@ TEST(Transformer, PostNormWithKeyPaddingMasksMatchesTorch) {
   // torch's generate_square_subsequent_mask, -inf included.
   const Tensor causal = Transformer::generate_square_subsequent_mask(4, DType::f64);
   EXPECT_EQ(causal.to_vector<double>(), fixture_get("tfm_post.tgt_mask").to_vector<double>());
-  check_against_torch(model, "tfm_post", {"src", "tgt"}, [&](const std::vector<Tensor>& in) {
-    return model.forward(in[0], in[1],
-                         {.tgt_mask = causal,
-                          .src_key_padding_mask = mask("tfm_post.src_key_padding_mask"),
-                          .tgt_key_padding_mask = mask("tfm_post.tgt_key_padding_mask"),
-                          .memory_key_padding_mask = mask("tfm_post.memory_key_padding_mask")});
+  check_against_torch(*model, "tfm_post", {"src", "tgt"}, [&](const std::vector<Tensor>& in) {
+    return model->forward(in[0], in[1],
+                          {.tgt_mask = causal,
+                           .src_key_padding_mask = mask("tfm_post.src_key_padding_mask"),
+                           .tgt_key_padding_mask = mask("tfm_post.tgt_key_padding_mask"),
+                           .memory_key_padding_mask = mask("tfm_post.memory_key_padding_mask")});
   });
 }
 
@@ -194,9 +194,9 @@ TEST(Transformer, PreNormGeluBatchFirstWithSrcMaskMatchesTorch) {
   Transformer model({.d_model = 8, .nhead = 4, .num_encoder_layers = 2, .num_decoder_layers = 2, .dim_feedforward = 16,
                      .dropout = 0.0, .activation = TransformerActivation::gelu, .batch_first = true, .norm_first = true},
                     gen);
-  check_against_torch(model, "tfm_pre", {"src", "tgt"}, [&](const std::vector<Tensor>& in) {
-    return model.forward(in[0], in[1],
-                         {.src_mask = mask("tfm_pre.src_mask"), .tgt_mask = fixture_get("tfm_pre.tgt_mask")});
+  check_against_torch(*model, "tfm_pre", {"src", "tgt"}, [&](const std::vector<Tensor>& in) {
+    return model->forward(in[0], in[1],
+                          {.src_mask = mask("tfm_pre.src_mask"), .tgt_mask = fixture_get("tfm_pre.tgt_mask")});
   });
 }
 
@@ -205,13 +205,13 @@ TEST(Transformer, Float32OutputWithin1e5OfTorchFloat64) {
   Transformer model({.d_model = 8, .nhead = 2, .num_encoder_layers = 2, .num_decoder_layers = 2, .dim_feedforward = 16,
                      .dropout = 0.0},
                     gen);
-  model.eval();
-  model.load_state_dict(fixture_state("tfm_post"));  // converted to the model's float32
-  const Tensor out = model.forward(fixture_get("tfm_post.src").to(DType::f32), fixture_get("tfm_post.tgt").to(DType::f32),
-                                   {.tgt_mask = Transformer::generate_square_subsequent_mask(4),
-                                    .src_key_padding_mask = mask("tfm_post.src_key_padding_mask"),
-                                    .tgt_key_padding_mask = mask("tfm_post.tgt_key_padding_mask"),
-                                    .memory_key_padding_mask = mask("tfm_post.memory_key_padding_mask")});
+  model->eval();
+  model->load_state_dict(fixture_state("tfm_post"));  // converted to the model's float32
+  const Tensor out = model->forward(fixture_get("tfm_post.src").to(DType::f32), fixture_get("tfm_post.tgt").to(DType::f32),
+                                    {.tgt_mask = Transformer::generate_square_subsequent_mask(4),
+                                     .src_key_padding_mask = mask("tfm_post.src_key_padding_mask"),
+                                     .tgt_key_padding_mask = mask("tfm_post.tgt_key_padding_mask"),
+                                     .memory_key_padding_mask = mask("tfm_post.memory_key_padding_mask")});
   EXPECT_EQ(out.dtype(), DType::f32);
   const double err = fixture_error(out, fixture_get("tfm_post.out"));
   EXPECT_LE(err, 1e-5);
@@ -229,26 +229,26 @@ TEST(Transformer, DefaultsChildrenAndErrors) {
   Generator gen(4);
   Transformer model({.d_model = 4, .nhead = 2, .num_encoder_layers = 1, .num_decoder_layers = 3, .dim_feedforward = 6},
                     gen);
-  EXPECT_EQ(model.encoder->num_layers(), 1);
-  EXPECT_EQ(model.decoder->num_layers(), 3);
-  ASSERT_TRUE(model.encoder->norm && model.decoder->norm);
-  EXPECT_NO_THROW(model.parameter("decoder.layers.2.multihead_attn.out_proj.bias"));
-  EXPECT_NO_THROW(model.parameter("encoder.norm.weight"));
+  EXPECT_EQ(model->encoder->num_layers(), 1);
+  EXPECT_EQ(model->decoder->num_layers(), 3);
+  ASSERT_TRUE(model->encoder->norm && model->decoder->norm);
+  EXPECT_NO_THROW(model->parameter("decoder.layers.2.multihead_attn.out_proj.bias"));
+  EXPECT_NO_THROW(model->parameter("encoder.norm.weight"));
   // xavier_uniform_ re-draws the matrices after the clones: they differ between layers, the
   // biases stay the clones' (equal), as torch's _reset_parameters.
-  EXPECT_NE(model.parameter("decoder.layers.0.linear1.weight").to_vector<float>(),
-            model.parameter("decoder.layers.1.linear1.weight").to_vector<float>());
-  EXPECT_EQ(model.parameter("decoder.layers.0.linear1.bias").to_vector<float>(),
-            model.parameter("decoder.layers.1.linear1.bias").to_vector<float>());
+  EXPECT_NE(model->parameter("decoder.layers.0.linear1.weight").to_vector<float>(),
+            model->parameter("decoder.layers.1.linear1.weight").to_vector<float>());
+  EXPECT_EQ(model->parameter("decoder.layers.0.linear1.bias").to_vector<float>(),
+            model->parameter("decoder.layers.1.linear1.bias").to_vector<float>());
   const Tensor src = Tensor::zeros({5, 2, 4}), tgt = Tensor::zeros({3, 2, 4});
-  EXPECT_EQ(model.forward(src, tgt).shape(), (tg::Shape{3, 2, 4}));
+  EXPECT_EQ(model->forward(src, tgt).shape(), (tg::Shape{3, 2, 4}));
   try {
-    model.forward(src, Tensor::zeros({3, 3, 4}));
+    model->forward(src, Tensor::zeros({3, 3, 4}));
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_TRUE(tg::testing::Contains(e.what(), "Transformer: the batch sizes"));
   }
-  EXPECT_THROW(model.forward(src, Tensor::zeros({3, 2, 5})), std::invalid_argument);
+  EXPECT_THROW(model->forward(src, Tensor::zeros({3, 2, 5})), std::invalid_argument);
   EXPECT_THROW(Transformer({.d_model = 4, .nhead = 2, .num_encoder_layers = 0}, gen), std::invalid_argument);
   const Tensor m = Transformer::generate_square_subsequent_mask(3);
   EXPECT_EQ(m.dtype(), DType::f32);
@@ -259,55 +259,55 @@ TEST(Transformer, DefaultsChildrenAndErrors) {
 TEST(TransformerStacks, ClonesStartEqualAndOwnTheirParameters) {
   Generator gen(5);
   TransformerEncoderLayer proto({.d_model = 4, .nhead = 2, .dim_feedforward = 6}, gen);
-  proto.to(DType::f64);
-  proto.eval();
-  TransformerEncoder encoder(proto, 3, std::make_shared<tg::nn::LayerNorm>(4));
+  proto->to(DType::f64);
+  proto->eval();
+  TransformerEncoder encoder(proto, 3, tg::nn::LayerNorm(4));
   std::vector<std::string> keys;
-  for (const auto& [n, _] : encoder.named_parameters()) keys.push_back(n);
+  for (const auto& [n, _] : encoder->named_parameters()) keys.push_back(n);
   EXPECT_EQ(keys.front(), "layers.0.self_attn.in_proj_weight");
   EXPECT_EQ(keys.back(), "norm.bias");
-  EXPECT_EQ(keys.size(), 3 * proto.named_parameters().size() + 2);
+  EXPECT_EQ(keys.size(), 3 * proto->named_parameters().size() + 2);
   for (std::int64_t i = 0; i < 3; ++i) {
-    const NamedTensors theirs = proto.named_parameters(), ours = encoder.layer(i)->named_parameters();
+    const NamedTensors theirs = proto->named_parameters(), ours = encoder->layer(i)->named_parameters();
     for (std::size_t k = 0; k < ours.size(); ++k) {
       EXPECT_EQ(ours[k].second.dtype(), DType::f64);
       EXPECT_EQ(ours[k].second.to_vector<double>(), theirs[k].second.to_vector<double>()) << ours[k].first;
       EXPECT_FALSE(ours[k].second.shares_storage(theirs[k].second));
     }
-    EXPECT_FALSE(encoder.layer(i)->is_training());  // the prototype's mode
+    EXPECT_FALSE(encoder->layer(i)->is_training());  // the prototype's mode
   }
   TransformerDecoder decoder(small_decoder_layer(gen, false), 2);
-  EXPECT_FALSE(decoder.norm);
-  EXPECT_THROW(decoder.parameter("norm.weight"), std::out_of_range);
+  EXPECT_FALSE(decoder->norm);
+  EXPECT_THROW(decoder->parameter("norm.weight"), std::out_of_range);
   EXPECT_THROW(TransformerDecoder(small_decoder_layer(gen, false), 0), std::invalid_argument);
 }
 
 TEST(TransformerStacks, GradchecksEncoderDecoderAndTransformer) {
   Generator gen(6);
   TransformerEncoderLayer enc_layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6}, gen);
-  TransformerEncoder encoder(enc_layer, 2, std::make_shared<tg::nn::LayerNorm>(4));
-  encoder.to(DType::f64);
-  encoder.eval();
+  TransformerEncoder encoder(enc_layer, 2, tg::nn::LayerNorm(4));
+  encoder->to(DType::f64);
+  encoder->eval();
   const Tensor src = tg::testing::rand64({3, 2, 4}, gen);
   const Tensor pad = Tensor::from_vector(std::vector<std::int64_t>{0, 0, 0, 0, 0, 1}, {2, 3});
-  gradcheck_module(encoder, {src}, [&](const std::vector<Tensor>& in) { return encoder.forward(in[0], Tensor(), pad); });
+  gradcheck_module(*encoder, {src}, [&](const std::vector<Tensor>& in) { return encoder->forward(in[0], Tensor(), pad); });
 
-  TransformerDecoder decoder(small_decoder_layer(gen, true, true), 2, std::make_shared<tg::nn::LayerNorm>(4));
-  decoder.to(DType::f64);
-  decoder.eval();
+  TransformerDecoder decoder(small_decoder_layer(gen, true, true), 2, tg::nn::LayerNorm(4));
+  decoder->to(DType::f64);
+  decoder->eval();
   const Tensor tgt = tg::testing::rand64({2, 3, 4}, gen), memory = tg::testing::rand64({2, 2, 4}, gen);
   const Tensor causal = Transformer::generate_square_subsequent_mask(3, DType::f64);
-  gradcheck_module(decoder, {tgt, memory},
-                   [&](const std::vector<Tensor>& in) { return decoder.forward(in[0], in[1], causal); });
+  gradcheck_module(*decoder, {tgt, memory},
+                   [&](const std::vector<Tensor>& in) { return decoder->forward(in[0], in[1], causal); });
 
   Transformer model({.d_model = 4, .nhead = 2, .num_encoder_layers = 1, .num_decoder_layers = 1, .dim_feedforward = 6,
                      .norm_first = true},
                     gen);
-  model.to(DType::f64);
-  model.eval();
+  model->to(DType::f64);
+  model->eval();
   const Tensor s = tg::testing::rand64({3, 1, 4}, gen), t = tg::testing::rand64({2, 1, 4}, gen);
-  gradcheck_module(model, {s, t}, [&](const std::vector<Tensor>& in) {
-    return model.forward(in[0], in[1], {.tgt_mask = Transformer::generate_square_subsequent_mask(2, DType::f64)});
+  gradcheck_module(*model, {s, t}, [&](const std::vector<Tensor>& in) {
+    return model->forward(in[0], in[1], {.tgt_mask = Transformer::generate_square_subsequent_mask(2, DType::f64)});
   });
 }
 
@@ -319,15 +319,15 @@ TEST(TransformerDecoder, ForwardStepEqualsCausalForward) {
       SCOPED_TRACE(std::string(norm_first ? "norm_first" : "post-norm") + (batch_first ? ", batch_first" : ""));
       Generator gen(7);
       TransformerDecoder decoder(small_decoder_layer(gen, norm_first, batch_first), 2,
-                                 std::make_shared<tg::nn::LayerNorm>(4));
-      decoder.to(DType::f64);
-      decoder.eval();
+                                 tg::nn::LayerNorm(4));
+      decoder->to(DType::f64);
+      decoder->eval();
       const std::int64_t T = 5, N = 2, S = 3, t_axis = batch_first ? 1 : 0;
       const Tensor tgt = Tensor::normal(batch_first ? tg::Shape{N, T, 4} : tg::Shape{T, N, 4}, 0, 1, gen, DType::f64);
       const Tensor memory = Tensor::normal(batch_first ? tg::Shape{N, S, 4} : tg::Shape{S, N, 4}, 0, 1, gen, DType::f64);
       const Tensor memory_pad = Tensor::from_vector(std::vector<std::int64_t>{0, 0, 1, 0, 0, 0}, {N, S});
-      const Tensor full = decoder.forward(tgt, memory, Transformer::generate_square_subsequent_mask(T, DType::f64),
-                                          Tensor(), Tensor(), memory_pad);
+      const Tensor full = decoder->forward(tgt, memory, Transformer::generate_square_subsequent_mask(T, DType::f64),
+                                           Tensor(), Tensor(), memory_pad);
       // One position at a time, then the same with chunks of 2 + 1 + 2 positions; the padding mask
       // as i64 and as bool (PyTorch's), which must block the same key.
       for (const DType pad_dtype : {DType::i64, DType::b8})
@@ -337,7 +337,7 @@ TEST(TransformerDecoder, ForwardStepEqualsCausalForward) {
           std::vector<Tensor> steps;
           std::int64_t start = 0;
           for (const std::int64_t len : chunks) {
-            steps.push_back(decoder.forward_step(tg::narrow(tgt, t_axis, start, len), memory, cache, pad));
+            steps.push_back(decoder->forward_step(tg::narrow(tgt, t_axis, start, len), memory, cache, pad));
             start += len;
             EXPECT_EQ(cache.length(), start);
           }
@@ -348,20 +348,20 @@ TEST(TransformerDecoder, ForwardStepEqualsCausalForward) {
   Generator gen(8);
   TransformerDecoderLayer layer = small_decoder_layer(gen, false);  // training, dropout 0.1
   tg::nn::TransformerDecoderLayerCache cache;
-  EXPECT_THROW(layer.forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache), std::invalid_argument);
-  layer.eval();
-  EXPECT_NO_THROW(layer.forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache));
-  EXPECT_THROW(layer.forward_step(Tensor::zeros({1, 3, 4}), Tensor::zeros({3, 3, 4}), cache), std::invalid_argument);
+  EXPECT_THROW(layer->forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache), std::invalid_argument);
+  layer->eval();
+  EXPECT_NO_THROW(layer->forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache));
+  EXPECT_THROW(layer->forward_step(Tensor::zeros({1, 3, 4}), Tensor::zeros({3, 3, 4}), cache), std::invalid_argument);
   // The in-projection rows were cut at the first step and are kept for the next: self q, k, v, then cross q.
   for (int part = 0; part < 4; ++part) {
-    const auto& mha = part < 3 ? *layer.self_attn : *layer.multihead_attn;
+    const auto& mha = part < 3 ? *layer->self_attn : *layer->multihead_attn;
     const std::int64_t row = part < 3 ? part * 4 : 0;
     ASSERT_TRUE(cache.projection_weights[part].defined()) << part;
     EXPECT_EQ(tg::nn::testing::max_abs_diff(cache.projection_weights[part], tg::narrow(mha.in_proj_weight, 0, row, 4)), 0.0);
     EXPECT_EQ(tg::nn::testing::max_abs_diff(cache.projection_biases[part], tg::narrow(mha.in_proj_bias, 0, row, 4)), 0.0);
   }
   const Tensor kept = cache.projection_weights[0];
-  layer.forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache);
+  layer->forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache);
   EXPECT_EQ(cache.projection_weights[0].data<float>(), kept.data<float>());  // not cut again
 }
 
@@ -370,26 +370,26 @@ TEST(TransformerDecoder, ForwardStepEqualsCausalForward) {
 TEST(PositionalEncoding, SinusoidalTableMatchesTheTutorialAndIsNoParameter) {
   const Tensor want = fixture_get("pe.table");  // (50, 8), float64
   tg::nn::SinusoidalPositionalEncoding pe({.d_model = 8, .max_len = 50, .dropout = 0.0});
-  const double err = fixture_error(pe.pe(), want);
+  const double err = fixture_error(pe->pe(), want);
   EXPECT_LE(err, 1e-15);
   std::cout << "[ fixture  ] pe.table: max abs error vs PyTorch " << err << "\n";
-  EXPECT_TRUE(pe.named_parameters().empty());
+  EXPECT_TRUE(pe->named_parameters().empty());
   EXPECT_EQ(tg::nn::sinusoidal_position_table(3, 5).shape(), (tg::Shape{3, 5}));  // odd d_model
   Generator gen(9);
   // (T, N, E): every batch column gets the same positions; start shifts them.
   const Tensor x = Tensor::normal({4, 2, 8}, 0, 1, gen, DType::f64);
-  const Tensor y = pe.forward(x, 3);
+  const Tensor y = pe->forward(x, 3);
   for (std::int64_t t = 0; t < 4; ++t)
     for (std::int64_t n = 0; n < 2; ++n)
       for (std::int64_t e = 0; e < 8; ++e)
         EXPECT_DOUBLE_EQ(y.at({t, n, e}), x.at({t, n, e}) + want.at({t + 3, e}));
-  EXPECT_EQ(pe.forward(Tensor::zeros({4, 2, 8})).dtype(), DType::f32);
+  EXPECT_EQ(pe->forward(Tensor::zeros({4, 2, 8})).dtype(), DType::f32);
   tg::nn::SinusoidalPositionalEncoding pe_bf({.d_model = 8, .max_len = 50, .batch_first = true});
-  pe_bf.eval();
-  EXPECT_EQ(pe_bf.forward(Tensor::zeros({2, 4, 8}), 1).at({1, 2, 0}), static_cast<float>(want.at({3, 0})));
-  EXPECT_THROW(pe.forward(x, 47), std::invalid_argument);             // 47 + 4 > 50
-  EXPECT_THROW(pe.forward(Tensor::zeros({4, 2, 6})), std::invalid_argument);  // not d_model
-  const auto report = tg::gradcheck([&](const std::vector<Tensor>& in) { return pe.forward(in[0], 1); },
+  pe_bf->eval();
+  EXPECT_EQ(pe_bf->forward(Tensor::zeros({2, 4, 8}), 1).at({1, 2, 0}), static_cast<float>(want.at({3, 0})));
+  EXPECT_THROW(pe->forward(x, 47), std::invalid_argument);             // 47 + 4 > 50
+  EXPECT_THROW(pe->forward(Tensor::zeros({4, 2, 6})), std::invalid_argument);  // not d_model
+  const auto report = tg::gradcheck([&](const std::vector<Tensor>& in) { return pe->forward(in[0], 1); },
                                     {tg::testing::rand64({3, 2, 8}, gen)});
   EXPECT_TRUE(report.ok) << report;
 }
@@ -397,22 +397,22 @@ TEST(PositionalEncoding, SinusoidalTableMatchesTheTutorialAndIsNoParameter) {
 TEST(PositionalEncoding, LearnedEmbeddingAddsRowsAndGradchecks) {
   Generator gen(10);
   tg::nn::LearnedPositionalEmbedding pos({.d_model = 3, .max_len = 6, .dropout = 0.0, .batch_first = true}, gen);
-  ASSERT_EQ(pos.named_parameters().size(), 1u);
-  EXPECT_EQ(pos.named_parameters()[0].first, "weight");
-  EXPECT_EQ(pos.weight.shape(), (tg::Shape{6, 3}));
-  pos.to(DType::f64);
+  ASSERT_EQ(pos->named_parameters().size(), 1u);
+  EXPECT_EQ(pos->named_parameters()[0].first, "weight");
+  EXPECT_EQ(pos->weight.shape(), (tg::Shape{6, 3}));
+  pos->to(DType::f64);
   const Tensor x = tg::testing::rand64({2, 4, 3}, gen);
-  const Tensor y = pos.forward(x, 2);
-  EXPECT_DOUBLE_EQ(y.at({1, 3, 2}), x.at({1, 3, 2}) + pos.weight.at({5, 2}));
-  EXPECT_THROW(pos.forward(x, 3), std::invalid_argument);  // 3 + 4 > 6
-  gradcheck_module(pos, {x}, [&](const std::vector<Tensor>& in) { return pos.forward(in[0], 1); });
+  const Tensor y = pos->forward(x, 2);
+  EXPECT_DOUBLE_EQ(y.at({1, 3, 2}), x.at({1, 3, 2}) + pos->weight.at({5, 2}));
+  EXPECT_THROW(pos->forward(x, 3), std::invalid_argument);  // 3 + 4 > 6
+  gradcheck_module(*pos, {x}, [&](const std::vector<Tensor>& in) { return pos->forward(in[0], 1); });
   // Unbatched (T, E), dropout only in training.
   tg::nn::LearnedPositionalEmbedding drop({.d_model = 3, .max_len = 6, .dropout = 0.5}, gen);
   const Tensor u = Tensor::ones({4, 3});
-  drop.eval();
-  EXPECT_LE(tg::nn::testing::max_abs_diff(drop.forward(u), u + tg::narrow(drop.weight, 0, 0, 4)), 0.0);
-  drop.train();
-  EXPECT_GT(tg::nn::testing::max_abs_diff(drop.forward(u), u + tg::narrow(drop.weight, 0, 0, 4)), 0.0);
+  drop->eval();
+  EXPECT_LE(tg::nn::testing::max_abs_diff(drop->forward(u), u + tg::narrow(drop->weight, 0, 0, 4)), 0.0);
+  drop->train();
+  EXPECT_GT(tg::nn::testing::max_abs_diff(drop->forward(u), u + tg::narrow(drop->weight, 0, 0, 4)), 0.0);
 }
 
 // ---- the feed-forward activation: named (enum) or a callable, as torch's `activation` ----------
@@ -436,15 +436,15 @@ std::vector<std::vector<float>> run_all(const TransformerActivationFn& activatio
   const Tensor tgt = Tensor::normal({2, 2, 4}, 0, 1, gen).requires_grad_();
   TransformerEncoderLayer enc({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0, .activation = activation},
                               gen);
-  record(enc, enc.forward(src), {src});
+  record(*enc, enc->forward(src), {src});
   TransformerDecoderLayer dec({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0, .activation = activation,
                                .norm_first = true},
                               gen);
-  record(dec, dec.forward(tgt, src.detach()), {tgt});
+  record(*dec, dec->forward(tgt, src.detach()), {tgt});
   Transformer model({.d_model = 4, .nhead = 2, .num_encoder_layers = 2, .num_decoder_layers = 1, .dim_feedforward = 6,
                      .dropout = 0.0, .activation = activation},
                     gen);
-  record(model, model.forward(src.detach(), tgt.detach()), {});
+  record(*model, model->forward(src.detach(), tgt.detach()), {});
   return out;
 }
 
@@ -481,9 +481,9 @@ TEST(TransformerActivation, CallableEqualsTheNamedActivationBitwise) {
 
 TEST(TransformerActivation, PrintedAndClonedIntoStacks) {
   Generator gen(12);
-  EXPECT_NE(TransformerEncoderLayer({.d_model = 4, .nhead = 2}, gen).str().find("activation=relu"), std::string::npos);
+  EXPECT_NE(TransformerEncoderLayer({.d_model = 4, .nhead = 2}, gen)->str().find("activation=relu"), std::string::npos);
   EXPECT_NE(TransformerEncoderLayer({.d_model = 4, .nhead = 2, .activation = TransformerActivation::gelu_tanh}, gen)
-                .str()
+                ->str()
                 .find("activation=gelu_tanh"),
             std::string::npos);
   int calls = 0;
@@ -493,10 +493,10 @@ TEST(TransformerActivation, PrintedAndClonedIntoStacks) {
                                    return tg::tanh(x);
                                  }},
                                 gen);
-  EXPECT_NE(proto.str().find("activation=<callable>"), std::string::npos);
+  EXPECT_NE(proto->str().find("activation=<callable>"), std::string::npos);
   TransformerEncoder encoder(proto, 3);
-  encoder.eval();
-  encoder.forward(Tensor::zeros({2, 1, 4}));
+  encoder->eval();
+  encoder->forward(Tensor::zeros({2, 1, 4}));
   EXPECT_EQ(calls, 3);  // each clone calls the user's function
 }
 
@@ -507,9 +507,9 @@ TEST(TransformerActivation, GradchecksWithTanhGeluAndACallable) {
   for (const auto& activation : activations) {
     SCOPED_TRACE(activation.str());
     TransformerEncoderLayer layer({.d_model = 4, .nhead = 2, .dim_feedforward = 6, .activation = activation}, gen);
-    layer.to(DType::f64);
-    layer.eval();
+    layer->to(DType::f64);
+    layer->eval();
     const Tensor src = tg::testing::rand64({3, 2, 4}, gen);
-    gradcheck_module(layer, {src}, [&](const std::vector<Tensor>& in) { return layer.forward(in[0]); });
+    gradcheck_module(*layer, {src}, [&](const std::vector<Tensor>& in) { return layer->forward(in[0]); });
   }
 }

@@ -9,7 +9,7 @@
 int main() {
   tg::Generator gen(0);
   tg::nn::Linear model(4, 2, gen);
-  tg::nn::Adam opt(model.named_parameters(), tg::nn::AdamOptions(0.1));
+  tg::nn::Adam opt(model->named_parameters(), tg::nn::AdamOptions(0.1));
 
   const tg::Tensor x = tg::Tensor::normal({16, 4}, 0, 1, gen);
   const tg::Tensor target = tg::Tensor::normal({16, 2}, 0, 1, gen);
