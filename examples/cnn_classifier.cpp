@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
     // ---- model, optimizer (weight decay on the conv and linear weights only) and schedule -------------------
     SmallCnn model(kClasses, gen);
     nn::NamedTensors decay, no_decay;
-    for (const auto& [name, p] : model->named_parameters())
-      if (p.requires_grad()) (p.dim() >= 2 ? decay : no_decay).emplace_back(name, p);  // skips BN's running stats
+    for (const auto& [name, p] : model->named_parameters())  // BN's running stats are buffers, not here
+      (p.dim() >= 2 ? decay : no_decay).emplace_back(name, p);
     nn::AdamW optimizer({nn::ParamGroup(decay), nn::ParamGroup(no_decay).weight_decay(0.0)},
                         nn::AdamWOptions(3e-3).weight_decay(0.05));
     // The learning rate decays linearly to 0 over the run, one step per batch.

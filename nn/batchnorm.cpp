@@ -14,10 +14,10 @@ BatchNormBase::BatchNormBase(const BatchNormOptions& options) : options_(options
     weight = register_parameter("weight", Tensor::ones({c}));
     bias = register_parameter("bias", Tensor::zeros({c}));
   }
-  if (options_.track_running_stats()) {  // buffers in torch: no gradient
-    running_mean = register_parameter("running_mean", Tensor::zeros({c}), false);
-    running_var = register_parameter("running_var", Tensor::ones({c}), false);
-    num_batches_tracked = register_parameter("num_batches_tracked", Tensor::zeros({}, DType::i64), false);
+  if (options_.track_running_stats()) {
+    running_mean = register_buffer("running_mean", Tensor::zeros({c}));
+    running_var = register_buffer("running_var", Tensor::ones({c}));
+    num_batches_tracked = register_buffer("num_batches_tracked", Tensor::zeros({}, DType::i64));
   }
 }
 

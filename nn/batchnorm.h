@@ -2,10 +2,9 @@
 // BatchNorm1d, BatchNorm2d and GroupNorm as torch.nn's (PyTorch 1.13), through tg::batch_norm and
 // tg::group_norm (autograd/ops_conv.h).
 //
-// tapegrad's Module has no buffers yet, so BatchNorm's running_mean, running_var and
-// num_batches_tracked are registered as parameters that do not require grad: state_dict() lists
-// them with torch's names, in torch's order, and save/load carry them, but named_parameters() and
-// parameters() list them too (torch's do not). Optimizers skip them (they never get a gradient).
+// BatchNorm's running_mean, running_var and num_batches_tracked are buffers, as torch's
+// (Module::register_buffer): state_dict() lists them after weight and bias with torch's names and
+// dtypes, save/load carry them and to() converts the floating ones, but they are not parameters.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,9 +36,9 @@ class BatchNormOptions {
   bool affine_ = true, track_ = true;
 };
 
-/// The shared part of torch's _BatchNorm. State, in torch's state_dict order: "weight" (ones),
-/// "bias" (zeros) when affine; "running_mean" (zeros), "running_var" (ones), "num_batches_tracked"
-/// (int64, 0-dim, 0) when track_running_stats. Training mode normalises with the batch's
+/// The shared part of torch's _BatchNorm. State, in torch's state_dict order: parameters "weight"
+/// (ones), "bias" (zeros) when affine; buffers "running_mean" (zeros), "running_var" (ones),
+/// "num_batches_tracked" (int64, 0-dim, 0) when track_running_stats. Training mode normalises with the batch's
 /// statistics and updates the running ones; eval mode uses the running ones (the batch's when
 /// they are not tracked).
 class BatchNormBase : public Module {
@@ -54,7 +53,7 @@ class BatchNormBase : public Module {
   std::string extra_repr() const override;
 
   Tensor weight, bias;                                   ///< (C); undefined without affine
-  Tensor running_mean, running_var, num_batches_tracked;  ///< undefined without track_running_stats
+  Tensor running_mean, running_var, num_batches_tracked;  ///< buffers; undefined without track_running_stats
 
  protected:
   /// Throws std::invalid_argument naming the layer unless x has a dimension count it accepts.

@@ -101,6 +101,8 @@ void Module::check_new_name(const std::string& name, const char* what) const {
                                 "' (must be non-empty and contain no '.')");
   for (const auto& [n, _] : params_)
     if (n == name) throw std::invalid_argument(std::string(what) + ": '" + name + "' is already a parameter");
+  for (const auto& b : buffers_)
+    if (b.name == name) throw std::invalid_argument(std::string(what) + ": '" + name + "' is already a buffer");
   for (const auto& [n, _] : children_)
     if (n == name) throw std::invalid_argument(std::string(what) + ": '" + name + "' is already a submodule");
 }
@@ -111,6 +113,14 @@ Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool r
   if (!tensor.is_leaf()) tensor = tensor.detach();
   if (requires_grad || tensor.requires_grad()) tensor.requires_grad_(requires_grad);
   params_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+  check_new_name(name, "register_buffer");
+  if (!tensor.defined()) throw std::invalid_argument("register_buffer: '" + name + "' is undefined");
+  if (!tensor.is_leaf() || tensor.requires_grad()) tensor = tensor.detach();
+  buffers_.push_back({name, tensor, persistent});
   return tensor;
 }
 
@@ -138,19 +148,45 @@ void Module::collect_parameters(const std::string& prefix, bool recurse, NamedTe
   for (const auto& [n, child] : children_) child->collect_parameters(prefix + n + ".", true, out);
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
-  NamedTensors all;
-  collect_parameters("", recurse, all);
+void Module::collect_buffers(const std::string& prefix, bool recurse, bool all, NamedTensors& out) const {
+  for (const auto& b : buffers_)
+    if (all || b.persistent) out.emplace_back(prefix + b.name, b.tensor);
+  if (!recurse) return;
+  for (const auto& [n, child] : children_) child->collect_buffers(prefix + n + ".", true, all, out);
+}
+
+void Module::collect_state(const std::string& prefix, NamedTensors& out) const {
+  collect_parameters(prefix, false, out);
+  collect_buffers(prefix, false, false, out);
+  for (const auto& [n, child] : children_) child->collect_state(prefix + n + ".", out);
+}
+
+namespace {
+/// `all` without the entries whose tensor came earlier (under another name).
+NamedTensors first_names(NamedTensors all) {
   NamedTensors out;
   std::unordered_set<const void*> seen;
   for (auto& entry : all)
     if (!entry.second.defined() || seen.insert(entry.second.impl()).second) out.push_back(std::move(entry));
   return out;
 }
+}  // namespace
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors all;
+  collect_parameters("", recurse, all);
+  return first_names(std::move(all));
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors all;
+  collect_buffers("", recurse, true, all);
+  return first_names(std::move(all));
+}
 
 NamedTensors Module::state_dict() const {
   NamedTensors all;
-  collect_parameters("", true, all);
+  collect_state("", all);
   return all;
 }
 
@@ -160,10 +196,26 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
   return out;
 }
 
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [_, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+
 Tensor Module::parameter(const std::string& name) const {
-  for (auto& [n, t] : state_dict())
+  NamedTensors all;
+  collect_parameters("", true, all);
+  for (auto& [n, t] : all)
     if (n == name) return t;
   throw std::out_of_range(this->name() + " has no parameter '" + name + "'");
+}
+
+Tensor Module::buffer(const std::string& name) const {
+  NamedTensors all;
+  collect_buffers("", true, true, all);
+  for (auto& [n, t] : all)
+    if (n == name) return t;
+  throw std::out_of_range(this->name() + " has no buffer '" + name + "'");
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_modules() {
@@ -193,9 +245,11 @@ Module& Module::to(DType dtype) {
     throw std::invalid_argument("Module::to: parameters must stay floating point, got " +
                                 std::string(dtype_name(dtype)));
   NoGradGuard no_grad;
-  for (auto& [n, t] : named_parameters()) {
+  NamedTensors tensors = named_parameters();
+  for (auto& entry : named_buffers()) tensors.push_back(std::move(entry));
+  for (auto& [n, t] : tensors) {
     if (!is_floating(t.dtype()) || t.dtype() == dtype) continue;
-    // In place: every handle to this parameter (members of the module, an optimizer) sees the new
+    // In place: every handle to this tensor (members of the module, an optimizer) sees the new
     // dtype, and the autograd state (requires_grad) is kept.
     t.set_data(t.detach().to(dtype));
   }

@@ -1,7 +1,7 @@
 #pragma once
-// Module: the base of every layer and model, as torch.nn.Module. A module owns named parameters
-// and named submodules, in registration order, and everything generic (hierarchical names,
-// train/eval, dtype conversion, checkpoints, printing) works from that registry.
+// Module: the base of every layer and model, as torch.nn.Module. A module owns named parameters,
+// named buffers and named submodules, in registration order, and everything generic (hierarchical
+// names, train/eval, dtype conversion, checkpoints, printing) works from that registry.
 //
 // Modules are written and held as LibTorch's (nn/module_holder.h): the class is `NameImpl`,
 // TG_MODULE(Name) makes `Name` its holder, and a holder is registered, called and dereferenced
@@ -20,8 +20,8 @@
 //   };
 //   TG_MODULE(Mlp);                  // Mlp mlp(4, 8, gen); mlp(x); mlp->head->weight
 //
-// Parameters are handles: the member `w1` and the registry see the same tensor, and operations on
-// the registry (to(), load()) change that tensor in place, so members never go stale.
+// Parameters and buffers are handles: the member `w1` and the registry see the same tensor, and
+// operations on the registry (to(), load()) change that tensor in place, so members never go stale.
 //
 // Forward hooks (register_forward_pre_hook, register_forward_hook) run when a module is *called*,
 // as PyTorch runs them in __call__ and not in forward(): through a holder, `layer(x)` (see
@@ -113,16 +113,25 @@ class Module {
     add_child(name, module);
     return module;
   }
+  /// Registers `tensor` as buffer `name` (torch's register_buffer): state that is not a parameter,
+  /// such as BatchNorm's running statistics. A buffer never requires grad (a tensor that does is
+  /// detached first), is not in parameters(), is converted by to() when floating, and is in the
+  /// state_dict (saved and loaded) only when `persistent`. Returns the registered handle. Names are
+  /// unique among the module's parameters, buffers and children and contain no '.'.
+  Tensor register_buffer(const std::string& name, Tensor tensor, bool persistent = true);
 
   /// Parameters with hierarchical names ("encoder.rnn.weight_ih_l0"), own parameters first, then
-  /// each child's in registration order: the parameter keys of PyTorch's state_dict (PyTorch also
-  /// lists persistent buffers, such as its tutorial PositionalEncoding's "pe", which have no
-  /// counterpart here and load() reports as unexpected). A tensor registered under several names (a
-  /// submodule registered twice, tied weights) is listed once, under its first name, as PyTorch's
-  /// named_parameters; state_dict() keeps every name.
+  /// each child's in registration order: the parameter keys of PyTorch's state_dict. A tensor
+  /// registered under several names (a submodule registered twice, tied weights) is listed once,
+  /// under its first name, as PyTorch's named_parameters; state_dict() keeps every name.
   NamedTensors named_parameters(bool recurse = true) const;
   /// The tensors of named_parameters(), same order.
   std::vector<Tensor> parameters(bool recurse = true) const;
+  /// Buffers (persistent or not) with hierarchical names, in the order of named_parameters(); a
+  /// tensor registered under several names once, as PyTorch's named_buffers.
+  NamedTensors named_buffers(bool recurse = true) const;
+  /// The tensors of named_buffers(), same order.
+  std::vector<Tensor> buffers(bool recurse = true) const;
   /// This module ("") and every descendant with its qualified name, depth first; a module reachable
   /// under several names is listed once, under its first (as PyTorch's). The pointers are
   /// non-owning and valid while this module lives.
@@ -133,6 +142,8 @@ class Module {
   std::vector<std::shared_ptr<Module>> children() const;
   /// The parameter with qualified name `name`; throws std::out_of_range listing nothing else.
   Tensor parameter(const std::string& name) const;
+  /// The buffer with qualified name `name` (torch's get_buffer); throws std::out_of_range.
+  Tensor buffer(const std::string& name) const;
 
   /// Sets training mode here and in every descendant (dropout etc. read is_training()).
   virtual void train(bool on = true);
@@ -141,8 +152,8 @@ class Module {
   /// Whether this module is in training mode (the default).
   bool is_training() const { return training_; }
 
-  /// Converts every floating parameter to `dtype` in place (same handles, same names; a converted
-  /// parameter's gradient is dropped), e.g. to gradcheck a model in float64. Returns *this.
+  /// Converts every floating parameter and buffer to `dtype` in place (same handles, same names; a
+  /// converted parameter's gradient is dropped), e.g. to gradcheck a model in float64. Returns *this.
   Module& to(DType dtype);
   /// Drops the accumulated gradient of every parameter: zero_grad(set_to_none=True), PyTorch 2.0's
   /// default (1.13's zeroes them in place); dropping saves a pass over every gradient and its
@@ -151,15 +162,16 @@ class Module {
   /// Total number of elements over all parameters (only trainable ones if `trainable_only`).
   std::int64_t num_parameters(bool trainable_only = false) const;
 
-  /// The parameters as a state dict (handles, not copies): every name, a tensor registered under
-  /// several names once under each, as PyTorch's state_dict.
+  /// The parameters and persistent buffers as a state dict (handles, not copies), as PyTorch's: per
+  /// module its parameters, then its persistent buffers, then each child's; every name, a tensor
+  /// registered under several names once under each.
   NamedTensors state_dict() const;
-  /// Copies `entries` into the parameters (converted to each parameter's dtype). Checks every name
-  /// and shape first and throws one std::runtime_error, prefixed by `source`, listing all missing,
-  /// unexpected, duplicated and shape-mismatched entries; nothing is modified unless every check
-  /// passes.
+  /// Copies `entries` into the parameters and persistent buffers (converted to each one's dtype).
+  /// Checks every name and shape first and throws one std::runtime_error, prefixed by `source`,
+  /// listing all missing, unexpected, duplicated and shape-mismatched entries; nothing is modified
+  /// unless every check passes.
   void load_state_dict(const NamedTensors& entries, const std::string& source = "load_state_dict");
-  /// Writes the parameters to a NumPy .npz file (float32 for floating tensors; see serialize.h).
+  /// Writes state_dict() to a NumPy .npz file (float32 for floating tensors; see serialize.h).
   void save(const std::string& path) const;
   /// Reads a .npz checkpoint (written by save() or by np.savez of a PyTorch state_dict).
   void load(const std::string& path);
@@ -194,13 +206,22 @@ class Module {
   void replace_module(const std::string& name, std::shared_ptr<Module> module);
 
  private:
+  struct Buffer {
+    std::string name;
+    Tensor tensor;
+    bool persistent;
+  };
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void check_new_name(const std::string& name, const char* what) const;
   void collect_parameters(const std::string& prefix, bool recurse, NamedTensors& out) const;
+  /// Buffers with qualified names; only persistent ones unless `all`.
+  void collect_buffers(const std::string& prefix, bool recurse, bool all, NamedTensors& out) const;
+  void collect_state(const std::string& prefix, NamedTensors& out) const;
 
   Tensor run_forward_hooks(std::vector<Tensor> inputs, const std::function<Tensor(const std::vector<Tensor>&)>& forward) const;
 
   NamedTensors params_;
+  std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::shared_ptr<ForwardHookRegistry> hooks_;  // null until a hook is registered

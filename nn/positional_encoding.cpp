@@ -57,8 +57,9 @@ SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(const Positio
     : options_(options) {
   check_options(options, "SinusoidalPositionalEncoding");
   dropout = register_module("dropout", Dropout(options.dropout, options.generator));
-  pe64_ = sinusoidal_position_table(options.max_len, options.d_model, DType::f64);
-  pe32_ = pe64_.to(DType::f32);
+  pe_ = register_buffer("pe", sinusoidal_position_table(options.max_len, options.d_model, DType::f64),
+                        /*persistent=*/false);
+  pe32_ = pe_.to(DType::f32);
 }
 
 Tensor SinusoidalPositionalEncodingImpl::forward(const Tensor& x, std::int64_t start) {
@@ -66,7 +67,9 @@ Tensor SinusoidalPositionalEncodingImpl::forward(const Tensor& x, std::int64_t s
   if (x.dtype() != DType::f32 && x.dtype() != DType::f64)
     throw std::invalid_argument(std::string(layer) + ": x must be float32 or float64, got " +
                                 std::string(dtype_name(x.dtype())));
-  return dropout->forward(add_positions(x, x.dtype() == DType::f64 ? pe64_ : pe32_, start, options_, layer));
+  // The buffer in x's dtype; else its float32 copy, or (after to(f32), for a float64 x) a conversion.
+  const Tensor table = x.dtype() == pe_.dtype() ? pe_ : x.dtype() == DType::f32 ? pe32_ : pe_.to(x.dtype());
+  return dropout->forward(add_positions(x, table, start, options_, layer));
 }
 
 std::string SinusoidalPositionalEncodingImpl::extra_repr() const {

@@ -31,9 +31,11 @@ struct PositionalEncodingOptions {
 /// has one more sine column than cosine columns).
 Tensor sinusoidal_position_table(std::int64_t max_len, std::int64_t d_model, DType dtype = DType::f32);
 
-/// Fixed sinusoidal positions. The table is a buffer, not a parameter: it is not in
-/// named_parameters() or the state_dict (the tutorial registers it as buffer "pe"; it is a function
-/// of d_model and max_len, so nothing is lost) and gets no gradient. It follows x's dtype (f32/f64).
+/// Fixed sinusoidal positions. The table is buffer "pe", registered non-persistent: not a parameter
+/// (no gradient) and not in the state_dict, since it is a function of d_model and max_len (the
+/// tutorial's persistent "pe", of shape (max_len, 1, d_model), is an unexpected key to
+/// load_state_dict). The buffer is float64 (exact for float64 inputs) and follows to(); while it is
+/// float64, a float32 input uses a float32 copy made at construction.
 class SinusoidalPositionalEncodingImpl : public Module {
  public:
   using options_type = PositionalEncodingOptions;
@@ -43,8 +45,8 @@ class SinusoidalPositionalEncodingImpl : public Module {
   /// std::invalid_argument when x's last dim is not d_model or the positions exceed max_len.
   Tensor forward(const Tensor& x, std::int64_t start = 0);
   Tensor operator()(const Tensor& x, std::int64_t start = 0) { return forward(x, start); }
-  /// The table, (max_len, d_model), float64.
-  const Tensor& pe() const { return pe64_; }
+  /// The table, buffer "pe": (max_len, d_model), float64 unless to() converted it.
+  const Tensor& pe() const { return pe_; }
   const PositionalEncodingOptions& options() const { return options_; }
   std::string extra_repr() const override;
 
@@ -52,7 +54,8 @@ class SinusoidalPositionalEncodingImpl : public Module {
 
  private:
   PositionalEncodingOptions options_;
-  Tensor pe32_, pe64_;
+  Tensor pe_;    // buffer "pe"
+  Tensor pe32_;  // the float64 table rounded to float32, for float32 inputs while pe_ is float64
 };
 TG_MODULE(SinusoidalPositionalEncoding);
 

@@ -159,8 +159,16 @@ TEST_F(ConvFixture, StateDictNamesAreTorchs) {
                                       "running_var [3] float32", "num_batches_tracked [] int64"}));
   EXPECT_EQ(keys(bn->state_dict()), keys(state_of("bn2d.init")));
   EXPECT_EQ(get("bn2d.init.state.num_batches_tracked").dtype(), DType::i64);
-  // Only weight and bias are trainable.
-  EXPECT_EQ(bn->num_parameters(true), 6);
+  // Only weight and bias are parameters; the running statistics are buffers, as torch's.
+  EXPECT_EQ(names_and_dtypes(bn->named_parameters()),
+            (std::vector<std::string>{"weight [3] float32", "bias [3] float32"}));
+  EXPECT_EQ(names_and_dtypes(bn->named_buffers()),
+            (std::vector<std::string>{"running_mean [3] float32", "running_var [3] float32",
+                                      "num_batches_tracked [] int64"}));
+  EXPECT_EQ(bn->num_parameters(), 6);
+  bn->to(DType::f64);
+  EXPECT_EQ(bn->running_var.dtype(), DType::f64);
+  EXPECT_EQ(bn->num_batches_tracked.dtype(), DType::i64);
 }
 
 // Two training steps from torch's initial state, then eval: outputs, gradients, running statistics.
@@ -263,12 +271,11 @@ TEST(ConvLayers, GradcheckWrtInputAndParameters) {
         return gn(xs[0]);
       },
       {rand64({2, 4, 3}, gen), rand64({4}, gen), rand64({4}, gen)});
-  // BatchNorm2d in training: weight and bias are checked; the running statistics (passed through
-  // unperturbed) change at every call but do not enter a training-mode output.
+  // BatchNorm2d in training: weight and bias are checked; the running statistics (buffers) change
+  // at every call but do not enter a training-mode output.
   nn::BatchNorm2d bn(2);
   bn->to(DType::f64);
   std::vector<Tensor> inb{rand64({3, 2, 2, 2}, gen), rand64({2}, gen, 0.5, 1.5), rand64({2}, gen)};
-  for (const Tensor& t : {bn->running_mean, bn->running_var, bn->num_batches_tracked}) inb.push_back(t.clone());
   EXPECT_GRADCHECK(
       [&](const std::vector<Tensor>& xs) {
         bind_parameters(bn, xs, 1);

@@ -241,6 +241,90 @@ TEST(Module, ToFloat64ConvertsInPlaceKeepingNamesAndHandles) {
   EXPECT_THROW(mlp.to(DType::i64), std::invalid_argument);
 }
 
+// A module with buffers, as torch's register_buffer: a running statistic and a step count
+// (persistent) and a cache (not persistent), beside a child with parameters.
+class WithBuffers : public Module {
+ public:
+  explicit WithBuffers(Generator& gen) {
+    fc = register_module("fc", std::make_shared<Linear>(2, 2, gen));
+    stat = register_buffer("stat", Tensor::zeros({2}));
+    steps = register_buffer("steps", Tensor::zeros({}, DType::i64));
+    cache = register_buffer("cache", Tensor::ones({3}), /*persistent=*/false);
+  }
+  Tensor forward(const Tensor& x) {
+    stat.copy_(stat + 1.0);  // updated in place, as BatchNorm's statistics
+    return fc->forward(x) * 2.0;
+  }
+  std::shared_ptr<Linear> fc;
+  Tensor stat, steps, cache;
+};
+
+TEST(ModuleBuffers, InStateDictWhenPersistentNeverInParameters) {
+  Generator gen(10);
+  WithBuffers m(gen);
+  EXPECT_EQ(names_of(m.named_parameters()), (std::vector<std::string>{"fc.weight", "fc.bias"}));
+  EXPECT_EQ(m.parameters().size(), 2u);
+  EXPECT_EQ(m.num_parameters(), 6);
+  EXPECT_EQ(names_of(m.named_buffers()), (std::vector<std::string>{"stat", "steps", "cache"}));
+  EXPECT_EQ(m.buffers().size(), 3u);
+  EXPECT_TRUE(m.named_buffers(/*recurse=*/false).size() == 3u && m.fc->named_buffers().empty());
+  // torch's order: a module's parameters, then its persistent buffers, then its children's.
+  EXPECT_EQ(names_of(m.state_dict()), (std::vector<std::string>{"stat", "steps", "fc.weight", "fc.bias"}));
+  EXPECT_EQ(m.buffer("steps").dtype(), DType::i64);
+  EXPECT_EQ(m.buffer("cache").impl(), m.cache.impl());
+  EXPECT_THROW(m.buffer("fc.weight"), std::out_of_range);
+  EXPECT_THROW(m.parameter("stat"), std::out_of_range);
+  // Names are shared with parameters and children; a tensor requiring grad is detached.
+  EXPECT_THROW(m.register_buffer("stat", Tensor::zeros({1})), std::invalid_argument);
+  EXPECT_THROW(m.register_buffer("fc", Tensor::zeros({1})), std::invalid_argument);
+  EXPECT_THROW(m.register_parameter("cache", Tensor::zeros({1})), std::invalid_argument);
+  EXPECT_THROW(m.register_buffer("a.b", Tensor::zeros({1})), std::invalid_argument);
+  EXPECT_THROW(m.register_buffer("undefined", Tensor()), std::invalid_argument);
+  const Tensor w = Tensor::ones({2}).requires_grad_();
+  const Tensor b = m.register_buffer("from_leaf", w);
+  EXPECT_FALSE(b.requires_grad());
+  EXPECT_TRUE(w.requires_grad());
+}
+
+TEST(ModuleBuffers, SavedLoadedAndConvertedButNotTrained) {
+  Generator gen(11);
+  WithBuffers a(gen), b(gen);
+  const Tensor x = Tensor::uniform({3, 2}, -1, 1, gen);
+  tg::sum(a.forward(x)).backward();
+  EXPECT_FALSE(a.stat.grad().defined());  // no gradient reaches a buffer
+  tg::nn::SGD opt(a.named_parameters(), tg::nn::SGDOptions(0.1));
+  opt.step();
+  EXPECT_EQ(a.stat.to_vector<float>(), (std::vector<float>{1, 1}));  // the forward's update only
+  a.steps.data<std::int64_t>()[0] = 7;
+  a.cache.copy_(Tensor::full({3}, 5.0));
+  // A state_dict round trip carries the persistent buffers, not the cache.
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(b.stat.to_vector<float>(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(b.steps.to_vector<std::int64_t>(), std::vector<std::int64_t>{7});
+  EXPECT_EQ(b.cache.to_vector<float>(), (std::vector<float>{1, 1, 1}));
+  // A file without a persistent buffer is refused with its name; a non-persistent one is unexpected.
+  tg::nn::NamedTensors no_stat;
+  for (const auto& [n, t] : a.state_dict())
+    if (n != "stat") no_stat.emplace_back(n, t);
+  no_stat.emplace_back("cache", Tensor::ones({3}));
+  try {
+    b.load_state_dict(no_stat, "ck.npz");
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stat"), std::string::npos) << what;
+    EXPECT_NE(what.find("cache"), std::string::npos) << what;
+  }
+  // to(): floating buffers follow, in place (the members see it); integer ones stay.
+  const Tensor stat_handle = a.stat;
+  a.to(DType::f64);
+  EXPECT_EQ(stat_handle.dtype(), DType::f64);
+  EXPECT_EQ(a.cache.dtype(), DType::f64);
+  EXPECT_EQ(a.steps.dtype(), DType::i64);
+  EXPECT_EQ(a.stat.to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_FALSE(a.stat.requires_grad());
+}
+
 TEST(Module, ZeroGradDropsAllGradients) {
   Generator gen(7);
   Mlp mlp(2, 3, 1, gen);

@@ -374,6 +374,20 @@ TEST(PositionalEncoding, SinusoidalTableMatchesTheTutorialAndIsNoParameter) {
   EXPECT_LE(err, 1e-15);
   std::cout << "[ fixture  ] pe.table: max abs error vs PyTorch " << err << "\n";
   EXPECT_TRUE(pe->named_parameters().empty());
+  // A non-persistent buffer: listed, converted by to(), not in the state_dict.
+  ASSERT_EQ(pe->named_buffers().size(), 1u);
+  EXPECT_EQ(pe->named_buffers()[0].first, "pe");
+  EXPECT_EQ(pe->named_buffers()[0].second.impl(), pe->pe().impl());
+  EXPECT_TRUE(pe->state_dict().empty());
+  {
+    tg::nn::SinusoidalPositionalEncoding pe32({.d_model = 8, .max_len = 50, .dropout = 0.0});
+    pe32->eval();
+    const Tensor z = Tensor::zeros({4, 2, 8});
+    const std::vector<float> before = pe32(z).to_vector<float>();
+    pe32->to(DType::f32);
+    EXPECT_EQ(pe32->pe().dtype(), DType::f32);
+    EXPECT_EQ(pe32(z).to_vector<float>(), before);  // rounded once from the float64 table either way
+  }
   EXPECT_EQ(tg::nn::sinusoidal_position_table(3, 5).shape(), (tg::Shape{3, 5}));  // odd d_model
   Generator gen(9);
   // (T, N, E): every batch column gets the same positions; start shifts them.
