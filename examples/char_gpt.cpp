@@ -133,10 +133,14 @@ class GptImpl : public nn::Module {
     for (std::int64_t i = 0; i < c.n_layer; ++i) h->push_back(Block(c, gen));
     ln_f = register_module("ln_f", nn::LayerNorm(c.n_embd));
     lm_head = register_module("lm_head", nn::Linear(c.n_embd, c.vocab_size, gen, /*bias=*/false));
-    for (auto& [name, p] : named_parameters()) {  // nanoGPT's _init_weights: N(0, 0.02) matrices, zero biases
-      if (p.dim() >= 2) nn::init::normal_(p, 0.0, 0.02, gen);
-      else if (name.ends_with("bias")) nn::init::zeros_(p);
-    }
+    apply([&gen](nn::Module& m) {  // nanoGPT's self.apply(self._init_weights)
+      if (auto* linear = dynamic_cast<nn::LinearImpl*>(&m)) {
+        nn::init::normal_(linear->weight, 0.0, 0.02, gen);
+        if (linear->bias.defined()) nn::init::zeros_(linear->bias);
+      } else if (auto* embedding = dynamic_cast<nn::EmbeddingImpl*>(&m)) {
+        nn::init::normal_(embedding->weight, 0.0, 0.02, gen);
+      }
+    });
   }
 
   /// idx (B, T) i64, T <= block_size -> logits (B, T, vocab_size).

@@ -44,13 +44,13 @@ void ModuleDictImpl::set(const std::string& key, std::shared_ptr<Module> module)
 }
 
 bool ModuleDictImpl::contains(const std::string& key) const {
-  for (const auto& [k, _] : named_children())
+  for (const auto& [k, _] : child_entries())
     if (k == key) return true;
   return false;
 }
 
 std::shared_ptr<Module> ModuleDictImpl::operator[](const std::string& key) const {
-  for (const auto& [k, m] : named_children())
+  for (const auto& [k, m] : child_entries())
     if (k == key) return m;
   std::string known;
   for (const auto& k : keys()) known += (known.empty() ? "" : ", ") + k;
@@ -59,7 +59,7 @@ std::shared_ptr<Module> ModuleDictImpl::operator[](const std::string& key) const
 
 std::vector<std::string> ModuleDictImpl::keys() const {
   std::vector<std::string> out;
-  for (const auto& [k, _] : named_children()) out.push_back(k);
+  for (const auto& [k, _] : child_entries()) out.push_back(k);
   return out;
 }
 

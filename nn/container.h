@@ -190,7 +190,8 @@ class ModuleDictImpl : public Module {
     return std::forward<H>(module);
   }
 
-  std::size_t size() const { return named_children().size(); }
+  /// Entries, a module stored under two keys counted twice (as PyTorch's len()).
+  std::size_t size() const { return child_entries().size(); }
   bool empty() const { return size() == 0; }
   bool contains(const std::string& key) const;
   /// The member under `key`; throws std::out_of_range listing the keys.
@@ -204,7 +205,7 @@ class ModuleDictImpl : public Module {
   /// Keys in insertion order.
   std::vector<std::string> keys() const;
   /// (key, module) in insertion order.
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> items() const { return named_children(); }
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> items() const { return child_entries(); }
 
  private:
   void set(const std::string& key, std::shared_ptr<Module> module);

@@ -229,10 +229,30 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   return out;
 }
 
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out;
+  for (auto& [_, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::unordered_set<const Module*> seen;
+  for (const auto& entry : children_)
+    if (seen.insert(entry.second.get()).second) out.push_back(entry);
+  return out;
+}
+
 std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
-  for (auto& [_, c] : children_) out.push_back(c);
+  for (auto& [_, c] : named_children()) out.push_back(c);
   return out;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& child : children()) child->apply(fn);
+  fn(*this);
+  return *this;
 }
 
 void Module::train(bool on) {

@@ -136,10 +136,17 @@ class Module {
   /// under several names is listed once, under its first (as PyTorch's). The pointers are
   /// non-owning and valid while this module lives.
   std::vector<std::pair<std::string, Module*>> named_modules();
-  /// Direct submodules with their (unqualified) names, in registration order.
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
-  /// Direct submodules in registration order.
+  /// The modules of named_modules(), same order (this module first).
+  std::vector<Module*> modules();
+  /// Direct submodules with their (unqualified) names, in registration order; a module registered
+  /// under several names once, under its first (as PyTorch's).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  /// The modules of named_children(), same order.
   std::vector<std::shared_ptr<Module>> children() const;
+  /// Calls fn(m) for every submodule m, children before their parent, then fn(*this), as PyTorch's
+  /// apply (LibTorch's calls fn on the parent first): `model->apply(init_weights)`. A module
+  /// reachable through several parents is visited once per parent, as PyTorch's. Returns *this.
+  Module& apply(const std::function<void(Module&)>& fn);
   /// The parameter with qualified name `name`; throws std::out_of_range listing nothing else.
   Tensor parameter(const std::string& name) const;
   /// The buffer with qualified name `name` (torch's get_buffer); throws std::out_of_range.
@@ -204,6 +211,9 @@ class Module {
   /// Puts `module` in place of the existing child `name`, keeping its position (ModuleDict's
   /// md[key] = m on an existing key). Throws std::invalid_argument if there is no such child.
   void replace_module(const std::string& name, std::shared_ptr<Module> module);
+  /// Every child entry in registration order, a module registered under several names under each
+  /// (ModuleDict counts its keys with it).
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& child_entries() const { return children_; }
 
  private:
   struct Buffer {

@@ -164,6 +164,12 @@ TEST(Container, ClearErrors) {
   } catch (const std::out_of_range& e) {
     EXPECT_STREQ(e.what(), "ModuleDict: no key 'b' (keys: a)");
   }
+  // One module under two keys: two entries (torch's len), one child.
+  dict->insert("b", dict["a"]);
+  EXPECT_EQ(dict->size(), 2u);
+  EXPECT_EQ(dict->keys(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(dict->contains("b"));
+  EXPECT_EQ(dict->named_children().size(), 1u);
   EXPECT_THROW(dict->insert("x.y", ReLU()), std::invalid_argument);
   EXPECT_THROW(dict->insert("", ReLU()), std::invalid_argument);
 }

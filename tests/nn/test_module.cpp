@@ -157,6 +157,28 @@ TEST(Module, TrainEvalRecurse) {
   for (const auto& [n, m] : model.named_modules()) EXPECT_TRUE(m->is_training()) << n;
 }
 
+TEST(Module, ApplyVisitsChildrenBeforeTheirParent) {
+  Generator gen(12);
+  Seq2Seq model(gen);
+  std::vector<std::string> order;
+  Module& self = model.apply([&](Module& m) { order.push_back(m.name()); });
+  EXPECT_EQ(&self, &model);
+  // PyTorch's order: each child's subtree, then the module itself.
+  EXPECT_EQ(order, (std::vector<std::string>{"Embedding", "Rnn", "Encoder", "Embedding", "Rnn", "Linear", "Decoder",
+                                             "Seq2Seq"}));
+  // torch's model.apply(init_weights): zero every Linear's bias.
+  model.apply([](Module& m) {
+    if (auto* linear = dynamic_cast<Linear*>(&m)) tg::nn::init::zeros_(linear->bias);
+  });
+  for (float b : model.decoder->dense->bias.to_vector<float>()) EXPECT_EQ(b, 0.0f);
+  // modules(): this module first, then named_modules()'s order.
+  std::vector<std::string> names;
+  for (Module* m : model.modules()) names.push_back(m->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"Seq2Seq", "Encoder", "Embedding", "Rnn", "Decoder", "Embedding", "Rnn",
+                                             "Linear"}));
+  EXPECT_EQ(model.modules().front(), &model);
+}
+
 TEST(Module, NumParameters) {
   Generator gen(5);
   Seq2Seq model(gen);
@@ -192,6 +214,13 @@ TEST(Module, SharedParametersAreListedOnceAndSavedUnderEveryName) {
   EXPECT_EQ(m.num_parameters(), 6);
   EXPECT_EQ(m.parameters().size(), 2u);
   EXPECT_EQ(m.named_modules().size(), 2u);  // "" and "a"
+  // named_children() lists the twice-registered child once (torch's), and apply visits it once.
+  ASSERT_EQ(m.named_children().size(), 1u);
+  EXPECT_EQ(m.named_children()[0].first, "a");
+  EXPECT_EQ(m.children().size(), 1u);
+  int visits = 0;
+  m.apply([&](Module&) { ++visits; });
+  EXPECT_EQ(visits, 2);
   EXPECT_NO_THROW(tg::nn::SGD(m.named_parameters(), tg::nn::SGDOptions(0.1)));
   EXPECT_EQ(m.parameter("b.weight").impl(), m.a->weight.impl());
   // clip_grad_norm sees the shared gradient once: norm of (3, 4) is 5, scaled once to norm 1.

@@ -205,6 +205,31 @@ TEST(ModuleHolder, CallRunsForwardHooks) {
   EXPECT_EQ(firsts, (std::vector<double>{1.0, 10.0}));
 }
 
+TEST(ModuleHolder, TrainEvalAndApplyReachEveryModuleThroughHolders) {
+  Generator gen(5);
+  // A user module holding a ModuleList that holds a Sequential with a Dropout.
+  Net net(gen);
+  nn::ModuleList blocks = net->register_module("blocks", nn::ModuleList());
+  nn::Dropout drop(0.5);
+  blocks->push_back(nn::Sequential(nn::Linear(3, 3, gen), drop));
+  auto modes = [&] {
+    std::vector<bool> out;
+    net->apply([&](nn::Module& m) { out.push_back(m.is_training()); });
+    return out;
+  };
+  const std::size_t count = net->modules().size();
+  EXPECT_EQ(count, 9u);  // net, block, fc, gate, head, blocks, the Sequential, its Linear, the Dropout
+  EXPECT_EQ(modes(), std::vector<bool>(count, true));
+  net->eval();
+  EXPECT_EQ(modes(), std::vector<bool>(count, false));
+  EXPECT_FALSE(drop->is_training());
+  blocks->train();  // a subtree only
+  EXPECT_FALSE(net->is_training());
+  EXPECT_TRUE(drop->is_training());
+  net->train();
+  EXPECT_EQ(modes(), std::vector<bool>(count, true));
+}
+
 TEST(ModuleHolder, ModuleWithoutDefaultConstructorNeedsNullptr) {
   static_assert(std::is_constructible_v<nn::Linear, std::nullptr_t>);
   static_assert(std::is_convertible_v<nn::Linear, std::shared_ptr<nn::Module>>);
