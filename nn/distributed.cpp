@@ -109,7 +109,10 @@ DistributedDataParallel::DistributedDataParallel(NamedTensors params, const DDPO
     params_.push_back(std::move(p));
   }
   if (options.broadcast_parameters())
-    for (auto& p : params_) dist::broadcast(p.tensor, 0);
+    for (auto& p : params_) {
+      dist::broadcast(p.tensor, 0);
+      autograd::increment_version(p.tensor);  // written in place (autocast's weight cache reads the version)
+    }
   // Buckets in reverse registration order (backward reaches the last layers first), one dtype each.
   for (std::size_t k = params_.size(); k-- > 0;) {
     Param& p = params_[k];

@@ -26,6 +26,7 @@ template <class F> void fill_with(Tensor& t, const char* who, F&& f) {
     T* p = t.data<T>();
     for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(f(i));
   });
+  autograd::increment_version(t);  // an in-place write, as torch's init (autocast's weight cache reads it)
 }
 
 }  // namespace

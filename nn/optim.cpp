@@ -433,6 +433,9 @@ void SGD::step() {
           });
         });
       });
+      // Written through data<T>(): bumped as torch's in-place update does, so a backward through a
+      // graph that saved p before this step throws, and autocast's bf16 copy of p is renewed.
+      autograd::increment_version(p);
     }
   });
 }
@@ -525,6 +528,7 @@ void Adam::step() {
           else adam_kernel<T, true, false>(pp + b, pg, pm + b, pv + b, e - b, s);
         });
       });
+      autograd::increment_version(p);  // as in SGD::step
     }
   });
 }

@@ -63,6 +63,7 @@ void WeightEma::swap() {
     Tensor p = params_[k].second;
     if (p.dtype() == DType::f32) swap_values(e.data<float>(), p.data<float>(), p.numel());
     else swap_values(e.data<double>(), p.data<double>(), p.numel());
+    autograd::increment_version(p);  // written in place: autocast's bf16 copy of p must be renewed
   }
 }
 

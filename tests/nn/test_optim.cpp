@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "autograd/ops_reduce.h"
 #include "autograd/parallel.h"
 #include "autograd/random.h"
+#include "autograd/tape.h"
 #include "nn/optim.h"
 #include "nn/serialize.h"
 #include "nn/utils.h"
@@ -245,6 +247,33 @@ TEST(Optim, ParametersWithoutGradAreSkipped) {
   for (const auto& [k, _] : adam.state_dict()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"optimizer.exp_avg.0", "optimizer.exp_avg_sq.0", "optimizer.step.0",
                                             "optimizer.step"}));
+}
+
+// A step writes each parameter it updates in place and bumps its version, as torch's p.add_(...):
+// a backward through a graph that saved a parameter before the step throws torch's error, and
+// a parameter without a gradient (skipped) keeps its version.
+TEST(Optim, StepBumpsVersionsSoAStaleBackwardThrows) {
+  const std::string expected =
+      "one of the variables needed for gradient computation has been modified by an inplace operation: input 1 "
+      "of 'matmul' (float64 [2, 1]) is at version 1; expected version 0 instead. The backward of 'matmul' reads "
+      "it: change a clone() of it, or change it after backward";
+  for (const char* name : {"SGD", "Adam", "AdamW"}) {
+    const Tensor x = Tensor::from_values({1, 2}, {1, 2}, DType::f64).requires_grad_();
+    Tensor w = Tensor::from_values({3, 4}, {2, 1}, DType::f64).requires_grad_();
+    Tensor unused = Tensor::ones({2}, DType::f64).requires_grad_();
+    const std::vector<Tensor> params{w, unused};
+    std::unique_ptr<tg::nn::Optimizer> opt;
+    if (name == std::string("SGD")) opt = std::make_unique<tg::nn::SGD>(params, SGDOptions(0.1).momentum(0.9));
+    else if (name == std::string("Adam")) opt = std::make_unique<tg::nn::Adam>(params, AdamOptions(0.1));
+    else opt = std::make_unique<tg::nn::AdamW>(params, AdamOptions(0.1));
+    const Tensor y = tg::sum(tg::matmul(x, w));  // saves w for x's gradient
+    y.backward(Tensor(), true);
+    opt->step();
+    EXPECT_EQ(w._version(), 1u) << name;
+    EXPECT_EQ(unused._version(), 0u) << name;
+    EXPECT_EQ(error_of<std::runtime_error>([&] { y.backward(); }), expected) << name;
+    tg::tape::reset();
+  }
 }
 
 TEST(Optim, ClipGradNorm) {
