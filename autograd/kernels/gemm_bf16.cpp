@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "autograd/cpu.h"
 #include "autograd/kernels/gemm.h"
@@ -31,17 +33,35 @@ class Scratch {
   Scratch(int slot, std::size_t n) : p_(get(slot, n)) {}
   template <class T> T* as() const { return static_cast<T*>(p_); }
 
- private:
   struct Slots {
     void* p[4] = {};
     std::size_t bytes[4] = {};
+    Slots() = default;
+    Slots(const Slots&) = delete;
+    Slots& operator=(const Slots&) = delete;
     ~Slots() {
       for (int i = 0; i < 4; ++i)
         if (p[i]) memory::deallocate(p[i], bytes[i]);
     }
   };
+  /// While alive, Scratch on this thread uses `slots` (a task's own, see for_each_entry) instead
+  /// of the thread's.
+  class Lease {
+   public:
+    explicit Lease(Slots& slots) : prev_(t_lease) { t_lease = &slots; }
+    ~Lease() { t_lease = prev_; }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+
+   private:
+    Slots* prev_;
+  };
+
+ private:
+  static inline thread_local Slots* t_lease = nullptr;
   static void* get(int slot, std::size_t n) {
-    thread_local Slots slots;
+    thread_local Slots own;
+    Slots& slots = t_lease ? *t_lease : own;
     if (slots.bytes[slot] < n) {
       if (slots.p[slot]) memory::deallocate(slots.p[slot], slots.bytes[slot]);
       slots.p[slot] = nullptr, slots.bytes[slot] = 0;
@@ -51,6 +71,23 @@ class Scratch {
   }
   void* p_;
 };
+
+/// entry(i) for i < batch (serial products), in a fixed number of tasks of consecutive entries on
+/// the threads. Each task's scratch belongs to the calling thread, not to the thread that happens to
+/// run the task: with thread-local scratch, a worker that took no entry in the first steps (a
+/// busy core) grew its own scratch in a later one, so a steady training step still allocated.
+template <class F> void for_each_entry(std::int64_t batch, F&& entry) {
+  thread_local std::vector<std::unique_ptr<Scratch::Slots>> sets;
+  const std::int64_t tasks = std::min<std::int64_t>(batch, 4 * std::int64_t{tg::num_threads()});
+  while (static_cast<std::int64_t>(sets.size()) < tasks) sets.push_back(std::make_unique<Scratch::Slots>());
+  auto* mine = &sets;  // the caller's: a thread_local named in the tasks would be the worker's
+  parallel_for(tasks, 1, [&, mine](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const Scratch::Lease lease(*(*mine)[static_cast<std::size_t>(t)]);
+      for (std::int64_t i = batch * t / tasks; i < batch * (t + 1) / tasks; ++i) entry(i);
+    }
+  });
+}
 
 /// from_float on 8 floats (bit-identical), as 8 uint16 in the low 128 bits.
 inline __m128i convert8(__m256 x) {
@@ -508,9 +545,7 @@ void gemm_batched(bool trans_a, bool trans_b, std::int64_t batch, std::int64_t M
     if (stride_c == 0 || big || tg::num_threads() <= 1)
       for (std::int64_t i = 0; i < batch; ++i) entry(i, big);
     else
-      parallel_for(batch, 1, [&](std::int64_t i0, std::int64_t i1) {
-        for (std::int64_t i = i0; i < i1; ++i) entry(i, false);
-      });
+      for_each_entry(batch, [&](std::int64_t i) { entry(i, false); });
     return;
   }
   auto entry = [&](std::int64_t i, bool parallel) {
@@ -522,9 +557,7 @@ void gemm_batched(bool trans_a, bool trans_b, std::int64_t batch, std::int64_t M
   if (stride_c == 0 || big || tg::num_threads() <= 1 || batch == 1)
     for (std::int64_t i = 0; i < batch; ++i) entry(i, big);
   else
-    parallel_for(batch, 1, [&](std::int64_t i0, std::int64_t i1) {
-      for (std::int64_t i = i0; i < i1; ++i) entry(i, false);
-    });
+    for_each_entry(batch, [&](std::int64_t i) { entry(i, false); });
 }
 
 void gemm_reference(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
