@@ -3,8 +3,7 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstring>
-#include <mutex>
+#include <memory>
 #include <vector>
 
 #include "autograd/kernels/bf16_weights.h"
@@ -15,63 +14,63 @@ namespace tg::autocast {
 
 namespace {
 
-constexpr int kSamples = 16;
-
-/// One cached weight in one orientation. Valid while its storage lives at the same address, no
-/// backward has accumulated into the weight's gradient since it was packed (the hook sets
-/// `stale`), and the sampled elements are unchanged.
+/// One cached weight in one orientation. Valid while its storage lives at the same address and the
+/// storage's version counter (every write to a weight bumps it: in-place ops, copy_, fill_, the
+/// optimizers, nn::init, the EMA swap; see autocast.h) is the one it was packed at. No
+/// post-accumulate-grad hook is needed: an optimizer step bumps the version itself.
 struct Entry {
   std::weak_ptr<Storage> storage;
   const void* data = nullptr;
   std::int64_t K = 0, N = 0, ldb = 0;
   bool trans = false;
-  std::shared_ptr<const kernels::bf16::PackedB> packed;
+  std::uint32_t version = 0;
+  std::shared_ptr<kernels::bf16::PackedB> packed;
   std::shared_ptr<kernels::bf16::LazyPacked> other;
-  std::shared_ptr<std::atomic<bool>> stale = std::make_shared<std::atomic<bool>>(false);
-  HookHandle hook;
-  std::uint32_t samples[kSamples] = {};
 };
 
 struct State {
   bool enabled = false;
   bool cache = true;
-  int depth = 0;  // Guards open on this thread, enabled or not (the cache lives while > 0)
+  int depth = 0;  // Guards open on this thread, enabled or not
   std::vector<Entry> entries;
   std::int64_t hits = 0, packs = 0;
 };
 
 thread_local State t_state;
 
-/// Each thread's cache registers its own hook on a shared parameter (the decoders' worker threads
-/// each open a Guard), and a parameter's hook list is not thread-safe: registering and removing
-/// cache hooks is serialised here. Rare: once per weight per outermost Guard.
-std::mutex g_hook_mutex;
-
-void remove_hook(HookHandle& hook) {
-  std::lock_guard lock(g_hook_mutex);
-  hook.remove();
-}
-
-void sample(const Tensor& w, std::uint32_t* out) {
-  const float* p = w.data<float>();
-  const std::int64_t n = w.numel();
-  for (int s = 0; s < kSamples; ++s) {
-    const std::int64_t i = n <= 1 ? 0 : s * (n - 1) / (kSamples - 1);
-    std::memcpy(&out[s], p + (n == 0 ? 0 : i), n == 0 ? 0 : 4);
-  }
+/// True when `p` is held by the entry alone. A step's graph holds `other` until the graph is
+/// freed; while it is held (a retained graph), the entry gets new objects and the graph keeps
+/// reading the old ones. The fence pairs with the other holders' release of their reference, so
+/// their reads happen before our writes.
+template <class T> bool sole_owner(const std::shared_ptr<T>& p) {
+  if (!p || p.use_count() != 1) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
 }
 
 void pack_into(Entry& e, const Tensor& w) {
-  // The old copies go back to the caching allocator first, so that the new ones reuse their blocks
-  // (a step's graph, which may hold them, is gone by the next step's forward).
-  e.packed.reset();
-  e.other.reset();
-  e.packed = std::make_shared<const kernels::bf16::PackedB>(
-      kernels::bf16::pack_b(e.trans, e.K, e.N, w.data<float>(), e.ldb));
-  e.other = std::make_shared<kernels::bf16::LazyPacked>();
-  e.stale->store(false, std::memory_order_relaxed);
-  sample(w, e.samples);
+  using kernels::bf16::LazyPacked;
+  using kernels::bf16::PackedB;
+  e.version = w._version();
+  // Renewed in place when nobody else holds the old copies: a training step then allocates nothing.
+  if (sole_owner(e.packed)) {
+    kernels::bf16::pack_b(e.trans, e.K, e.N, w.data<float>(), e.ldb, *e.packed);
+  } else {
+    e.packed.reset();  // back to the caching allocator first, so that the new copy may reuse its block
+    e.packed = std::make_shared<PackedB>(kernels::bf16::pack_b(e.trans, e.K, e.N, w.data<float>(), e.ldb));
+  }
+  if (sole_owner(e.other)) {
+    e.other->reset();
+  } else {
+    e.other.reset();
+    e.other = std::make_shared<LazyPacked>();
+  }
   ++t_state.packs;
+}
+
+/// Drops the entries whose weight's buffer was freed (their copies can never be used again).
+void drop_dead_entries() {
+  std::erase_if(t_state.entries, [](const Entry& e) { return e.storage.expired(); });
 }
 
 }  // namespace
@@ -92,17 +91,14 @@ Guard::Guard(Precision precision, bool enabled, bool cache_enabled)
 Guard::~Guard() {
   t_state.enabled = prev_enabled_;
   t_state.cache = prev_cache_;
-  if (--t_state.depth == 0) clear_cache();
+  if (--t_state.depth == 0) drop_dead_entries();
 }
 
 bool is_enabled() { return t_state.enabled; }
 bool bf16_hardware() { return kernels::bf16::hardware(); }
 const char* bf16_path() { return kernels::bf16::path_name(kernels::bf16::default_path()); }
 
-void clear_cache() {
-  for (Entry& e : t_state.entries) remove_hook(e.hook);
-  t_state.entries.clear();
-}
+void clear_cache() { t_state.entries.clear(); }
 
 CacheStats cache_stats() {
   CacheStats s;
@@ -133,27 +129,14 @@ CachedWeight cached_weight(const Tensor& w, bool trans_b, std::int64_t K, std::i
   for (Entry& e : st.entries) {
     if (e.data != data || e.K != K || e.N != N || e.ldb != ldb || e.trans != trans_b) continue;
     if (e.storage.lock().get() != storage) continue;  // the address now belongs to another buffer
-    std::uint32_t now[autocast::kSamples];
-    autocast::sample(w, now);
-    if (e.stale->load(std::memory_order_relaxed) || std::memcmp(now, e.samples, sizeof now) != 0)
-      autocast::pack_into(e, w);
-    else
-      ++st.hits;
+    if (w._version() != e.version) autocast::pack_into(e, w);
+    else ++st.hits;
     return {e.packed, e.other};
   }
-  std::erase_if(st.entries, [](Entry& e) {
-    if (!e.storage.expired()) return false;
-    autocast::remove_hook(e.hook);
-    return true;
-  });
+  autocast::drop_dead_entries();
   Entry e;
   e.storage = w.impl()->storage;
   e.data = data, e.K = K, e.N = N, e.ldb = ldb, e.trans = trans_b;
-  {
-    std::lock_guard lock(autocast::g_hook_mutex);
-    e.hook = Tensor(w).register_post_accumulate_grad_hook(
-        [stale = e.stale](Tensor&) { stale->store(true, std::memory_order_relaxed); });
-  }
   autocast::pack_into(e, w);
   st.entries.push_back(std::move(e));
   return {st.entries.back().packed, st.entries.back().other};

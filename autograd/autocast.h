@@ -19,9 +19,17 @@ enum class Precision : std::uint8_t { f32, bf16 };
 /// restoring the previous state on exit; `enabled = false` (or Precision::f32) turns autocast off
 /// inside an enabled scope. Other threads are unaffected (thread-local, as torch's), including
 /// the threads of tg::run_tasks, whose tasks open their own Guard when they need one.
-/// With `cache_enabled`, a parameter's bf16 copy is made once and kept until the outermost Guard of
-/// the thread exits (torch's weight cast cache), or until a backward accumulates into that
-/// parameter's gradient (so an optimizer step is always seen), or until clear_cache().
+/// With `cache_enabled`, a parameter's bf16 copy is made once and reused for as long as the
+/// parameter keeps its buffer and that buffer's version counter (Tensor::_version()) is unchanged:
+/// an optimizer step, copy_, fill_ or any in-place op bumps it, and the next product repacks the
+/// copy, into its old buffer when nothing else holds that (a steady training step allocates
+/// nothing). Unlike torch's cast cache, the copies outlive the outermost Guard (so the next step
+/// or decoding call packs nothing unless a weight changed); a thread keeps them until
+/// clear_cache(), until the weight's buffer is freed (dropped when the outermost Guard exits),
+/// or until the thread exits.
+/// Code that writes a weight's elements through data<T>() must call
+/// tg::autograd::increment_version(weight) afterwards, as torch requires in-place writes to go
+/// through its ops: the cache cannot see such a write otherwise.
 class Guard {
  public:
   explicit Guard(Precision precision = Precision::bf16, bool enabled = true, bool cache_enabled = true);
@@ -41,10 +49,8 @@ bool bf16_hardware();
 /// The kernel path bf16 products take on this machine, for logs and --version lines.
 const char* bf16_path();
 
-/// Drops this thread's cached bf16 weights. Call it after changing a parameter's elements in place
-/// inside a Guard other than through backward + optimizer (copy_, fill_, writing through data()):
-/// the cache notices a new buffer (set_data) and most whole-tensor rewrites (it compares 16 sampled
-/// elements), but not a change confined to unsampled elements.
+/// Drops this thread's cached bf16 weights (their memory goes back to the caching allocator).
+/// Never needed for correctness when every write bumps the weight's version (see Guard).
 void clear_cache();
 
 struct CacheStats {

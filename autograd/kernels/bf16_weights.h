@@ -1,5 +1,6 @@
 #pragma once
 // Internal: the bf16 weight cache of autocast (autograd/autocast.cpp), for the matrix-product ops.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -14,13 +15,26 @@ bool autocast_applies(const Tensor& a, const Tensor& b);
 
 /// A weight's other orientation, packed on first use (by a backward) and shared by every product
 /// recorded with the same cached weight (a GRU's W_hh at each time step packs it once).
-struct LazyPacked {
-  std::once_flag once;
-  PackedB packed;
+class LazyPacked {
+ public:
   const PackedB& get(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb) {
-    std::call_once(once, [&] { packed = pack_b(trans_b, K, N, B, ldb); });
-    return packed;
+    if (!ready_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(mutex_);  // backward tasks on other threads may ask at once
+      if (!ready_.load(std::memory_order_relaxed)) {
+        pack_b(trans_b, K, N, B, ldb, packed_);  // into the buffer of the packing before a reset()
+        ready_.store(true, std::memory_order_release);
+      }
+    }
+    return packed_;
   }
+  /// Forgets the packing (the weight changed) but keeps its buffer for the next get(). Only while
+  /// nobody else holds this object.
+  void reset() { ready_.store(false, std::memory_order_relaxed); }
+
+ private:
+  std::mutex mutex_;
+  std::atomic<bool> ready_{false};
+  PackedB packed_;
 };
 
 struct CachedWeight {

@@ -500,13 +500,20 @@ const char* path_name(Path path) {
 }
 
 PackedB pack_b(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb) {
-  PackedB P = make_packed(K, N, nullptr);
-  std::size_t bytes = 0;
-  void* block = memory::allocate_at_least(std::max<std::size_t>(P.bytes(), 64), &bytes);
-  P.owner = std::shared_ptr<void>(block, [bytes](void* p) { memory::deallocate(p, bytes); });
-  P.data = static_cast<std::uint16_t*>(block);
-  pack_b_into(trans_b, K, N, B, ldb, P, is_parallel(1, N, K * 64));
+  PackedB P;
+  pack_b(trans_b, K, N, B, ldb, P);
   return P;
+}
+
+void pack_b(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb, PackedB& P) {
+  if (!(P.owner && P.K == K && P.N == N)) {
+    P = make_packed(K, N, nullptr);
+    std::size_t bytes = 0;
+    void* block = memory::allocate_at_least(std::max<std::size_t>(P.bytes(), 64), &bytes);
+    P.owner = std::shared_ptr<void>(block, [bytes](void* p) { memory::deallocate(p, bytes); });
+    P.data = static_cast<std::uint16_t*>(block);
+  }
+  pack_b_into(trans_b, K, N, B, ldb, P, is_parallel(1, N, K * 64));
 }
 
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,

@@ -53,6 +53,10 @@ struct PackedB {
 };
 /// trans_b: B stored (N, K) with leading dimension ldb (a linear layer's weight); else (K, N).
 PackedB pack_b(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb);
+/// The same into `P`, reusing its buffer when P holds a packing of the same K and N (no
+/// allocation: the weight cache renews a copy this way after each optimizer step); else P gets a new
+/// buffer. Nobody may read P meanwhile.
+void pack_b(bool trans_b, std::int64_t K, std::int64_t N, const float* B, std::int64_t ldb, PackedB& P);
 
 /// C = op(A) op(B) + beta C (+ bias on every row, length N, optional), with A and B rounded to bf16
 /// and every sum accumulated in float32. Same conventions as kernels::gemm (row-major; trans_a: A

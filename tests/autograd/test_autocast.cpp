@@ -1,5 +1,6 @@
 // Autocast (autograd/autocast.h): the products under a Guard against float32, forward and backward,
-// within the bound of bf16 rounding; scoping, nesting and threads; the weight cache never stale.
+// within the bound of bf16 rounding; scoping, nesting and threads; the weight cache renewed exactly
+// when a weight changed.
 //
 // The bound: rounding an operand to bf16 (8 significant bits, round to nearest even) changes it by
 // at most 2^-8 relative, so a product of two rounded operands is off by at most 2^-7 + 2^-16
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
+#include "autograd/kernels/bf16_weights.h"
 #include "autograd/kernels/gemm_bf16.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
@@ -28,6 +30,7 @@
 #include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
+#include "nn/optim.h"
 
 using namespace tg;
 
@@ -181,6 +184,7 @@ std::vector<float> fresh_linear(const Tensor& x, const Tensor& w) {
 }
 
 TEST(AutocastCache, ReusesAWeightAndGivesTheSameBits) {
+  autocast::clear_cache();  // the copies of earlier tests' weights
   Generator gen(14);
   const Tensor x = Tensor::normal({5, 40}, 0, 1, gen);
   Tensor w = Tensor::normal({70, 40}, 0, 1, gen).requires_grad_();
@@ -196,9 +200,8 @@ TEST(AutocastCache, ReusesAWeightAndGivesTheSameBits) {
   EXPECT_EQ(y1, fresh_linear(x, w));
 }
 
-// The decoders' worker threads each open a Guard over one model, so every thread's cache hooks
-// the same parameters; TSan found those hook registrations racing (fixed: autocast.cpp serialises
-// them). Run under scripts/sanitize.sh thread to see a race; here the results must also agree.
+// The decoders' worker threads each open a Guard over one model: each thread keeps its own copy
+// of the shared parameter, and every thread's results agree.
 TEST(AutocastCache, ThreadsWithTheirOwnGuardsShareAParameter) {
   Generator gen(16);
   const Tensor x = Tensor::normal({3, 40}, 0, 1, gen);
@@ -214,56 +217,152 @@ TEST(AutocastCache, ThreadsWithTheirOwnGuardsShareAParameter) {
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
       for (int r = 0; r < kRounds; ++r) {
-        autocast::Guard on;  // outermost on this thread: registers, uses and removes its hook
+        autocast::Guard on;  // outermost on this thread
         agreed[t] += linear(x, w).to_vector<float>() == expected;
       }
     });
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(agreed[t], kRounds) << "thread " << t;
+  autocast::clear_cache();
 }
 
-TEST(AutocastCache, TheOutermostScopeClearsIt) {
+// The copies outlive the Guard (the next step or decoding call packs nothing); a weight's copy goes
+// when the weight's buffer is freed (at the outermost Guard's exit) or at clear_cache().
+TEST(AutocastCache, OutlivesTheGuardUntilTheWeightIsFreed) {
+  autocast::clear_cache();
+  NoGradGuard no_grad;  // no graph holds the weights (decoding)
   Generator gen(15);
+  const Tensor x = Tensor::normal({6, 8}, 0, 1, gen);
   Tensor w = Tensor::normal({8, 8}, 0, 1, gen).requires_grad_();
+  Tensor v = Tensor::normal({8, 8}, 0, 1, gen).requires_grad_();
+  const auto s0 = autocast::cache_stats();
   {
     autocast::Guard on;
-    linear(Tensor::normal({2, 8}, 0, 1, gen), w);
+    linear(x, w);
+    linear(x, v);
     { autocast::Guard inner(autocast::Precision::bf16, false); }
-    EXPECT_EQ(autocast::cache_stats().entries, 1);
+    EXPECT_EQ(autocast::cache_stats().entries, 2);
   }
+  EXPECT_EQ(autocast::cache_stats().entries, 2);
+  {
+    autocast::Guard on;
+    linear(x, w);
+    const auto s1 = autocast::cache_stats();
+    EXPECT_EQ(s1.packs - s0.packs, 2);  // w and v once each: the second Guard reused w's copy
+    EXPECT_EQ(s1.hits - s0.hits, 1);
+    v = Tensor();  // v's buffer is freed
+  }
+  EXPECT_EQ(autocast::cache_stats().entries, 1);
+  autocast::clear_cache();
   EXPECT_EQ(autocast::cache_stats().entries, 0);
 }
 
-// A weight changed in place must never leave a stale copy: after backward (an optimizer step may
-// follow), after set_data, after a whole-tensor copy_, after clear_cache().
-TEST(AutocastCache, InPlaceUpdatesAreSeen) {
+// A weight changed in place must never leave a stale copy, and an unchanged one is never repacked:
+// the copy is renewed exactly when the weight's version changed (an optimizer step, copy_, an
+// in-place op, a write through data() announced with increment_version) or its buffer did
+// (set_data), and the renewed copy gives the bits of a fresh packing.
+TEST(AutocastCache, RenewedExactlyWhenTheWeightChanges) {
+  autocast::clear_cache();
   Generator gen(16);
   const Tensor x = Tensor::normal({6, 40}, 0, 1, gen);
   Tensor w = Tensor::normal({50, 40}, 0, 1, gen).requires_grad_();
+  nn::SGD sgd(std::vector<Tensor>{w}, nn::SGDOptions(0.1));
   autocast::Guard on;
-  // An optimizer-like update of one element the cache does not sample (index 1), after backward.
-  sum(linear(x, w)).backward();
-  w.data<float>()[1] += 0.75f;
-  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
-  // A new buffer.
-  w.set_data(Tensor::normal({50, 40}, 0, 1, gen));
-  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
-  // New values copied in (checkpoint loading, swapping in EMA weights), no backward in between.
-  w.copy_(Tensor::normal({50, 40}, 0, 1, gen));
-  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
-  // Any other change, announced.
-  w.data<float>()[1] -= 2.0f;
+  auto product_packs = [&](const char* what) {
+    const auto before = autocast::cache_stats();
+    const auto y = linear(x, w).to_vector<float>();
+    const auto after = autocast::cache_stats();
+    EXPECT_EQ(y, fresh_linear(x, w)) << what;
+    EXPECT_EQ(after.entries, 1) << what;  // renewed, not added
+    EXPECT_EQ(after.hits + after.packs - before.hits - before.packs, 1) << what;
+    return after.packs - before.packs;
+  };
+  EXPECT_EQ(product_packs("first use"), 1);
+  EXPECT_EQ(product_packs("unchanged"), 0);
+  sum(linear(x, w)).backward();  // a backward alone changes no weight
+  EXPECT_EQ(product_packs("after backward"), 0);
+  sgd.step();
+  EXPECT_EQ(product_packs("after an optimizer step"), 1);
+  EXPECT_EQ(product_packs("unchanged after the step"), 0);
+  w.copy_(Tensor::normal({50, 40}, 0, 1, gen));  // checkpoint loading, EMA weights
+  EXPECT_EQ(product_packs("after copy_"), 1);
+  {
+    NoGradGuard no_grad;
+    w.mul_(0.5);
+  }
+  EXPECT_EQ(product_packs("after mul_"), 1);
+  w.data<float>()[1] += 0.75f;  // one element, announced as autocast.h asks
+  autograd::increment_version(w);
+  EXPECT_EQ(product_packs("after a write through data()"), 1);
+  w.set_data(Tensor::normal({50, 40}, 0, 1, gen));  // a new buffer: a new entry, the old one dropped
+  {
+    const auto before = autocast::cache_stats();
+    EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
+    EXPECT_EQ(autocast::cache_stats().packs - before.packs, 1);
+  }
   autocast::clear_cache();
-  EXPECT_EQ(linear(x, w).to_vector<float>(), fresh_linear(x, w));
-  // The same for matmul's right operand, in both orientations.
-  Tensor v = Tensor::normal({40, 30}, 0, 1, gen).requires_grad_();
-  const auto m0 = matmul(x, v).to_vector<float>();
-  sum(matmul(x, v)).backward();
-  v.data<float>()[1] += 1.0f;
-  const auto m1 = matmul(x, v).to_vector<float>();
-  EXPECT_NE(m0, m1);
+}
+
+// The backward orientation of a cached weight (matmul's right operand, read by the gradient of the
+// left one) is renewed too: gradients after optimizer steps equal those without the cache, bit for bit.
+TEST(AutocastCache, BackwardOrientationRenewedAfterAStep) {
+  Generator gen(19);
+  const Tensor X = Tensor::normal({7, 40}, 0, 1, gen), V0 = Tensor::normal({40, 30}, 0, 1, gen);
+  auto run = [&](bool cache) {
+    autocast::clear_cache();
+    Tensor v = V0.detach().clone().requires_grad_();
+    nn::SGD sgd(std::vector<Tensor>{v}, nn::SGDOptions(0.5));
+    std::vector<std::vector<float>> out;
+    for (int step = 0; step < 3; ++step) {
+      Tensor x = X.detach().clone().requires_grad_();
+      {
+        autocast::Guard on(autocast::Precision::bf16, true, cache);
+        const Tensor y = matmul(x, v);
+        sum(y * y).backward();
+        out.push_back(y.to_vector<float>());
+      }
+      out.push_back(x.grad().to_vector<float>());
+      sgd.step();
+      sgd.zero_grad();
+    }
+    autocast::clear_cache();
+    return out;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
+// A renewal packs into the entry's old buffers when nothing else holds them (no allocation), and
+// into new ones when something does (a retained graph keeps reading the old copy, unchanged).
+TEST(AutocastCache, RenewsInPlaceOnlyWhenNothingElseHoldsTheCopy) {
   autocast::clear_cache();
-  EXPECT_EQ(matmul(x, v).to_vector<float>(), m1);
+  Generator gen(20);
+  Tensor w = Tensor::normal({50, 40}, 0, 1, gen).requires_grad_();
+  autocast::Guard on;
+  auto lookup = [&] { return kernels::bf16::cached_weight(w, true, 40, 50, 40); };
+  const kernels::bf16::PackedB* object = nullptr;
+  const std::uint16_t* data = nullptr;
+  {
+    const auto c = lookup();
+    ASSERT_TRUE(c.packed);
+    object = c.packed.get(), data = c.packed->data;
+  }
+  autograd::increment_version(w);
+  {
+    const auto c = lookup();
+    EXPECT_EQ(c.packed.get(), object);
+    EXPECT_EQ(c.packed->data, data);
+  }
+  const auto held = lookup();
+  const std::vector<std::uint16_t> before(held.packed->data, held.packed->data + held.packed->bytes() / 2);
+  {
+    NoGradGuard no_grad;
+    w.add_(1.0);
+  }
+  const auto renewed = lookup();
+  EXPECT_NE(renewed.packed.get(), held.packed.get());
+  EXPECT_NE(renewed.other.get(), held.other.get());
+  EXPECT_EQ(std::vector<std::uint16_t>(held.packed->data, held.packed->data + held.packed->bytes() / 2), before);
+  autocast::clear_cache();
 }
 
 // A weight used at several steps (a recurrence) packs its backward orientation once; the

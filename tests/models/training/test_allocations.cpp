@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/memory.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
@@ -173,9 +174,13 @@ std::vector<std::int64_t> count_per_step(int warmup, int measured, Step&& step) 
 /// Operator-new calls of each of `measured` training steps, as in bench_seq2seq and train():
 /// teacher forcing, Seq2Seq::loss, backward, clip_grad_norm(1.0), Adam. The measured steps train on
 /// the batches of the `warmup` steps again, in the same order (warmup >= measured). `ema`: a weight
-/// EMA updated after each step, as train() does with ema_decay.
+/// EMA updated after each step, as train() does with ema_decay. `bf16`: the forward and backward
+/// inside a bf16 autocast::Guard opened for each step, clipping, Adam and the EMA outside, as
+/// train() with precision bf16: the weight cache outlives the Guard and renews each weight's copy
+/// in place after Adam's step.
 std::vector<std::int64_t> allocations_per_step(const models::ModelConfig& config, std::int64_t batch, int warmup,
-                                               int measured, bool compact_grads = false, bool ema = false) {
+                                               int measured, bool compact_grads = false, bool ema = false,
+                                               bool bf16 = false) {
   set_num_threads(1);
   Generator gen(0);
   auto model = models::make_model(config, gen);
@@ -188,17 +193,31 @@ std::vector<std::int64_t> allocations_per_step(const models::ModelConfig& config
   std::vector<Batch> batches;
   for (int i = 0; i < warmup; ++i) batches.push_back(make_batch(rng, batch, config));
   model->train();
-  return count_per_step(warmup, measured, [&](int i) {
+  autocast::clear_cache();
+  const std::int64_t packs_before = autocast::cache_stats().packs;
+  const std::vector<std::int64_t> counts = count_per_step(warmup, measured, [&](int i) {
     const Batch& b = batches[static_cast<std::size_t>(i % warmup)];
     const Tensor dec_input = models::teacher_forcing_input(b.tgt, kBos);
-    const Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
     optimizer.zero_grad();
-    loss.backward();
+    double loss_value = 0;
+    {
+      const autocast::Guard precision(bf16 ? autocast::Precision::bf16 : autocast::Precision::f32);
+      const Tensor loss = model->loss(b.src, b.src_len, dec_input, b.tgt, b.tgt_len);
+      loss.backward();
+      loss_value = loss.item();
+    }
     nn::clip_grad_norm(params, 1.0);
     optimizer.step();
     if (average) average->update();
-    EXPECT_TRUE(std::isfinite(loss.item()));
+    EXPECT_TRUE(std::isfinite(loss_value));
   });
+  if (bf16) {  // every cached weight was packed at the first step and renewed after each Adam step
+    const autocast::CacheStats cache = autocast::cache_stats();
+    EXPECT_GT(cache.entries, 0);
+    EXPECT_EQ(cache.packs - packs_before, cache.entries * (warmup + measured));
+    autocast::clear_cache();
+  }
+  return counts;
 }
 
 std::string str(const std::vector<std::int64_t>& v) {
@@ -282,7 +301,7 @@ TEST(Allocations, TransformerTrainingStepAllocatesNothing) {
 // same model and train_step as the benchmark at smaller sizes, chosen so that the GEMMs still take
 // several K passes and A blocks (B*T = 768 rows, ff 384). Every batch has the same shape, so the
 // measured steps train on fresh batches.
-std::vector<std::int64_t> encoder_allocations_per_step(int threads, int warmup, int measured) {
+std::vector<std::int64_t> encoder_allocations_per_step(int threads, int warmup, int measured, bool bf16 = false) {
   namespace enc = bench::encoder;
   const enc::Sizes sizes{.d_model = 64, .heads = 4, .ff = 384, .batch = 8, .seq = 96};
   set_num_threads(threads);
@@ -297,11 +316,22 @@ std::vector<std::int64_t> encoder_allocations_per_step(int threads, int warmup, 
     batches.emplace_back(Tensor::from_vector(xs, {sizes.batch, sizes.seq, sizes.d_model}),
                          Tensor::from_vector(ts, {sizes.batch, sizes.seq, sizes.d_model}));
   }
-  return count_per_step(warmup, measured, [&](int i) {
+  autocast::clear_cache();
+  const std::int64_t packs_before = autocast::cache_stats().packs;
+  const std::vector<std::int64_t> counts = count_per_step(warmup, measured, [&](int i) {
     const auto& [x, target] = batches[static_cast<std::size_t>(i)];
+    // bf16: a Guard a step, as bench_encoder --precision bf16's products (Adam runs no product).
+    const autocast::Guard precision(bf16 ? autocast::Precision::bf16 : autocast::Precision::f32);
     const Tensor loss = enc::train_step(layer, optimizer, x, target);
     EXPECT_TRUE(std::isfinite(loss.item()));
   });
+  if (bf16) {
+    const autocast::CacheStats cache = autocast::cache_stats();
+    EXPECT_GT(cache.entries, 0);
+    EXPECT_EQ(cache.packs - packs_before, cache.entries * (warmup + measured));
+    autocast::clear_cache();
+  }
+  return counts;
 }
 
 TEST(Allocations, EncoderWorkloadGTrainingStepAllocatesNothing) {
@@ -316,6 +346,59 @@ TEST(Allocations, EncoderWorkloadGTrainingStepAllocatesNothing) {
 TEST(Allocations, EncoderWorkloadGTwoThreadTrainingStepAllocatesNothing) {
   const auto counts = encoder_allocations_per_step(2, 5, 10);
   std::printf("encoder layer (workload G, small, 2 threads): operator new calls per step after warm-up: %s\n",
+              str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+// The same steps in bf16 (autocast, as train() with precision bf16 and bench_encoder --precision
+// bf16): the weight cache renews each weight's bf16 copy after Adam's step into the copy's own
+// buffers, and the bf16 products take their scratch from the caching allocator.
+TEST(Allocations, Bf16D2lTrainingStepAllocatesNothing) {
+  const bench::Workload a = bench::workload("A", "");
+  const auto counts = allocations_per_step(a.config, a.batch, 20, 20, false, false, true);
+  std::printf("d2l (workload A, bf16): operator new calls per step after warm-up: %s\n", str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+TEST(Allocations, Bf16RnnSearchTrainingStepWithEmaAllocatesNothing) {
+  models::ModelConfig c;
+  c.model = "rnnsearch";
+  c.src_vocab = 60, c.tgt_vocab = 70, c.embed_size = 16, c.num_hiddens = 32, c.num_layers = 1;
+  c.dropout = 0.0, c.num_steps = 6;
+  const auto counts = allocations_per_step(c, 8, 20, 20, false, true, true);
+  std::printf("rnnsearch (small, weight EMA, bf16): operator new calls per step after warm-up: %s\n",
+              str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+TEST(Allocations, Bf16RnnSearchCompactGradsStepAllocatesNothing) {
+  models::ModelConfig c;
+  c.model = "rnnsearch";
+  c.src_vocab = 60, c.tgt_vocab = 70, c.embed_size = 16, c.num_hiddens = 32, c.num_layers = 1;
+  c.dropout = 0.0, c.num_steps = 6, c.readout = tg::models::Readout::linear;
+  const auto counts = allocations_per_step(c, 8, 20, 20, true, false, true);
+  std::printf("rnnsearch (small, compact gradients, bf16): operator new calls per step after warm-up: %s\n",
+              str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+TEST(Allocations, Bf16TransformerTrainingStepAllocatesNothing) {
+  const auto counts = allocations_per_step(small_transformer(0.1), 8, 20, 20, false, false, true);
+  std::printf("transformer (small, dropout 0.1, bf16): operator new calls per step after warm-up: %s\n",
+              str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+TEST(Allocations, Bf16EncoderWorkloadGTrainingStepAllocatesNothing) {
+  const auto counts = encoder_allocations_per_step(1, 5, 10, true);
+  std::printf("encoder layer (workload G, small, bf16): operator new calls per step after warm-up: %s\n",
+              str(counts).c_str());
+  for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
+}
+
+TEST(Allocations, Bf16EncoderWorkloadGTwoThreadTrainingStepAllocatesNothing) {
+  const auto counts = encoder_allocations_per_step(2, 5, 10, true);
+  std::printf("encoder layer (workload G, small, 2 threads, bf16): operator new calls per step after warm-up: %s\n",
               str(counts).c_str());
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
 }
