@@ -914,7 +914,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     bn_forward<T>(input.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
                   bias.defined() ? bias.data<T>() : nullptr, y.data<T>(), mean_t.data<T>(), rstd_t.data<T>(),
                   var_unbiased.data(), N, C, S, eps);
-    // Running statistics: in place, outside autograd, as PyTorch.
+    // Running statistics: in place, outside autograd, as PyTorch (their versions bumped below).
     if (running_mean.defined()) {
       T* rm = const_cast<Tensor&>(running_mean).data<T>();
       const T* m = mean_t.data<T>();
@@ -926,6 +926,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
         rv[c] = static_cast<T>(momentum * var_unbiased[c] + (1 - momentum) * double(rv[c]));
     }
   });
+  if (running_mean.defined()) autograd::increment_version(running_mean);
+  if (running_var.defined()) autograd::increment_version(running_var);
   Tensor inputs[3] = {input};
   int count = 1;
   const int iw = weight.defined() ? count++ : -1;

@@ -28,6 +28,7 @@ Tensor BatchNormBase::forward(const Tensor& x) {
   if (is_training() && track) {
     std::int64_t& n = num_batches_tracked.data<std::int64_t>()[0];
     ++n;
+    autograd::increment_version(num_batches_tracked);
     factor = options_.momentum() ? *options_.momentum() : 1.0 / static_cast<double>(n);
   }
   // As torch: batch statistics in training, or in eval when none are tracked.

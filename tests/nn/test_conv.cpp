@@ -177,6 +177,8 @@ void check_batchnorm(ConvFixture* f, const std::string& name, const BN& bn) {
   SCOPED_TRACE(name);
   bn->to(DType::f64);
   bn->load_state_dict(f->state_of(name + ".init"), name);
+  const std::uint32_t mean_version = bn->running_mean._version(), var_version = bn->running_var._version(),
+                      count_version = bn->num_batches_tracked._version();
   for (const char* step : {".step1", ".step2"}) {
     Tensor x = f->get(name + step + ".input").clone().requires_grad_();
     bn->zero_grad();
@@ -196,10 +198,15 @@ void check_batchnorm(ConvFixture* f, const std::string& name, const BN& bn) {
   }
   EXPECT_EQ(bn->num_batches_tracked.dtype(), DType::i64);
   EXPECT_EQ(bn->num_batches_tracked.template to_vector<std::int64_t>(), std::vector<std::int64_t>{2});
+  // Each training step writes the buffers in place and bumps their versions, as torch's.
+  EXPECT_EQ(bn->running_mean._version(), mean_version + 2);
+  EXPECT_EQ(bn->running_var._version(), var_version + 2);
+  EXPECT_EQ(bn->num_batches_tracked._version(), count_version + 2);
   bn->eval();
   const std::vector<double> before = bn->running_mean.template to_vector<double>();
   f->expect_close(bn(f->get(name + ".eval.input")), name + ".eval.out");
   EXPECT_EQ(bn->running_mean.template to_vector<double>(), before);  // eval leaves the statistics alone
+  EXPECT_EQ(bn->running_mean._version(), mean_version + 2);
 }
 
 TEST_F(ConvFixture, BatchNormRunningStatsAfterTwoStepsAndEval) {
