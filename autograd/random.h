@@ -3,7 +3,8 @@
 // Generator, so the same seed gives the same numbers on every platform (the mapping from 64-bit
 // draws to floats is ours, not the standard library's). The one piece of global state is
 // default_generator() (torch's default generator), which only the sampling ops' overloads without
-// a generator argument use; library code never draws from it on its own.
+// a generator argument and scaled_dot_product_attention's options form without a .generator (for
+// its dropout) use; library code never draws from it on its own.
 #include <cstdint>
 #include <mutex>
 #include <random>
