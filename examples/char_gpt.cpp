@@ -31,6 +31,7 @@
 #include "nn/nn.h"
 
 using namespace tg;
+using namespace tg::indexing;  // Slice, None
 
 namespace {
 
@@ -84,11 +85,10 @@ class CausalSelfAttentionImpl : public nn::Module {
   }
   Tensor forward(const Tensor& x) {
     const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-    const auto qkv = split(c_attn(x), C, 2);
-    auto heads = [&](const Tensor& t) { return transpose(view(t, {B, T, n_head, C / n_head}), 1, 2); };  // (B, nh, T, hs)
-    const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(), 0.0,
-                                                  /*is_causal=*/true);
-    return c_proj(reshape(transpose(y, 1, 2), {B, T, C}));  // the heads side by side again
+    const auto qkv = c_attn(x).split(C, 2);  // q, k, v
+    auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, C / n_head}).transpose(1, 2); };  // (B, nh, T, hs)
+    const Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {.is_causal = true});
+    return c_proj(y.transpose(1, 2).contiguous().view({B, T, C}));  // the heads side by side again
   }
   nn::Linear c_attn{nullptr}, c_proj{nullptr};
   std::int64_t n_head;
@@ -146,7 +146,7 @@ class GptImpl : public nn::Module {
   /// idx (B, T) i64, T <= block_size -> logits (B, T, vocab_size).
   Tensor forward(const Tensor& idx) {
     Tensor x = wte(idx) + wpe(arange(idx.size(1)));  // (B, T, C) + (T, C)
-    for (std::size_t i = 0; i < h->size(); ++i) x = h->get<Block>(static_cast<std::int64_t>(i))(x);
+    for (std::int64_t i = 0; i < config.n_layer; ++i) x = h->get<Block>(i)(x);
     return lm_head(ln_f(x));
   }
 
@@ -155,16 +155,17 @@ class GptImpl : public nn::Module {
   Tensor generate(Tensor idx, std::int64_t max_new_tokens, double temperature, std::int64_t top_k, Generator& gen) {
     NoGradGuard no_grad;
     for (std::int64_t i = 0; i < max_new_tokens; ++i) {
-      const std::int64_t T = idx.size(1), keep = std::min(T, config.block_size);
-      const Tensor logits_all = forward(narrow(idx, 1, T - keep, keep));  // the last block_size tokens
-      Tensor logits = reshape(narrow(logits_all, 1, keep - 1, 1), {idx.size(0), -1});  // logits[:, -1, :]
+      // The last block_size tokens (all of them while idx is shorter: slices clamp, as Python's).
+      const Tensor idx_cond = idx.index({Slice(), Slice(-config.block_size, None)});
+      Tensor logits = forward(idx_cond).index({Slice(), -1, Slice()});
       // Max at 0 first, and float32 logits: a tiny temperature gives 0 and -inf (greedy), not NaN.
-      logits = (logits - amax(logits, {-1}, true)) / std::max(temperature, 1e-30);
+      logits = (logits - logits.amax(-1, true)) / std::max(temperature, 1e-30);
       if (top_k > 0) {
-        const Tensor v = std::get<0>(topk(logits, std::min(top_k, logits.size(-1))));  // (B, k), largest first
-        logits = masked_fill(logits, lt(logits, narrow(v, 1, v.size(1) - 1, 1)), -kInf);
+        const auto [v, _] = logits.topk(std::min(top_k, logits.size(-1)));  // (B, k), largest first
+        logits.index_put_({logits < v.index({Slice(), Slice(-1, None)})}, -kInf);
       }
-      idx = concat({idx, multinomial(softmax(logits, -1), 1, false, gen)}, 1);
+      const Tensor probs = logits.softmax(-1);
+      idx = concat({idx, probs.multinomial(1, false, gen)}, 1);
     }
     return idx;
   }
@@ -191,8 +192,8 @@ class CharData {
       throw std::runtime_error("the text has " + std::to_string(n) + " bytes: too short for windows of " +
                                std::to_string(block_size) + " in its last 10 %");
     const Tensor ids = encode(text, "the text");
-    train = narrow(ids, 0, 0, n_train);
-    val = narrow(ids, 0, n_train, n - n_train);
+    train = ids.index({Slice(None, n_train)});
+    val = ids.index({Slice(n_train, None)});
   }
   std::int64_t vocab_size() const { return static_cast<std::int64_t>(itos_.size()); }
   /// `s` as ids (len) i64; throws naming `what` for a byte that is not in the text.
@@ -213,8 +214,8 @@ class CharData {
   std::pair<Tensor, Tensor> get_batch(const Tensor& split, std::int64_t batch_size, Generator& gen) const {
     std::vector<Tensor> xs, ys;
     for (std::int64_t i : randint(split.size(0) - block_size_, {batch_size}, gen).to_vector<std::int64_t>()) {
-      xs.push_back(narrow(split, 0, i, block_size_));
-      ys.push_back(narrow(split, 0, i + 1, block_size_));
+      xs.push_back(split.index({Slice(i, i + block_size_)}));
+      ys.push_back(split.index({Slice(i + 1, i + 1 + block_size_)}));
     }
     return {stack(xs), stack(ys)};
   }
@@ -326,7 +327,7 @@ int main(int argc, char** argv) {
     // ---- sampling ---------------------------------------------------------------------------------
     Generator sample_gen(seed);
     model->eval();
-    const Tensor out = model->generate(unsqueeze(start, 0), length, temperature, top_k, sample_gen);  // (1, T + length)
+    const Tensor out = model->generate(start.unsqueeze(0), length, temperature, top_k, sample_gen);  // (1, T + length)
     std::printf("--- sample (temperature %g, top-k %lld) ---\n%s\n", temperature, static_cast<long long>(top_k),
                 chars.decode(out).c_str());
     nn::io::flush_stdout_or_throw();  // a sample lost on a full disk is an error, not status 0

@@ -133,11 +133,11 @@ TG_MODULE(CharLM);
 
 // Draws an index from softmax(logits / temperature).
 std::int64_t sample(const Tensor& logits, double temperature, Generator& gen) {
-  const Tensor flat = reshape(logits, {-1});
-  const std::vector<double> p = softmax(flat / temperature).to_vector<double>();
+  const Tensor flat = logits.view({-1});
+  const std::vector<double> p = (flat / temperature).softmax(-1).to_vector<double>();
   // A temperature so small that logits / temperature overflows: its limit, the likeliest character.
   if (std::any_of(p.begin(), p.end(), [](double v) { return std::isnan(v); }))
-    return static_cast<std::int64_t>(argmax(flat, 0).item());
+    return static_cast<std::int64_t>(flat.argmax(0).item());
   double u = gen.uniform(), acc = 0;
   for (std::size_t i = 0; i < p.size(); ++i)
     if ((acc += p[i]) > u) return static_cast<std::int64_t>(i);
@@ -243,9 +243,9 @@ int main(int argc, char** argv) {
       const Tensor inputs = chunk(pos, T, 0), targets = chunk(pos, T, 1);  // predict the next character
 
       auto [logits, h_n] = model(inputs, h);
-      Tensor loss = cross_entropy(reshape(logits, {T * batch, vocab}), reshape(targets, {T * batch}));
-      loss.backward();                                   // gradients into the parameters; frees the graph
-      nn::clip_grad_norm(model->parameters(), clip);      // tame exploding gradients of the recurrence
+      Tensor loss = cross_entropy(logits.view({-1, vocab}), targets.view({-1}));
+      loss.backward();                                // gradients into the parameters; frees the graph
+      nn::clip_grad_norm_(model->parameters(), clip);  // tame exploding gradients of the recurrence
       opt.step();
       opt.zero_grad();
       // Keep the state's value for the next chunk but cut it from this chunk's (now freed) graph:

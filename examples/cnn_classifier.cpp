@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/tapegrad.h"
@@ -23,6 +24,7 @@
 #include "nn/nn.h"
 
 using namespace tg;
+using namespace tg::indexing;  // Slice
 
 namespace {
 
@@ -31,28 +33,30 @@ const char* const kClassNames[kClasses] = {"horizontal bar", "vertical bar", "sq
 
 // `n` images (n, 1, 16, 16) and labels (n): class i % 4, drawn at a random place and size
 // (6 to 10 pixels), ink 1 on 0, plus Gaussian noise of standard deviation 0.25.
-void make_shapes(std::int64_t n, Generator& gen, Tensor& images, Tensor& labels) {
-  std::vector<float> px(static_cast<std::size_t>(n * kSize * kSize), 0.0f);
-  std::vector<std::int64_t> ys(static_cast<std::size_t>(n));
+std::pair<Tensor, Tensor> make_shapes(std::int64_t n, Generator& gen) {
+  std::vector<Tensor> images;
+  std::vector<std::int64_t> labels;
   for (std::int64_t i = 0; i < n; ++i) {
-    float* img = px.data() + i * kSize * kSize;
-    auto ink = [&](std::int64_t r, std::int64_t c) { img[r * kSize + c] = 1.0f; };
     const auto len = static_cast<std::int64_t>(6 + gen.uniform_below(5));
     const auto r0 = static_cast<std::int64_t>(gen.uniform_below(kSize - len + 1));
     const auto c0 = static_cast<std::int64_t>(gen.uniform_below(kSize - len + 1));
-    const std::int64_t mid = len / 2, cls = ys[i] = i % kClasses;
-    for (std::int64_t k = 0; k < len; ++k) {
-      if (cls == 0) ink(r0 + mid, c0 + k);                     // horizontal bar
-      if (cls == 1) ink(r0 + k, c0 + mid);                     // vertical bar
-      if (cls == 2) {                                          // hollow square
-        ink(r0, c0 + k), ink(r0 + len - 1, c0 + k), ink(r0 + k, c0), ink(r0 + k, c0 + len - 1);
-      }
-      if (cls == 3) ink(r0 + mid, c0 + k), ink(r0 + k, c0 + mid);  // cross
+    const std::int64_t mid = len / 2, cls = i % kClasses;
+    const Slice rows(r0, r0 + len), cols(c0, c0 + len);
+    Tensor img = Tensor::zeros({kSize, kSize});
+    if (cls == 0) img.index_put_({r0 + mid, cols}, 1.0);  // horizontal bar
+    if (cls == 1) img.index_put_({rows, c0 + mid}, 1.0);  // vertical bar
+    if (cls == 2) {                                       // hollow square
+      img.index_put_({rows, cols}, 1.0);
+      img.index_put_({Slice(r0 + 1, r0 + len - 1), Slice(c0 + 1, c0 + len - 1)}, 0.0);
     }
-    for (std::int64_t p = 0; p < kSize * kSize; ++p) img[p] += static_cast<float>(0.25 * gen.normal());
+    if (cls == 3) {  // cross
+      img.index_put_({r0 + mid, cols}, 1.0);
+      img.index_put_({rows, c0 + mid}, 1.0);
+    }
+    images.push_back(img + normal(0.0, 0.25, {kSize, kSize}, gen));
+    labels.push_back(cls);
   }
-  images = Tensor::from_vector(px, {n, 1, kSize, kSize});
-  labels = Tensor::from_vector(ys, {n});
+  return {stack(images).unsqueeze(1), Tensor::from_vector(labels, {n})};
 }
 
 // The model. Registered children give torch's state_dict keys: "conv1.weight", "bn1.running_mean", ...
@@ -87,7 +91,7 @@ TG_MODULE(SmallCnn);
 double accuracy(const SmallCnn& model, const Tensor& images, const Tensor& labels) {
   NoGradGuard no_grad;
   model->eval();
-  return mean(eq(argmax(model(images), 1), labels).to(DType::f32)).item();
+  return (model(images).argmax(1) == labels).to(DType::f32).mean().item();
 }
 
 }  // namespace
@@ -122,9 +126,8 @@ int main(int argc, char** argv) {
 
     // ---- data: 2048 training and 512 held-out images, drawn from the seed -----------------------
     Generator gen(seed);
-    Tensor x_train, y_train, x_test, y_test;
-    make_shapes(2048, gen, x_train, y_train);
-    make_shapes(512, gen, x_test, y_test);
+    const auto [x_train, y_train] = make_shapes(2048, gen);
+    const auto [x_test, y_test] = make_shapes(512, gen);
     nn::data::DataLoader loader(nn::data::TensorDataset(x_train, y_train),
                                 nn::data::DataLoaderOptions().batch_size(32).shuffle(true).seed(seed));
 

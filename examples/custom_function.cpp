@@ -33,7 +33,7 @@ struct Swish : autograd::Function<Swish> {
     Tensor gx, gbeta;
     if (ctx.needs_input_grad(0)) gx = g * (s + x * beta * ds);
     // beta has shape [1] and was broadcast: reduce its gradient back to that shape.
-    if (ctx.needs_input_grad(1)) gbeta = reshape(sum(g * x * x * ds), beta.shape());
+    if (ctx.needs_input_grad(1)) gbeta = (g * x * x * ds).sum().reshape(beta.shape());
     return {gx, gbeta};
   }
 };
@@ -53,11 +53,11 @@ int main() {
   const Tensor target = x * sigmoid(x * 1.5);
   Tensor beta = Tensor::full({1}, 0.5).requires_grad_();
   for (int step = 0; step <= 200; ++step) {
-    Tensor loss = mean(square(Swish::apply(x, beta) - target));
+    Tensor loss = (Swish::apply(x, beta) - target).square().mean();
     loss.backward();
     {
       NoGradGuard no_grad;
-      beta.copy_(beta - beta.grad() * 0.5);
+      beta.sub_(beta.grad() * 0.5);
     }
     beta.zero_grad();
     if (step % 50 == 0) std::printf("step %3d  loss %.6f  beta %.4f\n", step, loss.item(), beta.item());

@@ -27,6 +27,7 @@
 #include "nn/nn.h"
 
 using namespace tg;
+using namespace tg::indexing;  // Slice, None
 
 namespace {
 
@@ -67,11 +68,7 @@ TG_MODULE(MlpClassifier);  // MlpClassifier: the holder, used as the Python obje
 
 // Fraction of rows whose arg-max logit is the label.
 double accuracy(const Tensor& logits, const Tensor& labels) {
-  const auto pred = argmax(logits, 1).to_vector<std::int64_t>();
-  const auto want = labels.to_vector<std::int64_t>();
-  int correct = 0;
-  for (std::size_t i = 0; i < pred.size(); ++i) correct += pred[i] == want[i];
-  return static_cast<double>(correct) / static_cast<double>(pred.size());
+  return (logits.argmax(1) == labels).sum().item() / static_cast<double>(labels.size(0));
 }
 
 // Logits of the whole set in eval mode (no dropout), without recording anything on the tape.
@@ -113,9 +110,9 @@ int main(int argc, char** argv) {
     for (std::size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[gen.below(i + 1)]);  // Fisher-Yates
     const auto n_train = static_cast<std::int64_t>(order.size() * 4 / 5);
     const Tensor perm = Tensor::from_vector(order, {static_cast<std::int64_t>(order.size())});
-    const Tensor train_idx = narrow(perm, 0, 0, n_train), test_idx = narrow(perm, 0, n_train, x.size(0) - n_train);
-    const Tensor x_train = index_select(x, 0, train_idx), y_train = index_select(y, 0, train_idx);
-    const Tensor x_test = index_select(x, 0, test_idx), y_test = index_select(y, 0, test_idx);
+    const Tensor train_idx = perm.index({Slice(None, n_train)}), test_idx = perm.index({Slice(n_train, None)});
+    const Tensor x_train = x.index({train_idx}), y_train = y.index({train_idx});
+    const Tensor x_test = x.index({test_idx}), y_test = y.index({test_idx});
 
     // ---- model and optimizer ------------------------------------------------------------------------
     MlpClassifier model(2, 64, 3, /*dropout_p=*/0.1, gen);
@@ -129,7 +126,7 @@ int main(int argc, char** argv) {
       for (auto& r : rows) r = static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(n_train)));
       const Tensor idx = Tensor::from_vector(rows, {batch});
 
-      Tensor loss = cross_entropy(model(index_select(x_train, 0, idx)), index_select(y_train, 0, idx));
+      Tensor loss = cross_entropy(model(x_train.index({idx})), y_train.index({idx}));
       loss.backward();  // accumulates into the parameters' grad() and frees this step's graph
       opt.step();
       opt.zero_grad();
@@ -150,7 +147,7 @@ int main(int argc, char** argv) {
     MlpClassifier restored(2, 64, 3, 0.1, other);
     restored->load(checkpoint);  // checks every name and shape before copying anything
     const Tensor restored_logits = predict(restored, x_test);
-    const double diff = std::sqrt(max(square(restored_logits - logits)).item());
+    const double diff = std::sqrt((restored_logits - logits).square().max().item());
     std::printf("reloaded: test accuracy %.1f%%  (max |logit difference| %g)\n", 100 * accuracy(restored_logits, y_test), diff);
     nn::io::flush_stdout_or_throw();  // status 0 only if the report reached stdout
   } catch (const std::exception& e) {

@@ -70,18 +70,14 @@ int main(int argc, char** argv) {
     {
       NoGradGuard no_grad;  // plain SGD, in place
       for (Tensor& p : params) {
-        p.copy_(p - p.grad() * lr);
+        p.sub_(p.grad() * lr);
         p.zero_grad();
       }
     }
     if (step == 1 || step % (steps / 10 > 0 ? steps / 10 : 1) == 0) {
       NoGradGuard no_grad;
-      const Tensor pred = argmax(logits, 1);
-      const auto pv = pred.to_vector<std::int64_t>();
-      const auto yv = y.to_vector<std::int64_t>();
-      int correct = 0;
-      for (std::size_t i = 0; i < pv.size(); ++i) correct += pv[i] == yv[i];
-      std::printf("step %5d  loss %.4f  train accuracy %.1f%%\n", step, loss.item(), 100.0 * correct / pv.size());
+      const double correct = (logits.argmax(1) == y).sum().item();
+      std::printf("step %5d  loss %.4f  train accuracy %.1f%%\n", step, loss.item(), 100.0 * correct / y.size(0));
     }
   }
   // Status 0 only if what was printed reached stdout (not a full disk or a closed pipe).
