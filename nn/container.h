@@ -38,7 +38,7 @@ concept UnaryModule = std::derived_from<M, Module> && requires(M& m, const Tenso
   { m.forward(x) } -> std::convertible_to<Tensor>;
 };
 
-namespace detail {
+namespace holder_detail {
 template <class T>
 struct module_of_handle {};
 template <class M>
@@ -49,11 +49,11 @@ template <ModuleHolderType H>
 struct module_of_handle<H> {
   using type = typename H::ContainedType;
 };
-}  // namespace detail
+}  // namespace holder_detail
 
 /// The module type a handle refers to: M for std::shared_ptr<M>, NameImpl for a holder Name.
 template <class T>
-using module_of_t = typename detail::module_of_handle<std::remove_cvref_t<T>>::type;
+using module_of_t = typename holder_detail::module_of_handle<std::remove_cvref_t<T>>::type;
 
 /// A std::shared_ptr to a module or a module holder.
 template <class T>

@@ -85,13 +85,13 @@ std::string module_type_name(const std::type_info& type) {
 
 }  // namespace
 
-namespace detail {
+namespace holder_detail {
 void throw_empty_module_holder(const std::type_info& contained) {
   const std::string name = module_type_name(contained);
   throw std::logic_error(name + ": the module holder is empty (declared as `" + name +
                          " x{nullptr}` and not assigned a module yet)");
 }
-}  // namespace detail
+}  // namespace holder_detail
 
 std::string Module::name() const { return module_type_name(typeid(*this)); }
 

@@ -48,7 +48,7 @@
 
 namespace tg::nn {
 
-namespace detail {
+namespace holder_detail {
 
 /// Base of every ModuleHolder, to recognise holders of any module type.
 struct ModuleHolderTag {};
@@ -80,17 +80,17 @@ concept TensorForward = sizeof...(Args) > 0 && (std::is_same_v<std::remove_cvref
                           { m.forward(std::forward<Args>(args)...) } -> std::same_as<Tensor>;
                         };
 
-}  // namespace detail
+}  // namespace holder_detail
 
 /// Whether T (cv/ref removed) is a ModuleHolder<M> for some module M, or a class derived from one
 /// (what TG_MODULE defines).
 template <class T>
-concept ModuleHolderType = std::derived_from<std::remove_cvref_t<T>, detail::ModuleHolderTag>;
+concept ModuleHolderType = std::derived_from<std::remove_cvref_t<T>, holder_detail::ModuleHolderTag>;
 
 /// A std::shared_ptr<Contained> with the constructors and the call operator of LibTorch's
 /// torch::nn::ModuleHolder; see the file comment.
 template <class Contained>
-class ModuleHolder : public detail::ModuleHolderTag {
+class ModuleHolder : public holder_detail::ModuleHolderTag {
  public:
   using ContainedType = Contained;
 
@@ -109,8 +109,8 @@ class ModuleHolder : public detail::ModuleHolderTag {
                (std::is_same_v<std::decay_t<Head>, std::nullptr_t> ||
                 std::is_base_of_v<ModuleHolder, std::decay_t<Head>> ||
                 std::is_convertible_v<Head&&, std::shared_ptr<Contained>>)) &&
-             !(detail::has_options_type<Contained> &&
-               std::is_same_v<std::decay_t<Head>, detail::options_of_t<Contained>>) &&
+             !(holder_detail::has_options_type<Contained> &&
+               std::is_same_v<std::decay_t<Head>, holder_detail::options_of_t<Contained>>) &&
              std::is_constructible_v<Contained, Head&&, Tail&&...>)
   explicit ModuleHolder(Head&& head, Tail&&... tail)
       : impl_(std::make_shared<Contained>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
@@ -118,21 +118,21 @@ class ModuleHolder : public detail::ModuleHolderTag {
   /// std::make_shared<Contained>(options, args...) for a module that declares options_type, so that
   /// the options may be a braced list.
   template <class... Tail>
-    requires(detail::has_options_type<Contained> &&
-             std::is_constructible_v<Contained, const detail::options_of_t<Contained>&, Tail&&...>)
-  explicit ModuleHolder(const detail::options_of_t<Contained>& options, Tail&&... tail)
+    requires(holder_detail::has_options_type<Contained> &&
+             std::is_constructible_v<Contained, const holder_detail::options_of_t<Contained>&, Tail&&...>)
+  explicit ModuleHolder(const holder_detail::options_of_t<Contained>& options, Tail&&... tail)
       : impl_(std::make_shared<Contained>(options, std::forward<Tail>(tail)...)) {}
 
   Contained* operator->() const { return get(); }
   Contained& operator*() const { return *get(); }
   /// The module; throws std::logic_error when empty.
   Contained* get() const {
-    if (!impl_) detail::throw_empty_module_holder(typeid(Contained));
+    if (!impl_) holder_detail::throw_empty_module_holder(typeid(Contained));
     return impl_.get();
   }
   /// The shared pointer; throws std::logic_error when empty.
   const std::shared_ptr<Contained>& ptr() const {
-    if (!impl_) detail::throw_empty_module_holder(typeid(Contained));
+    if (!impl_) holder_detail::throw_empty_module_holder(typeid(Contained));
     return impl_;
   }
   /// Whether no module is held (`Linear fc{nullptr}` before assignment).
@@ -154,7 +154,7 @@ class ModuleHolder : public detail::ModuleHolderTag {
     Contained& m = **this;
     if constexpr (requires(Contained& c) { c(std::declval<Args>()...); }) {
       return m(std::forward<Args>(args)...);
-    } else if constexpr (detail::TensorForward<Contained, Args...>) {
+    } else if constexpr (holder_detail::TensorForward<Contained, Args...>) {
       return call_with_hooks(m, args...);
     } else {
       return m.forward(std::forward<Args>(args)...);
