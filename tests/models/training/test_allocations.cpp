@@ -382,8 +382,11 @@ TEST(Allocations, Bf16RnnSearchCompactGradsStepAllocatesNothing) {
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
 }
 
+// 40 warm-up steps, not 20: in a process of its own (as ctest runs it) the caching allocator's pool
+// takes its last block from the system at step 33 (in SDPA's backward); nothing after it (measured
+// over steps 40-79, and 100-199 with 100 warm-up steps).
 TEST(Allocations, Bf16TransformerTrainingStepAllocatesNothing) {
-  const auto counts = allocations_per_step(small_transformer(0.1), 8, 20, 20, false, false, true);
+  const auto counts = allocations_per_step(small_transformer(0.1), 8, 40, 20, false, false, true);
   std::printf("transformer (small, dropout 0.1, bf16): operator new calls per step after warm-up: %s\n",
               str(counts).c_str());
   for (auto n : counts) EXPECT_EQ(n, 0) << str(counts);
