@@ -33,30 +33,12 @@
 #include "autograd/tape.h"
 #include "autograd/tensor.h"
 #include "bench/cpu_context.h"
+#include "bench/process_stats.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+using tg::bench::Clock, tg::bench::since, tg::bench::cpu_seconds, tg::bench::peak_rss_mib;
+const auto num = tg::bench::json_number;
 
 constexpr std::int64_t N = 32, C = 3, H = 32, W = 32, O = 32, K = 3;
 constexpr double kLearningRate = 0.01, kMomentum = 0.1, kEps = 1e-5;

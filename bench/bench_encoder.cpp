@@ -28,33 +28,15 @@
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "bench/cpu_context.h"
+#include "bench/process_stats.h"
 #include "bench/encoder_workload.h"
 #include "nn/optim.h"
 
 namespace {
 
 using namespace tg::bench::encoder;
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+using tg::bench::Clock, tg::bench::since, tg::bench::cpu_seconds, tg::bench::peak_rss_mib;
+const auto num = tg::bench::json_number;
 
 }  // namespace
 

@@ -63,6 +63,7 @@
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "bench/cpu_context.h"
+#include "bench/process_stats.h"
 #include "bench/workloads.h"
 #include "models/decoding/decode.h"
 #include "models/translators/seq2seq.h"
@@ -71,9 +72,6 @@
 #include "nn/utils.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 using namespace tg::bench;
 
@@ -86,20 +84,6 @@ std::pair<tg::Tensor, tg::Tensor> rows(const Batch& b, std::int64_t first, std::
   return {tg::Tensor::from_vector(src, {n, T}), tg::Tensor::from_vector(len, {n})};
 }
 
-// User + system CPU seconds of the process so far (all threads).
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
 /// Resident set size now (/proc/self/statm), MiB; 0 where that file does not exist.
 double rss_mib() {
   long pages = 0, resident = 0;
@@ -110,11 +94,7 @@ double rss_mib() {
   return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
 }
 
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+const auto num = json_number;
 
 }  // namespace
 
