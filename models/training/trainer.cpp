@@ -31,7 +31,7 @@
 #include "autograd/tape.h"
 #include "models/decoding/metrics.h"
 #include "models/decoding/sacrebleu.h"
-#include "models/training/ema.h"
+#include "nn/ema.h"
 #include "models/translators/limits.h"
 #include "nn/file_io.h"
 #include "nn/dropout.h"
@@ -350,7 +350,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   }
   // The weight EMA. A checkpoint with one holds the average in weights.npz (which the model was
   // loaded from) and the raw weights in training_weights.npz, which training continues from.
-  std::optional<WeightEma> ema;
+  std::optional<nn::WeightEma> ema;
   const bool resume_ema =
       resuming && std::filesystem::exists(std::filesystem::path(options.resume_from()) / "training_weights.npz");
   if (options.ema_decay() > 0 && resume_ema)
@@ -444,7 +444,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   // With an EMA, weights.npz gets the average (swapped in for the save) and training_weights.npz
   // the raw weights (then in the EMA's buffers).
   auto save_to = [&](const std::string& dir) {
-    EmaSwapGuard swap(ema ? &*ema : nullptr);
+    nn::EmaSwapGuard swap(ema ? &*ema : nullptr);
     save_checkpoint(dir, model, src_vocab, tgt_vocab, &optimizer, &st, options.subword() ? &*options.subword() : nullptr,
                     ema ? &ema->averages() : nullptr);
   };
@@ -478,7 +478,7 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
     v.step = st.step;
     v.epoch = epoch_of_step;
     {
-      EmaSwapGuard swap(ema ? &*ema : nullptr);  // the averaged weights are the ones validated
+      nn::EmaSwapGuard swap(ema ? &*ema : nullptr);  // the averaged weights are the ones validated
       {
         const autocast::Guard precision(options.precision());
         v.dev_loss = evaluate_loss(model, dev_data);

@@ -175,7 +175,7 @@ class TrainOptions {
   /// warmup_steps().
   TrainOptions& lr_decay(double v) { lr_decay_ = v; return *this; }
   TrainOptions& lr_patience(std::int64_t v) { lr_patience_ = v; return *this; }
-  /// Exponential moving average of the weights (WeightEma, models/training/ema.h): 0 (default) =
+  /// Exponential moving average of the weights (nn::WeightEma, nn/ema.h): 0 (default) =
   /// off; in (0, 1) = the decay D (typically 0.999), updated after every optimizer step from the
   /// weights at the start of training, with the warm-up min(D, (1 + n) / (10 + n)). When on,
   /// validation (and so the best checkpoint, lr decay and early stopping) uses the averaged weights,

@@ -44,7 +44,7 @@
 #include "autograd/tensor.h"
 #include "bench/encoder_workload.h"
 #include "bench/workloads.h"
-#include "models/training/ema.h"
+#include "nn/ema.h"
 #include "models/translators/seq2seq.h"
 #include "nn/optim.h"
 #include "nn/utils.h"
@@ -187,7 +187,7 @@ std::vector<std::int64_t> allocations_per_step(const models::ModelConfig& config
   if (compact_grads) models::allow_compact_grads(*model);
   nn::Adam optimizer(model->named_parameters(), nn::AdamOptions(0.005));
   const std::vector<Tensor> params = model->parameters();
-  std::optional<models::WeightEma> average;
+  std::optional<nn::WeightEma> average;
   if (ema) average.emplace(model->named_parameters(), 0.999);
   SplitMix64 rng{12345};
   std::vector<Batch> batches;

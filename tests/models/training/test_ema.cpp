@@ -1,4 +1,4 @@
-// The weight EMA (models/training/ema.h) and train()'s use of it (TrainOptions::ema_decay): the
+// The weight EMA (nn/ema.h) and train()'s use of it (TrainOptions::ema_decay): the
 // update rule against a hand computation, validation on the averaged weights, the checkpoint's
 // weights.npz / training_weights.npz, and an exact resume.
 #include <gtest/gtest.h>
@@ -17,12 +17,14 @@
 #include "models/text/data.h"
 #include "models/text/tasks.h"
 #include "models/training/checkpoint.h"
-#include "models/training/ema.h"
+#include "nn/ema.h"
 #include "models/training/trainer.h"
 #include "nn/serialize.h"
 
 using namespace tg;
 using namespace tg::models;
+using tg::nn::EmaSwapGuard;
+using tg::nn::WeightEma;
 namespace fs = std::filesystem;
 
 namespace {

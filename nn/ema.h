@@ -1,9 +1,9 @@
 #pragma once
 // An exponential moving average of a model's weights ("exponential smoothing": Marian's
 // --exponential-smoothing, timm's ModelEmaV2, tf.train.ExponentialMovingAverage with num_updates),
-// kept by train() when TrainOptions::ema_decay > 0:
+// for any model's training loop (the translators' train() keeps one when TrainOptions::ema_decay > 0):
 //
-//   tg::models::WeightEma ema(model.named_parameters(), 0.999);  // a copy of the current weights
+//   tg::nn::WeightEma ema(model.named_parameters(), 0.999);      // a copy of the current weights
 //   ... optimizer.step(); ema.update();                           // after every step
 //   ema.swap(); validate(model); ema.swap();                      // evaluate the smoothed weights
 //
@@ -15,7 +15,7 @@
 
 #include "nn/module.h"
 
-namespace tg::models {
+namespace tg::nn {
 
 /// An exponential moving average of a set of parameters (see the file comment).
 class WeightEma {
@@ -23,7 +23,7 @@ class WeightEma {
   /// Copies the current values of `params` (handles to the model's parameters, which update() and
   /// swap() then read and write in place). `decay` must be in (0, 1) (std::invalid_argument);
   /// `updates` is the n of the next update (a resumed average continues its count).
-  WeightEma(nn::NamedTensors params, double decay, std::int64_t updates = 0);
+  WeightEma(NamedTensors params, double decay, std::int64_t updates = 0);
 
   /// The decay of update number n (0-based) for a given ema_decay: min(decay, (1 + n) / (10 + n)).
   static double decay_at(double decay, std::int64_t n);
@@ -42,11 +42,11 @@ class WeightEma {
   /// Updates done so far (with the count it started from).
   std::int64_t updates() const { return updates_; }
   /// The averages, named as the parameters, in their order (not the parameters themselves).
-  const nn::NamedTensors& averages() const { return averages_; }
+  const NamedTensors& averages() const { return averages_; }
 
  private:
-  nn::NamedTensors params_;
-  nn::NamedTensors averages_;
+  NamedTensors params_;
+  NamedTensors averages_;
   double decay_;
   std::int64_t updates_;
 };
@@ -68,4 +68,4 @@ class EmaSwapGuard {
   WeightEma* ema_;
 };
 
-}  // namespace tg::models
+}  // namespace tg::nn

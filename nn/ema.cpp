@@ -1,5 +1,5 @@
-// The weight EMA of the trainer: a copy of every parameter, updated in place after each step.
-#include "models/training/ema.h"
+// The weight EMA: a copy of every parameter, updated in place after each step.
+#include "nn/ema.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "autograd/parallel.h"
 
-namespace tg::models {
+namespace tg::nn {
 
 namespace {
 
@@ -25,7 +25,7 @@ template <class T> void swap_values(T* a, T* b, std::int64_t n) { std::swap_rang
 
 }  // namespace
 
-WeightEma::WeightEma(nn::NamedTensors params, double decay, std::int64_t updates)
+WeightEma::WeightEma(NamedTensors params, double decay, std::int64_t updates)
     : params_(std::move(params)), decay_(decay), updates_(updates) {
   if (!(decay > 0 && decay < 1))
     throw std::invalid_argument("WeightEma: decay = " + std::to_string(decay) + " is not in (0, 1)");
@@ -71,4 +71,4 @@ void WeightEma::reset_from_parameters() {
   for (std::size_t k = 0; k < params_.size(); ++k) averages_[k].second.copy_(params_[k].second);
 }
 
-}  // namespace tg::models
+}  // namespace tg::nn
