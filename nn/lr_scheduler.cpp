@@ -311,12 +311,14 @@ std::vector<double> ExponentialLR::closed_form_lr() {
 // ---- LambdaLR, MultiplicativeLR -----------------------------------------------------------------
 
 LambdaLR::LambdaLR(Optimizer& optimizer, Lambda lr_lambda)
-    : LRScheduler(optimizer), lambdas_(repeat(std::move(lr_lambda), num_groups(), "LambdaLR")) {
+    : LRScheduler(optimizer), lambdas_(repeat(std::move(lr_lambda), num_groups(), "LambdaLR")),
+      unscaled_base_lrs_(base_lrs()) {
   initial_step();
 }
 
 LambdaLR::LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas)
-    : LRScheduler(optimizer), lambdas_(per_group(std::move(lr_lambdas), num_groups(), "LambdaLR")) {
+    : LRScheduler(optimizer), lambdas_(per_group(std::move(lr_lambdas), num_groups(), "LambdaLR")),
+      unscaled_base_lrs_(base_lrs()) {
   initial_step();
 }
 
@@ -555,6 +557,86 @@ WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& optimizer, std::int64_t warm
 double WarmupInverseSqrtLR::lr_at(std::int64_t step, std::size_t group) const {
   const double s = static_cast<double>(std::max<std::int64_t>(step, 1)), w = static_cast<double>(warmup_);
   return base_lrs().at(group) * std::min(s / w, std::sqrt(w / s));
+}
+
+void LambdaLR::set_scale(double scale) {
+  if (!(scale > 0.0)) throw std::invalid_argument("LambdaLR::set_scale: scale must be > 0, got " + number_text(scale));
+  const std::vector<double> before = base_lrs();
+  std::vector<double> scaled;
+  for (double lr : unscaled_base_lrs_) scaled.push_back(lr * scale);  // (base_lr × scale) × lambda, in that order
+  set_base_lrs(std::move(scaled));
+  try {
+    apply(get_lr());
+  } catch (...) {
+    set_base_lrs(before);
+    throw;
+  }
+  scale_ = scale;
+}
+
+// ---- LinearAnnealLR -----------------------------------------------------------------------------
+
+namespace {
+LambdaLR::Lambda linear_anneal(std::int64_t from, std::int64_t to, std::int64_t start_step) {
+  if (from < 0 || to <= from)
+    throw std::invalid_argument("LinearAnnealLR: need 0 <= from < to, got from " + std::to_string(from) + ", to " +
+                                std::to_string(to));
+  if (start_step < 0)
+    throw std::invalid_argument("LinearAnnealLR: start_step must be >= 0, got " + std::to_string(start_step));
+  return [from, to, start_step](std::int64_t epoch) {
+    const std::int64_t done = start_step + epoch;
+    const double left = static_cast<double>(to - done) / static_cast<double>(to - from);
+    return std::clamp(left, 0.0, 1.0);
+  };
+}
+}  // namespace
+
+LinearAnnealLR::LinearAnnealLR(Optimizer& optimizer, std::int64_t from, std::int64_t to, std::int64_t start_step)
+    : LambdaLR(optimizer, linear_anneal(from, to, start_step)) {}
+
+// ---- PlateauDecay -------------------------------------------------------------------------------
+
+PlateauDecay::PlateauDecay(LambdaLR& schedule, double factor, std::int64_t patience, State state)
+    : schedule_(schedule), factor_(factor), patience_(patience), state_(state) {
+  if (!(factor > 0.0 && factor <= 1.0))
+    throw std::invalid_argument("PlateauDecay: factor must be in (0, 1], got " + number_text(factor));
+  if (patience < 1) throw std::invalid_argument("PlateauDecay: patience must be >= 1, got " + std::to_string(patience));
+  if (!(state.scale > 0.0 && state.scale <= 1.0) || state.bad_validations < 0)
+    throw std::invalid_argument("PlateauDecay: the state's scale must be in (0, 1] and its count >= 0");
+  if (state_.scale != 1.0) schedule_.set_scale(state_.scale);
+}
+
+bool PlateauDecay::step(bool improved) {
+  if (improved) {
+    state_.bad_validations = 0;
+    return false;
+  }
+  ++state_.bad_validations;
+  if (factor_ == 1.0 || state_.bad_validations < patience_) return false;
+  // Never below the smallest normal double: enough decays would round the product to 0 (which a
+  // checkpoint's loader refuses), and lr × 2.2e-308 already moves no weight.
+  state_.scale = std::max(state_.scale * factor_, std::numeric_limits<double>::min());
+  schedule_.set_scale(state_.scale);
+  state_.bad_validations = 0;
+  return true;
+}
+
+NamedTensors PlateauDecay::state_dict() const {
+  NamedTensors out;
+  out.emplace_back("plateau_decay.scale", Tensor::scalar(state_.scale, DType::f64));
+  out.emplace_back("plateau_decay.bad_validations", Tensor::scalar(static_cast<double>(state_.bad_validations), DType::i64));
+  return out;
+}
+
+void PlateauDecay::load_state_dict(const NamedTensors& entries, const std::string& source) {
+  SchedulerStateReader in(entries);
+  const auto scale = in.f64("plateau_decay.scale");
+  const auto bad = in.i64("plateau_decay.bad_validations");
+  in.finish(source);
+  if (!(*scale > 0.0 && *scale <= 1.0) || *bad < 0)
+    throw std::runtime_error(source + ": plateau_decay.scale must be in (0, 1] and plateau_decay.bad_validations >= 0");
+  schedule_.set_scale(*scale);
+  state_ = State{*scale, *bad};
 }
 
 // ---- ReduceLROnPlateau --------------------------------------------------------------------------

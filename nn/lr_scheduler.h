@@ -227,11 +227,20 @@ class LambdaLR : public LRScheduler {
   /// One function per group (std::invalid_argument if the count differs from the groups').
   LambdaLR(Optimizer& optimizer, std::vector<Lambda> lr_lambdas);
 
+  /// From now on lr = (base_lr × scale) × lr_lambda(epoch), base_lr being the group's lr when this
+  /// scheduler was built (tapegrad's own, for PlateauDecay); sets the groups' lrs of the current
+  /// epoch at once. scale > 0 (std::invalid_argument); 1 is the plain LambdaLR. A state_dict()
+  /// holds the scaled base_lrs.
+  void set_scale(double scale);
+  double scale() const { return scale_; }
+
  protected:
   std::vector<double> get_lr() override;
 
  private:
   std::vector<Lambda> lambdas_;
+  std::vector<double> unscaled_base_lrs_;
+  double scale_ = 1.0;
 };
 
 /// lr *= lr_lambda(epoch) every epoch after the first (torch.optim.lr_scheduler.MultiplicativeLR).
@@ -341,6 +350,54 @@ class WarmupInverseSqrtLR : public LambdaLR {
 
  private:
   std::int64_t warmup_;
+};
+
+/// Linear annealing to 0 for a fixed budget of updates: after `from` updates, update s + 1 (s done)
+/// has base_lr × clamp((to - s) / (to - from), 0, 1), reaching 0 at update `to`; before, base_lr
+/// (torch's LinearLR(opt, 1, 0, to - from) begun after `from` updates, as a function of s, so a
+/// resumed schedule repeats it). A LambdaLR whose epoch e sets the lr of update start_step + e + 1,
+/// as WarmupInverseSqrtLR: construction sets the next update's, each step() after an optimizer step
+/// the one after. 0 <= from < to, start_step >= 0 (std::invalid_argument).
+class LinearAnnealLR : public LambdaLR {
+ public:
+  LinearAnnealLR(Optimizer& optimizer, std::int64_t from, std::int64_t to, std::int64_t start_step = 0);
+};
+
+/// What a PlateauDecay has decided so far.
+struct PlateauDecayState {
+  double scale = 1.0;                ///< the factor accumulated so far, in (0, 1]
+  std::int64_t bad_validations = 0;  ///< validations since the last improvement or decay
+};
+
+/// Learning-rate decay on a plateau, driven by the caller's own judgement of each validation (for
+/// instance EarlyStopping::step's "new best"), over a LambdaLR schedule (a constant one is
+/// LambdaLR(opt, [](std::int64_t) { return 1.0; })): after `patience` validations without
+/// improvement, counted since the last improvement or decay, scale = max(scale × factor, the
+/// smallest normal double) and the schedule runs at (base_lr × scale) × lambda (LambdaLR::set_scale).
+/// The accumulated factor is kept, not the decayed lr, so the lr of a resumed run is the same
+/// product bit for bit, and never rounds to 0. factor in (0, 1]: 1 never decays (the count then
+/// runs on until an improvement). Unlike ReduceLROnPlateau it judges no metric itself.
+class PlateauDecay {
+ public:
+  using State = PlateauDecayState;
+  /// Applies state.scale to `schedule` (which must outlive this). Throws std::invalid_argument for
+  /// a factor outside (0, 1], patience < 1, or a scale outside (0, 1].
+  PlateauDecay(LambdaLR& schedule, double factor, std::int64_t patience, State state = State());
+  /// One validation; returns whether the lr was decayed.
+  bool step(bool improved);
+  const State& state() const { return state_; }
+
+  /// "plateau_decay.scale" (f64) and "plateau_decay.bad_validations" (i64) scalars.
+  NamedTensors state_dict() const;
+  /// Restores what state_dict() wrote (checked first: names, scalars, scale in (0, 1], count >= 0;
+  /// std::runtime_error prefixed by `source`) and applies the scale to the schedule.
+  void load_state_dict(const NamedTensors& entries, const std::string& source = "load_state_dict");
+
+ private:
+  LambdaLR& schedule_;
+  double factor_;
+  std::int64_t patience_;
+  State state_;
 };
 
 /// Reduces the lr when a metric stops improving (torch.optim.lr_scheduler.ReduceLROnPlateau): after

@@ -7,6 +7,7 @@
 #include "nn/data.h"
 #include "nn/conv.h"
 #include "nn/dropout.h"
+#include "nn/early_stopping.h"
 #include "nn/ema.h"
 #include "nn/embedding.h"
 #include "nn/gradcheck.h"
