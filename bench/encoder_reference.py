@@ -2,20 +2,25 @@
 """PyTorch reference for bench_encoder (workload G of issue 20): the same model, data, step and JSON keys.
 
     OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/encoder_reference.py \
-        [--threads N] [--steps N] [--warmup N] [--seed S] [--profile]
+        [--threads N] [--steps N] [--warmup N] [--seed S] [--profile] [--precision f32|bf16]
 
 The model, its initialisation scheme and the batches are described in bench/encoder_workload.h: a
 pre-LN Transformer encoder layer (d_model 256, 4 heads, ff 1024, exact GELU, dropout 0) written
 with plain ops (torch.nn.Linear, layer_norm, softmax, matmul), batch 32, T = 64, loss
 mean((out - target)^2) with target[b, t] = x[b, (t + 1) mod T], Adam(lr 1e-3). The splitmix64
 batches are drawn with NumPy (the same numbers bench_encoder draws in C++). Thread settings as
-bench/pytorch_reference.py.
+bench/pytorch_reference.py. --precision bf16 (issue 39): each step's forward and loss inside
+torch.autocast("cpu", dtype=torch.bfloat16), backward and Adam outside, as bench/pytorch_reference.py
+describes; the record names the precision, the dtype of the first step's last product (ff2's output, "product_dtype") and
+the first step's loss, the CPU and the OpenBLAS core type taken.
 """
 import argparse
 import json
 import os
 import resource
 import time
+
+from reference_context import autocast, fields, precision_arg  # bench/, the script's own directory
 
 D, HEADS, FF, B, T = 256, 4, 1024, 32, 64
 MASK64 = (1 << 64) - 1
@@ -29,6 +34,7 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--precision", type=precision_arg, default="f32", help="f32 (or fp32), or bf16: torch.autocast")
     return p.parse_args()
 
 
@@ -99,12 +105,15 @@ def main():
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     data = batches(a.seed, a.warmup + a.steps)
     prof = dict(forward_and_loss=0.0, backward=0.0, adam=0.0)
-    last_loss, start, cpu_start = 0.0, time.perf_counter(), cpu_seconds()
+    first_loss, last_loss, start, cpu_start = None, 0.0, time.perf_counter(), cpu_seconds()
+    product_dtypes = []
+    hook = model.ff2.register_forward_hook(lambda module, inputs, output: product_dtypes.append(str(output.dtype)))
     for i, (x, target) in enumerate(data):
         if i == a.warmup:
             start, cpu_start = time.perf_counter(), cpu_seconds()
         t0 = time.perf_counter()
-        loss = ((model(x) - target) ** 2).mean()
+        with autocast(a.precision):
+            loss = ((model(x) - target) ** 2).mean()
         t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -112,6 +121,9 @@ def main():
         opt.step()
         t3 = time.perf_counter()
         last_loss = float(loss)
+        if first_loss is None:
+            first_loss = last_loss
+            hook.remove()
         if i >= a.warmup:
             for key, d in zip(prof, (t1 - t0, t2 - t1, t3 - t2)):
                 prof[key] += d
@@ -124,10 +136,10 @@ def main():
                openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
                omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), steps=a.steps, warmup=a.warmup, batch=B,
                num_steps=T, tokens=tokens, tokens_per_sec=tokens / train_s, sec_per_step=train_s / a.steps,
-               cpu_sec_per_step=train_cpu_s / a.steps, loss_last=last_loss,
+               cpu_sec_per_step=train_cpu_s / a.steps, loss_first=first_loss, loss_last=last_loss,
                decode_batch1_sents_per_sec=0.0, decode_batch64_sents_per_sec=0.0,
                peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-               parameters=sum(p.numel() for p in model.parameters()))
+               parameters=sum(p.numel() for p in model.parameters()), product_dtype=product_dtypes[0], **fields(a.precision))
     if a.profile:
         rec["profile_s"] = prof
     print(json.dumps(rec), flush=True)

@@ -3,6 +3,7 @@
 
     OMP_WAIT_POLICY=passive OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/pytorch_reference.py \
         --config A|B|C|T [--readout linear|maxout] [--threads N] [--steps N] [--warmup N] [--seed S] [--profile]
+        [--precision f32|bf16]
 
 Run with Debian's python3-torch 1.13 (/usr/bin/python3). --threads N calls torch.set_num_threads(N);
 OpenBLAS ignores that, so OPENBLAS_NUM_THREADS (and OMP_WAIT_POLICY=passive, without which two
@@ -32,6 +33,16 @@ teacher-forced forward, mean cross-entropy over valid target tokens, backward,
 clip_grad_norm_(1.0), Adam(lr 0.005; T as above). Decoding (on the fresh model, before training):
 greedy, eval mode, no grad, stops when every row has produced <eos> or after num_steps steps (the
 rule of tapegrad's greedy_decode); decode_batch*_avg_steps = mean decoding steps per sentence.
+
+--precision bf16 (issue 39) runs as the PyTorch documentation's autocast recipe: each training step's
+forward and loss inside torch.autocast("cpu", dtype=torch.bfloat16) (bench/reference_context.py), the
+backward, the clipping and Adam outside it (the backward runs in the dtypes autocast chose in the
+forward); each greedy decoding call inside its own autocast context. Autocast runs the products
+(linear, matmul, bmm; the GRUs' projections through linear) in bf16 on oneDNN and keeps the
+cross-entropy in float32; parameters, gradients and Adam stay float32. The record names the
+precision and the dtype of the first step's logits ("logits_dtype": torch.bfloat16 shows autocast
+took effect), the CPU, the OpenBLAS core type taken and the OPENBLAS_* settings (fp32 products go to
+OpenBLAS).
 """
 import argparse
 import json
@@ -39,6 +50,9 @@ import os
 import resource
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_context import autocast, fields, precision_arg  # noqa: E402
 
 PAD, BOS, EOS, FIRST_WORD = 1, 2, 3, 4
 MASK64 = (1 << 64) - 1
@@ -67,6 +81,7 @@ def parse_args():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", action="store_true")
     p.add_argument("--no-decode", action="store_true")
+    p.add_argument("--precision", type=precision_arg, default="f32", help="f32 (or fp32), or bf16: torch.autocast")
     return p.parse_args()
 
 
@@ -79,7 +94,6 @@ import math  # noqa: E402
 import torch  # noqa: E402  (after the environment is set)
 from torch import nn  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from blas_in_use import blas_in_use  # noqa: E402
 from d2l_torch import Seq2SeqAttentionDecoder, Seq2SeqEncoder  # noqa: E402
 from rnnsearch_torch import RnnSearch  # noqa: E402
@@ -308,8 +322,12 @@ def main():
     model = {"d2l": D2lEncoderDecoder, "rnnsearch": RnnSearch, "transformer": Seq2SeqTransformer}[w["model"]](w)
     opt = torch.optim.Adam(model.parameters(), lr=w.get("lr", 0.005), betas=w.get("betas", (0.9, 0.999)),
                            eps=w.get("eps", 1e-8))
-    decode = model.greedy_decode if hasattr(model, "greedy_decode") else (
+    decode_fp32 = model.greedy_decode if hasattr(model, "greedy_decode") else (
         lambda s, l, n: greedy_decode(model, s, l, n))
+
+    def decode(s, l, n):
+        with autocast(a.precision):
+            return decode_fp32(s, l, n)
     seq_loss = model.loss if hasattr(model, "loss") else sequence_loss
     rng = SplitMix64(a.seed * 0x632BE59BD9B4E019 + 12345)
     batches = [make_batch(rng, w["batch"], w) for _ in range(warmup + steps)]
@@ -344,6 +362,7 @@ def main():
     model.train()
     prof = dict(forward=0.0, loss=0.0, backward=0.0, clip=0.0, adam=0.0)
     tokens, first_loss, last_loss, start, cpu_start = 0, None, 0.0, time.perf_counter(), cpu_seconds()
+    logits_dtype = None
     for i, (src, src_len, tgt, tgt_len, ntok) in enumerate(batches):
         if i == warmup:
             start, cpu_start = time.perf_counter(), cpu_seconds()
@@ -352,10 +371,13 @@ def main():
         # the forward for C, just before backward for A and B.
         if w.get("zero_grad_before_forward"):
             opt.zero_grad(set_to_none=True)
-        logits = model(src, src_len, teacher_forcing_input(tgt))
-        t1 = time.perf_counter()
-        loss = seq_loss(logits, tgt, tgt_len)
-        t2 = time.perf_counter()
+        with autocast(a.precision):
+            logits = model(src, src_len, teacher_forcing_input(tgt))
+            t1 = time.perf_counter()
+            loss = seq_loss(logits, tgt, tgt_len)
+            t2 = time.perf_counter()
+        if logits_dtype is None:
+            logits_dtype = str(logits.dtype)
         if not w.get("zero_grad_before_forward"):
             opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -384,7 +406,8 @@ def main():
                decode_batch1_sents_per_sec=dec1, decode_batch64_sents_per_sec=dec64,
                decode_batch1_avg_steps=dec1_len, decode_batch64_avg_steps=dec64_len,
                peak_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-               zero_grad_before_forward=bool(w.get("zero_grad_before_forward")))
+               zero_grad_before_forward=bool(w.get("zero_grad_before_forward")), logits_dtype=logits_dtype,
+               loss_dtype=str(loss.dtype), **fields(a.precision))
     if a.profile:
         rec["profile_s"] = prof
     print(json.dumps(rec), flush=True)
