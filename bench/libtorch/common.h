@@ -1,14 +1,18 @@
 #pragma once
-// Shared by the LibTorch references (bench/libtorch/*.cpp): thread settings, the BLAS check,
-// CPU time, peak RSS and the JSON number format of bench_seq2seq.
+// Shared by the LibTorch references (bench/libtorch/*.cpp): thread settings, the BLAS check and
+// the OpenBLAS core type, bf16 autocast (issue 39), CPU time, peak RSS and the JSON number format
+// of bench_seq2seq.
+#include <ATen/autocast_mode.h>
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -75,29 +79,105 @@ inline std::string blas_in_use() {
   return other;
 }
 
-/// The CPU's model name (/proc/cpuinfo), for the JSON: figures are compared within one machine.
-inline std::string cpu_model() {
-  std::ifstream info("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(info, line))
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      std::string name = line.substr(line.find(':') + 1);
-      name.erase(0, name.find_first_not_of(' '));
-      std::string clean;
-      for (char c : name)
-        if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) clean += c;
-      return clean;
-    }
-  return "unknown";
+/// The core type OpenBLAS took (openblas_get_corename; OPENBLAS_CORETYPE can force it), or "" when
+/// OpenBLAS is not loaded.
+inline std::string openblas_core() {
+  std::string core;
+  if (void* h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD)) {
+    if (auto f = reinterpret_cast<char* (*)()>(dlsym(h, "openblas_get_corename"))) core = f();
+    dlclose(h);
+  }
+  return core;
 }
 
-/// The JSON fields every LibTorch reference writes: framework, version, threads, BLAS and CPU.
-inline std::string json_head() {
+/// Printable characters of s without quotes and backslashes, for a JSON string.
+inline std::string json_clean(const std::string& s) {
+  std::string clean;
+  for (char c : s)
+    if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) clean += c;
+  return clean;
+}
+
+/// The OPENBLAS_* variables of the environment, "NAME=value" joined by spaces (sorted).
+inline std::string openblas_env() {
+  std::set<std::string> vars;
+  for (char** e = ::environ; *e; ++e)
+    if (std::strncmp(*e, "OPENBLAS_", 9) == 0) vars.insert(*e);
+  std::string out;
+  for (const auto& v : vars) out += (out.empty() ? "" : " ") + v;
+  return json_clean(out);
+}
+
+/// The CPU as tg::cpu::summary() names it (bench/reference_context.py's cpu_summary): "<model name>
+/// (family F model M): <flags>", from /proc/cpuinfo. Figures are compared within one machine.
+inline std::string cpu_summary() {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line, name = "unknown CPU", family = "?", model = "?", flags;
+  auto value = [&] {
+    std::string v = line.substr(line.find(':') + 1);
+    v.erase(0, v.find_first_not_of(' '));
+    return v;
+  };
+  while (std::getline(info, line) && !line.empty()) {
+    if (line.find(':') == std::string::npos) continue;
+    if (line.rfind("model name", 0) == 0) name = value();
+    else if (line.rfind("cpu family", 0) == 0) family = value();
+    else if (line.rfind("model", 0) == 0 && line.find_first_of("\t:") == 5) model = value();
+    else if (line.rfind("flags", 0) == 0) flags = " " + value() + " ";
+  }
+  std::string s = name + " (family " + family + " model " + model + "):";
+  for (const char* f : {"avx2", "fma", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                        "amx_tile", "amx_bf16", "amx_int8"})
+    if (flags.find(std::string(" ") + f + " ") != std::string::npos) (s += ' ') += f;
+  return json_clean(s);
+}
+
+/// --precision: "f32" (also "fp32") or "bf16".
+inline std::string precision_arg(const std::string& value) {
+  if (value == "f32" || value == "fp32") return "f32";
+  if (value == "bf16") return "bf16";
+  throw std::invalid_argument("--precision must be f32 (or fp32) or bf16, not " + value);
+}
+
+/// torch.autocast("cpu", dtype=torch.bfloat16) in C++ (LibTorch 1.13's at::autocast API, driven as the
+/// Python context manager's __enter__ and __exit__ drive it): on entry autocast is enabled for CPU
+/// with dtype bf16 and the nesting level raised; on exit the level is lowered, the cast cache (the
+/// bf16 copies of the parameters) cleared when it reaches 0, and the previous state restored. The
+/// cache stays enabled (torch.autocast's default). With enabled = false it does nothing (f32).
+class Autocast {
+ public:
+  explicit Autocast(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    prev_enabled_ = at::autocast::is_cpu_enabled();
+    prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+  }
+  ~Autocast() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(prev_enabled_);
+    at::autocast::set_autocast_cpu_dtype(prev_dtype_);
+  }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool enabled_, prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kBFloat16;
+};
+
+/// The JSON fields every LibTorch reference writes: framework, version, threads, BLAS, the OpenBLAS
+/// core type and settings, CPU and precision.
+inline std::string json_head(const std::string& precision = "f32") {
   std::ostringstream js;
   js << "\"framework\":\"libtorch\",\"torch_version\":\"" << TORCH_VERSION << "\",\"threads\":" << at::get_num_threads()
      << ",\"blas\":\"" << blas_in_use() << "\",\"openblas_threads\":" << openblas_threads()
-     << ",\"omp_wait_policy\":\"" << (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "") << "\""
-     << ",\"cpu\":\"" << cpu_model() << "\"";
+     << ",\"openblas_core\":\"" << json_clean(openblas_core()) << "\",\"openblas_env\":\"" << openblas_env() << "\""
+     << ",\"omp_wait_policy\":\"" << json_clean(std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "") << "\""
+     << ",\"cpu\":\"" << cpu_summary() << "\",\"precision\":\"" << precision << "\",\"autocast\":\""
+     << (precision == "bf16" ? "at::autocast cpu bf16" : "off") << "\"";
   return js.str();
 }
 

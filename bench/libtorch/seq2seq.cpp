@@ -4,7 +4,16 @@
 // modules, the same splitmix64 batches, training step, greedy decoding and JSON keys.
 //
 //   OMP_WAIT_POLICY=passive build/bin/libtorch_seq2seq --config A|B|C|T [--readout linear|maxout]
-//       [--threads N] [--steps N] [--warmup N] [--seed S] [--profile] [--no-decode]
+//       [--threads N] [--steps N] [--warmup N] [--seed S] [--profile] [--no-decode] [--precision f32|bf16]
+//
+// --precision bf16 (issue 39): as bench/pytorch_reference.py, each training step's forward and loss
+// inside ltbench::Autocast (torch.autocast("cpu", dtype=torch.bfloat16) written with LibTorch's
+// at::autocast API, common.h), backward, clipping and Adam outside it; each greedy decoding call
+// inside its own. The record names the precision and the dtype of the first step's logits. T does
+// not run in bf16: LibTorch 1.13's C++ MultiheadAttention (torch/nn/functional/activation.h) fills
+// the key padding mask into the attention scores under AT_DISPATCH_FLOATING_TYPES, which has no
+// BFloat16, so under autocast it throws "attn_output_weights.masked_fill" not implemented for
+// 'BFloat16' (PyTorch's Python MultiheadAttention runs); bench/compare notes it and leaves the cell out.
 //
 // Differences from the Python classes, none of which changes the arithmetic: d2l's masked_softmax
 // writes -1e6 with an in-place index assignment, here masked_fill; gradients are dropped by
@@ -338,8 +347,11 @@ torch::Tensor teacher_forcing_input(const torch::Tensor& tgt) {
 }
 
 /// Greedy decoding as pytorch_reference.py's: (B, steps) tokens; stops when every row has produced <eos>.
-torch::Tensor greedy_decode(Seq2Seq& model, const torch::Tensor& src, const torch::Tensor& src_len, int64_t max_steps) {
+/// bf16: the call runs inside its own autocast scope, as the PyTorch reference's.
+torch::Tensor greedy_decode(Seq2Seq& model, const torch::Tensor& src, const torch::Tensor& src_len, int64_t max_steps,
+                            bool bf16) {
   torch::NoGradGuard no_grad;
+  ltbench::Autocast autocast(bf16);
   const bool was_training = model.is_training();
   model.eval();
   State state = model.begin(src, src_len);
@@ -380,9 +392,11 @@ int64_t decode_steps(const torch::Tensor& tokens) {
 
 int main(int argc, char** argv) {
   try {
-    const ltbench::Args args(argc, argv, {"--config", "--readout", "--threads", "--steps", "--warmup", "--seed"},
+    const ltbench::Args args(argc, argv, {"--config", "--readout", "--threads", "--steps", "--warmup", "--seed", "--precision"},
                              {"--profile", "--no-decode"});
     const std::string config = args.str("--config", "A");
+    const std::string precision = ltbench::precision_arg(args.str("--precision", "f32"));
+    const bool bf16 = precision == "bf16";
     Workload w = workload(config);
     if (args.flag("--readout")) {
       if (w.model != "rnnsearch") throw std::invalid_argument("libtorch_seq2seq: --readout applies to B and C only");
@@ -414,23 +428,23 @@ int main(int argc, char** argv) {
       const auto& src = batches.back().src;
       const auto& src_len = batches.back().src_len;
       const int64_t B = src.size(0), T = w.num_steps;
-      greedy_decode(*model, src.slice(0, 0, 1), src_len.slice(0, 0, 1), T);  // warm-up
+      greedy_decode(*model, src.slice(0, 0, 1), src_len.slice(0, 0, 1), T, bf16);  // warm-up
       int64_t n = 0, steps_run = 0;
       auto t0 = ltbench::Clock::now();
       while (true) {
         const int64_t r = n % B;
-        steps_run += decode_steps(greedy_decode(*model, src.slice(0, r, r + 1), src_len.slice(0, r, r + 1), T));
+        steps_run += decode_steps(greedy_decode(*model, src.slice(0, r, r + 1), src_len.slice(0, r, r + 1), T, bf16));
         ++n;
         if (ltbench::since(t0) >= w.decode_min_time && n >= 4) break;
       }
       dec1 = static_cast<double>(n) / ltbench::since(t0);
       dec1_len = static_cast<double>(steps_run) / static_cast<double>(n);
       const auto full = src.slice(0, 0, 64), full_len = src_len.slice(0, 0, 64);
-      greedy_decode(*model, full, full_len, T);  // warm-up
+      greedy_decode(*model, full, full_len, T, bf16);  // warm-up
       n = 0, steps_run = 0;
       t0 = ltbench::Clock::now();
       while (true) {
-        steps_run += decode_steps(greedy_decode(*model, full, full_len, T));
+        steps_run += decode_steps(greedy_decode(*model, full, full_len, T, bf16));
         n += full.size(0);
         if (ltbench::since(t0) >= w.decode_min_time) break;
       }
@@ -442,16 +456,23 @@ int main(int argc, char** argv) {
     double prof[5] = {0, 0, 0, 0, 0};
     int64_t tokens = 0;
     double first_loss = 0, last_loss = 0, cpu_start = 0;
+    std::string logits_dtype, loss_dtype;
     auto start = ltbench::Clock::now();
     for (int i = 0; i < warmup + steps; ++i) {
       if (i == warmup) start = ltbench::Clock::now(), cpu_start = ltbench::cpu_seconds();
       const Batch& b = batches[i];
       const auto t0 = ltbench::Clock::now();
       if (w.zero_grad_before_forward) ltbench::drop_grads(params);
-      const auto logits = model->forward(b.src, b.src_len, teacher_forcing_input(b.tgt));
-      const auto t1 = ltbench::Clock::now();
-      const auto loss = model->loss(logits, b.tgt, b.tgt_len);
-      const auto t2 = ltbench::Clock::now();
+      torch::Tensor logits, loss;
+      ltbench::Clock::time_point t1, t2;
+      {
+        ltbench::Autocast autocast(bf16);
+        logits = model->forward(b.src, b.src_len, teacher_forcing_input(b.tgt));
+        t1 = ltbench::Clock::now();
+        loss = model->loss(logits, b.tgt, b.tgt_len);
+        t2 = ltbench::Clock::now();
+      }
+      if (i == 0) logits_dtype = std::string(c10::toString(logits.scalar_type())), loss_dtype = c10::toString(loss.scalar_type());
       if (!w.zero_grad_before_forward) ltbench::drop_grads(params);
       loss.backward();
       const auto t3 = ltbench::Clock::now();
@@ -470,7 +491,7 @@ int main(int argc, char** argv) {
     }
     const double train_s = ltbench::since(start), train_cpu_s = ltbench::cpu_seconds() - cpu_start;
     std::ostringstream js;
-    js << "{" << ltbench::json_head() << ",\"config\":\"" << config << "\",\"model\":\"" << w.model
+    js << "{" << ltbench::json_head(precision) << ",\"config\":\"" << config << "\",\"model\":\"" << w.model
        << "\",\"readout\":\"" << w.readout << "\",\"steps\":" << steps << ",\"warmup\":" << warmup
        << ",\"batch\":" << w.batch << ",\"num_steps\":" << w.num_steps << ",\"tokens\":" << tokens
        << ",\"tokens_per_sec\":" << ltbench::num(static_cast<double>(tokens) / train_s)
@@ -479,7 +500,8 @@ int main(int argc, char** argv) {
        << ",\"decode_batch1_sents_per_sec\":" << ltbench::num(dec1) << ",\"decode_batch64_sents_per_sec\":" << ltbench::num(dec64)
        << ",\"decode_batch1_avg_steps\":" << ltbench::num(dec1_len) << ",\"decode_batch64_avg_steps\":" << ltbench::num(dec64_len)
        << ",\"peak_rss_mib\":" << ltbench::num(ltbench::peak_rss_mib()) << ",\"parameters\":" << parameter_count
-       << ",\"zero_grad_before_forward\":" << (w.zero_grad_before_forward ? "true" : "false");
+       << ",\"zero_grad_before_forward\":" << (w.zero_grad_before_forward ? "true" : "false")
+       << ",\"logits_dtype\":\"" << logits_dtype << "\",\"loss_dtype\":\"" << loss_dtype << "\"";
     if (args.flag("--profile"))
       js << ",\"profile_s\":{\"forward\":" << ltbench::num(prof[0]) << ",\"loss\":" << ltbench::num(prof[1])
          << ",\"backward\":" << ltbench::num(prof[2]) << ",\"clip\":" << ltbench::num(prof[3])
