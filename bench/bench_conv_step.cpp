@@ -9,7 +9,13 @@
 // zeros), so that it does not depend on the modules' spelling. bench/libtorch/conv.cpp and
 // bench/conv_reference.py are the LibTorch and PyTorch references (torch.nn modules).
 //
-//   build/bin/bench_conv_step [--threads N] [--steps N] [--warmup N] [--seed S] [--profile]
+//   build/bin/bench_conv_step [--threads N] [--steps N] [--warmup N] [--seed S] [--profile] [--precision f32|bf16]
+//
+// --precision bf16 (issue 39) runs the steps inside a tg::autocast::Guard, as bench_seq2seq and
+// bench_encoder do, so that bench/compare can run every framework in each precision. autocast
+// converts matmul and linear only (docs/performance.md, "bf16 mixed precision"): tg::conv2d and
+// the rest of this step stay float32, so a bf16 run computes what a float32 run computes. The
+// record says so ("autocast_ops": "none in this step"); the references convert their convolution.
 //
 // Output: one JSON line with the keys bench/compare reads; tokens are images (32 per step),
 // tokens_per_sec = images_per_sec, and the decoding fields read 0. --profile adds seconds per phase.
@@ -21,10 +27,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/ops_conv.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
@@ -57,8 +65,14 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed steps before");
   app.add_option("--seed", seed, "seed of the weights and of the batch");
   app.add_flag("--profile", profile, "also report seconds per phase of a step");
+  std::string precision = "f32";
+  app.add_option("--precision", precision, "f32 (or fp32), or bf16: the steps under tg::autocast::Guard (nothing converts)")
+      ->check(CLI::IsMember({"f32", "fp32", "bf16"}));
   CLI11_PARSE(app, argc, argv);
+  if (precision == "fp32") precision = "f32";
   try {
+    std::optional<tg::autocast::Guard> autocast;
+    if (precision == "bf16") autocast.emplace(tg::autocast::Precision::bf16);
     if (steps < 1) throw std::invalid_argument("--steps must be >= 1");
     if (warmup < 0) throw std::invalid_argument("--warmup must be >= 0");
     tg::set_num_threads(threads);
@@ -102,8 +116,9 @@ int main(int argc, char** argv) {
 
     std::ostringstream js;
     js << "{\"framework\":\"tapegrad\",\"config\":\"CONV\",\"model\":\"Conv2d(3,32,3,pad 1)+BatchNorm2d+ReLU+MaxPool2d(2), "
-          "SGD (functional ops)\",\"threads\":"
-       << tg::num_threads() << ",\"blas\":\"tapegrad kernels\",\"steps\":" << steps << ",\"warmup\":" << warmup
+          "SGD (functional ops)\",\"precision\":\""
+       << precision << (precision == "bf16" ? "\",\"bf16_path\":\"" : "") << (precision == "bf16" ? tg::autocast::bf16_path() : "")
+       << (precision == "bf16" ? "\",\"autocast_ops\":\"none in this step" : "") << "\",\"threads\":" << tg::num_threads() << ",\"blas\":\"tapegrad kernels\",\"steps\":" << steps << ",\"warmup\":" << warmup
        << ",\"batch\":" << N << ",\"input\":[" << N << "," << C << "," << H << "," << W << "]"
        << ",\"tokens\":" << num(images) << ",\"tokens_per_sec\":" << num(images / train_s)
        << ",\"images_per_sec\":" << num(images / train_s) << ",\"sec_per_step\":" << num(train_s / steps)

@@ -84,13 +84,14 @@ int main(int argc, char** argv) {
     }
 
     StepTimes times;
-    double last_loss = 0, cpu_start = 0;
+    double first_loss = 0, last_loss = 0, cpu_start = 0;
     Clock::time_point start = Clock::now();
     for (int i = 0; i < warmup + steps; ++i) {
       if (i == warmup) start = Clock::now(), cpu_start = cpu_seconds();
       StepTimes* timed = i >= warmup ? &times : nullptr;
       const tg::Tensor loss = train_step(layer, optimizer, batches[i].first, batches[i].second, timed, spelling);
       last_loss = loss.item();
+      if (i == 0) first_loss = last_loss;
       if (!std::isfinite(last_loss)) throw std::runtime_error("bench_encoder: loss is not finite");
     }
     const double train_s = since(start), train_cpu_s = cpu_seconds() - cpu_start;
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
        << tg::num_threads() << ",\"blas\":\"tapegrad kernels\",\"steps\":" << steps << ",\"warmup\":" << warmup
        << ",\"batch\":" << sizes.batch << ",\"num_steps\":" << sizes.seq << ",\"tokens\":" << num(tokens)
        << ",\"tokens_per_sec\":" << num(tokens / train_s) << ",\"sec_per_step\":" << num(train_s / steps)
-       << ",\"cpu_sec_per_step\":" << num(train_cpu_s / steps) << ",\"loss_last\":" << num(last_loss)
+       << ",\"cpu_sec_per_step\":" << num(train_cpu_s / steps) << ",\"loss_first\":" << num(first_loss) << ",\"loss_last\":" << num(last_loss)
        << ",\"decode_batch1_sents_per_sec\":0,\"decode_batch64_sents_per_sec\":0"
        << ",\"peak_rss_mib\":" << num(peak_rss_mib()) << ",\"parameters\":" << parameter_count
        << tg::bench::cpu_json_fields();
