@@ -34,7 +34,9 @@
 #include "nn/ema.h"
 #include "models/translators/limits.h"
 #include "nn/file_io.h"
+#include "nn/lr_scheduler.h"
 #include "nn/dropout.h"
+#include "nn/early_stopping.h"
 #include "nn/optim.h"
 #include "nn/rnn.h"
 #include "nn/utils.h"
@@ -312,53 +314,47 @@ std::vector<std::vector<std::int64_t>> epoch_batch_rows(const Seq2SeqDataset& da
                                     : data.sentence_batch_rows(options.batch_size(), options.shuffle(), gen);
 }
 
-TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_vocab, const Vocab& tgt_vocab,
-                  const TrainOptions& options) {
-  options.validate();
-  if (data.size() == 0) throw std::invalid_argument("train: the training set is empty");
-  // Where the checkpoints go is checked before the first step, not at the first save.
-  if (!options.out_dir().empty()) check_checkpoint_destination(options.out_dir());
-  if (!options.best_dir().empty()) check_checkpoint_destination(options.best_dir());
-  if (options.threads() > 0) set_num_threads(options.threads());
+namespace {
 
-  TrainingState st;
-  nn::Adam optimizer(model.named_parameters(), nn::AdamOptions(options.lr()));
-  optimizer.zero_grad();  // gradients left from before train() must not add to the first step's
-  const bool resuming = !options.resume_from().empty();
-  std::optional<TrainingState> saved;
-  if (resuming) {
-    saved = load_training_state(options.resume_from());
-    const bool has_optimizer = std::filesystem::exists(std::filesystem::path(options.resume_from()) / "optimizer.npz");
-    if (saved) {
-      if (!has_optimizer)
-        throw std::runtime_error(options.resume_from() + "/optimizer.npz: missing, cannot resume training exactly");
-      // The position and the validation state (best so far, counters, decayed lr) continue; the
-      // settings are this run's options, set below.
-      static_cast<TrainingProgress&>(st) = *saved;
-      if (st.batch_in_epoch > 0 && (saved->batch_size != options.batch_size() ||
-                                    saved->shuffle != options.shuffle() || saved->seed != options.seed() ||
-                                    saved->batch_tokens != options.batch_tokens()))
-        throw std::invalid_argument("train: " + options.resume_from() +
-                                    " stopped in the middle of an epoch; resuming it needs the same batch size, "
-                                    "batch tokens, shuffle setting and seed (" + std::to_string(saved->batch_size) +
-                                    ", " + std::to_string(saved->batch_tokens) + ", " +
-                                    (saved->shuffle ? "shuffle" : "no shuffle") + ", seed " +
-                                    std::to_string(saved->seed) + ")");
-    }
-    // Without training.json (e.g. weights converted from PyTorch) training starts at step 0.
-    if (has_optimizer) load_optimizer_state(options.resume_from(), optimizer);
-  }
-  // The weight EMA. A checkpoint with one holds the average in weights.npz (which the model was
-  // loaded from) and the raw weights in training_weights.npz, which training continues from.
+/// The resumed checkpoint's training.json (nullopt: a fresh start, or weights without one, e.g.
+/// converted from PyTorch, which start at step 0), its optimizer state loaded into `optimizer`.
+std::optional<TrainingState> resume(const TrainOptions& options, nn::Optimizer& optimizer) {
+  if (options.resume_from().empty()) return std::nullopt;
+  std::optional<TrainingState> saved = load_training_state(options.resume_from());
+  const bool has_optimizer = std::filesystem::exists(std::filesystem::path(options.resume_from()) / "optimizer.npz");
+  if (saved && !has_optimizer)
+    throw std::runtime_error(options.resume_from() + "/optimizer.npz: missing, cannot resume training exactly");
+  if (saved && saved->batch_in_epoch > 0 &&
+      (saved->batch_size != options.batch_size() || saved->shuffle != options.shuffle() ||
+       saved->seed != options.seed() || saved->batch_tokens != options.batch_tokens()))
+    throw std::invalid_argument("train: " + options.resume_from() +
+                                " stopped in the middle of an epoch; resuming it needs the same batch size, "
+                                "batch tokens, shuffle setting and seed (" + std::to_string(saved->batch_size) +
+                                ", " + std::to_string(saved->batch_tokens) + ", " +
+                                (saved->shuffle ? "shuffle" : "no shuffle") + ", seed " +
+                                std::to_string(saved->seed) + ")");
+  if (has_optimizer) load_optimizer_state(options.resume_from(), optimizer);
+  return saved;
+}
+
+/// The weight EMA of options.ema_decay() (none at 0). A checkpoint with one holds the average in
+/// weights.npz (which the model was loaded from) and the raw weights in training_weights.npz, which
+/// training continues from: the average continues, or is dropped with ema_decay 0.
+std::optional<nn::WeightEma> make_ema(Seq2Seq& model, const TrainOptions& options,
+                                      const std::optional<TrainingState>& saved) {
   std::optional<nn::WeightEma> ema;
-  const bool resume_ema =
-      resuming && std::filesystem::exists(std::filesystem::path(options.resume_from()) / "training_weights.npz");
+  const bool resume_ema = !options.resume_from().empty() &&
+                          std::filesystem::exists(std::filesystem::path(options.resume_from()) / "training_weights.npz");
   if (options.ema_decay() > 0 && resume_ema)
     ema.emplace(model.named_parameters(), options.ema_decay(), saved ? saved->ema_updates : 0);
   if (resume_ema) load_training_weights(options.resume_from(), model);
   if (options.ema_decay() > 0 && !ema) ema.emplace(model.named_parameters(), options.ema_decay());
+  return ema;
+}
+
+/// This run's settings, as training.json records them (the position comes from the checkpoint).
+void record_settings(TrainingState& st, const TrainOptions& options, std::int64_t shards) {
   st.ema_decay = options.ema_decay();
-  st.ema_updates = ema ? ema->updates() : 0;
   st.precision = options.precision();
   st.seed = options.seed();
   st.batch_size = options.batch_size();
@@ -375,332 +371,496 @@ TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_v
   st.lr_decay = options.lr_decay();
   st.lr_patience = options.lr_patience();
   st.validate_every = options.validate_every();
-  if (!options.dev()) st.lr_scale = 1.0;  // no plateau decisions without a dev set
-  if (st.lr_scale != 1.0) optimizer.set_lr(options.lr() * st.lr_scale);
-  // Continues from the steps already done (a resumed run's optimizer holds options.lr()).
-  // lr_anneal: the lr of the next step, a function of the step alone, so a resume repeats it.
-  auto annealed_lr = [&] {
-    const double left = static_cast<double>(options.lr_anneal_to() - st.step) /
-                        static_cast<double>(options.lr_anneal_to() - options.lr_anneal_from());
-    return options.lr() * st.lr_scale * std::clamp(left, 0.0, 1.0);
-  };
-  std::optional<nn::WarmupInverseSqrtLR> schedule;
-  if (options.warmup_steps() > 0) schedule.emplace(optimizer, options.warmup_steps(), st.step);
   st.notes = options.notes();
-  // Data parallelism: every rank runs this function; only rank 0 ("lead") writes anything.
-  const std::int64_t world = dist::world_size(), rank = dist::rank();
-  const bool lead = rank == 0;
+  st.shards = shards;
+}
+
+/// The one lr mechanism: a LambdaLR of the update (constant, warmup then inverse square root, or
+/// the linear anneal), continued after `step` updates; the plateau decay scales its base lr.
+std::unique_ptr<nn::LambdaLR> make_schedule(nn::Optimizer& optimizer, const TrainOptions& options, std::int64_t step) {
+  if (options.warmup_steps() > 0) return std::make_unique<nn::WarmupInverseSqrtLR>(optimizer, options.warmup_steps(), step);
+  if (options.lr_anneal_to() > 0)
+    return std::make_unique<nn::LinearAnnealLR>(optimizer, options.lr_anneal_from(), options.lr_anneal_to(), step);
+  return std::make_unique<nn::LambdaLR>(optimizer, [](std::int64_t) { return 1.0; });
+}
+
+/// Early stopping and the best validation as training.json keeps them: select_by bleu is the
+/// highest dev BLEU with ties broken by the lower dev loss, select_by loss the lowest dev loss.
+nn::EarlyStopping make_stopping(const TrainOptions& options, const TrainingProgress& p) {
+  using Mode = nn::EarlyStopping::Mode;
+  const bool by_loss = options.select_by() == SelectBy::kLoss;
+  const nn::EarlyStopping::State s{p.validations, p.last_validation_step, p.best_step, p.bad_validations,
+                                   by_loss ? p.best_dev_loss : p.best_dev_bleu, by_loss ? p.best_dev_bleu : p.best_dev_loss};
+  return nn::EarlyStopping(by_loss ? Mode::min : Mode::max, options.dev() ? options.patience() : 0,
+                           by_loss ? std::nullopt : std::optional<Mode>(Mode::min), s);
+}
+
+/// The parts' states back into training.json's fields.
+void record_parts(TrainingProgress& p, const nn::EarlyStopping& stop, const nn::PlateauDecay& decay, SelectBy by) {
+  const auto& s = stop.state();
+  p.validations = s.validations;
+  p.last_validation_step = s.last_step;
+  p.best_step = s.best_step;
+  p.bad_validations = s.bad_validations;
+  p.best_dev_bleu = by == SelectBy::kLoss ? s.best_second : s.best;
+  p.best_dev_loss = by == SelectBy::kLoss ? s.best : s.best_second;
+  p.lr_scale = decay.state().scale;
+  p.lr_bad_validations = decay.state().bad_validations;
+}
+
+/// Validation's scores: the teacher-forced dev loss over every dev pair and the sacreBLEU-compatible
+/// BLEU of the decoded first dev_bleu_pairs() sources, in the training's precision, of the averaged
+/// weights when there is an EMA. Draws no random numbers.
+class DevScorer {
+ public:
+  DevScorer(const TrainOptions& options, const Seq2Seq& model, const Vocab& src_vocab, const Vocab& tgt_vocab)
+      : options_(options), src_vocab_(src_vocab), tgt_vocab_(tgt_vocab),
+        decode_(DecodeOptions(options.dev_decode()).precision(options.precision())) {
+    const DevSet* dev = options.dev();
+    if (!dev) return;
+    data_ = Seq2SeqDataset(dev->pairs, src_vocab, tgt_vocab, model.config().num_steps);
+    const std::size_t n = options.dev_bleu_pairs() > 0
+                              ? std::min(dev->pairs.size(), static_cast<std::size_t>(options.dev_bleu_pairs()))
+                              : dev->pairs.size();
+    sources_.assign(dev->pairs.src.begin(), dev->pairs.src.begin() + static_cast<std::ptrdiff_t>(n));
+    refs_ = dev_references(*dev, n);
+  }
+  ValidationRecord score(Seq2Seq& model, nn::WeightEma* ema, std::int64_t step, std::int64_t epoch) const {
+    ValidationRecord v{.step = step, .epoch = epoch};
+    nn::EmaSwapGuard swap(ema);  // the averaged weights are the ones validated
+    {
+      const autocast::Guard precision(options_.precision());
+      v.dev_loss = evaluate_loss(model, data_);
+    }
+    const auto out = translate_tokens(model, sources_, src_vocab_, tgt_vocab_, decode_);
+    std::vector<std::string> hyps;
+    hyps.reserve(out.size());
+    for (const auto& t : out) hyps.push_back(options_.subword() ? options_.subword()->decode(t.tokens) : join(t.tokens));
+    v.dev_bleu = sacre_bleu(hyps, refs_).score;
+    v.bleu_pairs = static_cast<std::int64_t>(hyps.size());
+    return v;
+  }
+
+ private:
+  const TrainOptions& options_;
+  const Vocab& src_vocab_;
+  const Vocab& tgt_vocab_;
+  DecodeOptions decode_;
+  Seq2SeqDataset data_;
+  std::vector<std::vector<std::string>> sources_;
+  std::vector<std::string> refs_;
+};
+
+void print_validation(const ValidationRecord& v, const TrainOptions& options, bool stopped) {
+  std::fprintf(stderr, "validation at step %lld (epoch %lld): dev loss %.4f, dev BLEU %.2f (%lld pairs), %.1f s%s%s%s\n",
+               static_cast<long long>(v.step), static_cast<long long>(v.epoch), v.dev_loss, v.dev_bleu,
+               static_cast<long long>(v.bleu_pairs), v.seconds,
+               v.best ? (options.best_dir().empty() ? ", best so far" : ", best so far, saved") : "",
+               v.lr_decayed ? ", lr decayed" : "",
+               stopped ? ", early stop (no new best in the last patience validations)" : "");
+}
+
+/// Reseeds the dropout generators for step `step` (and shard `shard` of a sharded step).
+void reseed_dropout(const std::vector<std::shared_ptr<Generator>>& generators, std::uint64_t seed, std::int64_t step,
+                    std::optional<std::int64_t> shard = std::nullopt) {
+  for (std::size_t g = 0; g < generators.size(); ++g) {
+    const std::uint64_t s = mix(seed, kDropoutStream, static_cast<std::uint64_t>(step), g);
+    *generators[g] = Generator(shard ? mix(s, kShardStream, static_cast<std::uint64_t>(*shard)) : s);
+  }
+}
+
+/// The plain step's forward and backward on one batch; returns its loss.
+double local_step(Seq2Seq& model, Seq2SeqBatch&& batch, const TrainOptions& options,
+                  const std::vector<std::shared_ptr<Generator>>& generators, std::int64_t step) {
+  // Each batch is used once: moved, not copied (a step allocates nothing for its rows).
+  const Seq2SeqBatch b = model.padding_is_inert() ? trim_padding(std::move(batch)) : std::move(batch);
+  reseed_dropout(generators, options.seed(), step);
+  const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
+  // The step's forward and backward under autocast (bf16: products recorded here run their
+  // backward with bf16 operands too, and products the backward itself records, if any, take the
+  // same state); clipping, Adam and the EMA stay outside, in float32.
+  const autocast::Guard precision(options.precision());
+  const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing());
+  loss.backward();
+  return loss.item();
+}
+
+/// The sharded step: this rank's shards of each batch, gradients exchanged in buckets during the
+/// last backward (nn::DistributedDataParallel), the shards' losses summed in a fixed tree.
+class ShardedStep {
+ public:
+  ShardedStep(Seq2Seq& model, const TrainOptions& options, std::int64_t shards, std::int64_t world, std::int64_t rank)
+      : model_(model), options_(options), shards_(shards), rank_(rank), local_(shards / world),
+        ddp_(model.named_parameters(), nn::DDPOptions().average(false)),
+        shard_loss_(static_cast<std::size_t>(local_)), all_loss_(static_cast<std::size_t>(shards)) {}
+
+  double run(const Seq2SeqBatch full, const std::vector<std::shared_ptr<Generator>>& generators, std::int64_t step) {
+    const std::int64_t rows = full.src.size(0);
+    const std::int64_t batch_tokens = sum_i64(full.tgt_valid_len);
+    for (std::int64_t j = 0; j < local_; ++j) {
+      const std::int64_t s = rank_ * local_ + j;
+      const std::int64_t r0 = s * rows / shards_, r1 = (s + 1) * rows / shards_;
+      Tensor loss;
+      shard_loss_[static_cast<std::size_t>(j)] = 0.0;
+      if (r1 > r0) {  // a short last batch can leave a shard empty: it contributes zeros
+        Seq2SeqBatch b = batch_rows(full, r0, r1);
+        if (model_.padding_is_inert()) b = trim_padding(std::move(b));
+        reseed_dropout(generators, options_.seed(), step, s);
+        const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
+        // The shard's mean loss scaled to its share of the batch's tokens: the shards' gradients
+        // then sum to the gradient of the whole batch's mean loss.
+        const double share = batch_tokens > 0 ? static_cast<double>(sum_i64(b.tgt_valid_len)) / batch_tokens : 0.0;
+        const autocast::Guard precision(options_.precision());
+        loss = model_.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options_.label_smoothing()) * share;
+        shard_loss_[static_cast<std::size_t>(j)] = loss.item();
+      }
+      const autocast::Guard precision(options_.precision());  // backward as the forward
+      ddp_.backward(loss, j == local_ - 1);
+    }
+    ddp_.synchronize();
+    dist::iallgather(shard_loss_.data(), shard_loss_.size() * sizeof(double), all_loss_.data(), "shard losses").wait();
+    std::vector<const double*> parts(all_loss_.size());
+    for (std::size_t s = 0; s < parts.size(); ++s) parts[s] = &all_loss_[s];
+    double total = 0.0;
+    dist::tree_sum(parts.data(), parts.size(), 1, &total);
+    return total;
+  }
+  nn::DDPStats stats() const { return ddp_.stats(); }
+
+ private:
+  Seq2Seq& model_;
+  const TrainOptions& options_;
+  std::int64_t shards_, rank_, local_;
+  nn::DistributedDataParallel ddp_;
+  std::vector<double> shard_loss_, all_loss_;
+};
+
+/// Each step's forward and backward: the plain one, or under data parallelism (shards > 1 or
+/// several ranks) this rank's shards of the batch (ShardedStep). Reseeds the dropout first.
+class BatchStep {
+ public:
+  BatchStep(Seq2Seq& model, const TrainOptions& options, std::int64_t shards, std::int64_t world, std::int64_t rank)
+      : model_(model), options_(options), generators_(dropout_generators(model)) {
+    if (shards > 1 || world > 1) sharded_.emplace(model, options, shards, world, rank);
+  }
+  /// The forward and backward on the batch of step `step` + 1; returns the batch's loss.
+  double run(Seq2SeqBatch&& batch, std::int64_t step) {
+    return sharded_ ? sharded_->run(std::move(batch), generators_, step)
+                    : local_step(model_, std::move(batch), options_, generators_, step);
+  }
+  /// The communication so far (zero when not sharded).
+  nn::DDPStats stats() const { return sharded_ ? sharded_->stats() : nn::DDPStats(); }
+
+ private:
+  Seq2Seq& model_;
+  const TrainOptions& options_;
+  std::vector<std::shared_ptr<Generator>> generators_;
+  std::optional<ShardedStep> sharded_;
+};
+
+/// Where and when train() saves, rank 0 only: out_dir every checkpoint_every() epochs and at the
+/// end, best_dir after each new best. With an EMA, weights.npz gets the average (swapped in for the
+/// save) and training_weights.npz the raw weights.
+class CheckpointPolicy {
+ public:
+  CheckpointPolicy(const TrainOptions& options, bool lead, Seq2Seq& model, const Vocab& src_vocab,
+                   const Vocab& tgt_vocab, const nn::Optimizer& optimizer, nn::WeightEma* ema)
+      : options_(options), lead_(lead), model_(model), src_vocab_(src_vocab), tgt_vocab_(tgt_vocab),
+        optimizer_(optimizer), ema_(ema) {}
+  /// Saves the whole checkpoint to `dir` (st.ema_updates set from the EMA first).
+  void save(const std::string& dir, TrainingState& st) const {
+    st.ema_updates = ema_ ? ema_->updates() : 0;
+    nn::EmaSwapGuard swap(ema_);
+    save_checkpoint(dir, model_, src_vocab_, tgt_vocab_, &optimizer_, &st,
+                    options_.subword() ? &*options_.subword() : nullptr, ema_ ? &ema_->averages() : nullptr);
+  }
+  /// Whether `epochs` completed epochs call for a checkpoint.
+  bool epoch_due(std::int64_t epochs) const {
+    return options_.checkpoint_every() > 0 && epochs % options_.checkpoint_every() == 0;
+  }
+  /// Saves to out_dir if there is one and this is rank 0; returns whether it saved.
+  bool to_out_dir(TrainingState& st) const {
+    if (options_.out_dir().empty() || !lead_) return false;
+    save(options_.out_dir(), st);
+    return true;
+  }
+  /// After a new best: saves to best_dir if there is one and this is rank 0.
+  void best(TrainingState& st) const {
+    if (lead_ && !options_.best_dir().empty()) save(options_.best_dir(), st);
+  }
+  /// A resume that found its checkpoint at the target does no step: the checkpoint is rewritten only
+  /// to copy it to another out_dir (true: copied). The same out_dir is cleaned of the temporary
+  /// directories a save killed after its swap can leave, since no save follows to do it.
+  bool copy_resumed(TrainingState& st) const {
+    std::error_code ec;
+    if (!lead_ || options_.out_dir().empty()) return false;
+    if (std::filesystem::equivalent(options_.out_dir(), options_.resume_from(), ec)) {
+      remove_stale_checkpoint_temporaries(options_.out_dir());
+      return false;
+    }
+    save(options_.out_dir(), st);
+    return true;
+  }
+
+ private:
+  const TrainOptions& options_;
+  bool lead_;
+  Seq2Seq& model_;
+  const Vocab& src_vocab_;
+  const Vocab& tgt_vocab_;
+  const nn::Optimizer& optimizer_;
+  nn::WeightEma* ema_;
+};
+
+/// What train() reports of each step: the CSV log and the progress bar (rank 0 only) and the last
+/// TrainOptions::history() records, a ring taken oldest first at the end.
+class StepLog {
+ public:
+  StepLog(const TrainOptions& options, bool lead, std::int64_t resume_step, std::size_t history)
+      : options_(options), lead_(lead),
+        csv_(lead ? options.log_csv() : std::string(), resume_step, options.dev() != nullptr),
+        bar_(options.progress() && lead), n_(history) {
+    records_.reserve(history);
+  }
+  /// Throws if the loss of `r` is not finite, after logging it (the last good checkpoint stays).
+  void check_finite(const StepRecord& r) {
+    if (std::isfinite(r.loss)) return;
+    csv_.write(r);
+    throw std::runtime_error("train: the loss became " + std::to_string(r.loss) + " at step " + std::to_string(r.step) +
+                             " (try a smaller --lr or --clip)");
+  }
+  /// Logs step `r` with the validation after it, if any, and keeps its record.
+  void step(const StepRecord& r, const ValidationRecord* v) {
+    ++steps_;
+    tokens_ += r.tokens;
+    if (records_.size() < n_) {
+      records_.push_back(r);
+    } else if (n_ > 0) {
+      records_[next_] = r;
+      next_ = (next_ + 1) % n_;
+    }
+    csv_.write(r, v);
+  }
+  /// Redraws the progress bar after step `r` of `total`, `run_s` seconds into this run.
+  void progress(const StepRecord& r, std::int64_t epochs, std::int64_t total, double run_s, bool last) {
+    const double done = static_cast<double>(steps_);
+    double eta = done > 0 ? run_s / done * static_cast<double>(total - r.step) : NAN;
+    if (options_.max_seconds() > 0) eta = std::min(eta, std::max(0.0, options_.max_seconds() - r.elapsed_s));
+    bar_.update(r.epoch, epochs, r.step, total, r.loss, run_s > 0 ? tokens_ / run_s : 0.0, r.elapsed_s, eta, last);
+  }
+  /// Prints a validation's line on stderr (rank 0, with progress()).
+  void validation(const ValidationRecord& v, bool stopped) {
+    if (!lead_ || !options_.progress()) return;
+    bar_.finish();
+    print_validation(v, options_, stopped);
+  }
+  std::int64_t steps() const { return steps_; }
+  std::int64_t tokens() const { return tokens_; }
+  /// Closes the log and the bar; returns the records, oldest first.
+  std::vector<StepRecord> close() {
+    csv_.close();
+    bar_.finish();
+    std::rotate(records_.begin(), records_.begin() + static_cast<std::ptrdiff_t>(next_), records_.end());
+    return std::move(records_);
+  }
+
+ private:
+  const TrainOptions& options_;
+  bool lead_;
+  CsvLog csv_;
+  ProgressBar bar_;
+  std::int64_t steps_ = 0, tokens_ = 0;
+  std::size_t n_, next_ = 0;
+  std::vector<StepRecord> records_;
+};
+
+/// The training's shards per global batch: options.shards(), else the resumed checkpoint's if the
+/// ranks divide it, else one per rank; a multiple of the ranks.
+std::int64_t shards_of(const TrainOptions& options, const std::optional<TrainingState>& saved, std::int64_t world) {
   std::int64_t shards = options.shards();
   if (shards == 0) shards = saved && saved->shards % world == 0 ? saved->shards : world;
   if (shards % world != 0)
     throw std::invalid_argument("train: shards = " + std::to_string(shards) + " is not a multiple of the " +
                                 std::to_string(world) + " ranks");
-  st.shards = shards;
+  return shards;
+}
 
-  // Token batches: every epoch has the same number (the boundaries depend only on the lengths).
-  auto epoch_batches = [&](std::int64_t epoch) {
-    std::vector<Seq2SeqBatch> out;
-    for (const auto& rows : epoch_batch_rows(data, options, epoch)) out.push_back(data.batch(rows));
-    return out;
-  };
+/// Counts batch `i` of an epoch of `n` batches as done; returns whether it ended the epoch.
+bool advance(TrainingProgress& p, std::size_t i, std::size_t n) {
+  ++p.step;
+  p.batch_in_epoch = static_cast<std::int64_t>(i) + 1;
+  if (p.batch_in_epoch != static_cast<std::int64_t>(n)) return false;
+  ++p.epoch;
+  p.batch_in_epoch = 0;
+  return true;
+}
+
+/// The training time: this run's seconds, and the total over every run of a resumed training.
+class Stopwatch {
+ public:
+  explicit Stopwatch(double before) : before_(before), t0_(Clock::now()) {}
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  double elapsed() const { return before_ + seconds(); }
+
+ private:
+  double before_;
+  Clock::time_point t0_;
+};
+
+/// The checks before any work (the checkpoints' destinations too, not only at the first save), and
+/// the thread count.
+void prepare(const TrainOptions& options, const Seq2SeqDataset& data) {
+  options.validate();
+  if (data.size() == 0) throw std::invalid_argument("train: the training set is empty");
+  if (!options.out_dir().empty()) check_checkpoint_destination(options.out_dir());
+  if (!options.best_dir().empty()) check_checkpoint_destination(options.best_dir());
+  if (options.threads() > 0) set_num_threads(options.threads());
+}
+
+/// Batches in an epoch: every epoch has the same number (token batches' boundaries depend only on
+/// the lengths). A resume into other data would never finish its epoch, so that is refused.
+std::int64_t batches_per_epoch(const Seq2SeqDataset& data, const TrainOptions& options, std::int64_t batch_in_epoch) {
   std::int64_t per_epoch = (data.size() + options.batch_size() - 1) / options.batch_size();
   if (options.batch_tokens() > 0) {
     Generator unused(0);
     per_epoch = static_cast<std::int64_t>(data.token_batch_rows(options.batch_tokens(), false, unused).size());
   }
-  // Without this a resume into other data would never finish its epoch (no batch left to run).
-  if (st.batch_in_epoch > per_epoch)
+  if (batch_in_epoch > per_epoch)
     throw std::invalid_argument("train: " + options.resume_from() + "/training.json: batch_in_epoch = " +
-                                std::to_string(st.batch_in_epoch) + " but an epoch of this data has " +
+                                std::to_string(batch_in_epoch) + " but an epoch of this data has " +
                                 std::to_string(per_epoch) + " batches (not the data the checkpoint was trained on)");
-  const bool by_steps = options.steps() > 0;
-  const std::int64_t total_steps = by_steps ? options.steps() : options.epochs() * per_epoch;
-  const std::int64_t total_epochs = by_steps ? (total_steps + per_epoch - 1) / per_epoch : options.epochs();
-  // The stops besides the target: early stopping (re-derived from the counters, so a resume with
-  // more patience continues) and the time limit (read once per step, so a step's row and the loop
-  // agree on it).
-  auto stopped_early = [&] { return options.dev() && options.patience() > 0 && st.bad_validations >= options.patience(); };
+  return per_epoch;
+}
+
+/// The stop by the time limit, read once per step; under data parallelism rank 0 decides for all,
+/// since the ranks' clocks differ and one would otherwise wait forever.
+bool out_of_time_now(const TrainOptions& options, double elapsed, std::int64_t world) {
+  bool out = elapsed >= options.max_seconds();
+  if (world > 1) {
+    char flag = out ? 1 : 0;
+    dist::ibroadcast(&flag, 1, 0, "time limit").wait();
+    out = flag != 0;
+  }
+  return out;
+}
+
+}  // namespace
+
+TrainResult train(Seq2Seq& model, const Seq2SeqDataset& data, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                  const TrainOptions& options) {
+  prepare(options, data);
+  nn::Adam optimizer(model.named_parameters(), nn::AdamOptions(options.lr()));
+  optimizer.zero_grad();  // gradients left from before train() must not add to the first step's
+  const std::optional<TrainingState> saved = resume(options, optimizer);
+  TrainingState st;
+  if (saved) static_cast<TrainingProgress&>(st) = *saved;  // position and validation state continue
+  std::optional<nn::WeightEma> ema = make_ema(model, options, saved);
+  // Data parallelism: every rank runs this function; only rank 0 ("lead") writes anything.
+  const std::int64_t world = dist::world_size(), rank = dist::rank(), shards = shards_of(options, saved, world);
+  const bool lead = rank == 0;
+  record_settings(st, options, shards);
+  // The parts: one lr schedule (scaled by the plateau decay) and early stopping. Without a dev set
+  // there are no plateau decisions, so the lr is not decayed.
+  const auto schedule = make_schedule(optimizer, options, st.step);
+  nn::PlateauDecay decay(*schedule, options.lr_decay(), options.lr_patience(),
+                         {.scale = options.dev() ? st.lr_scale : 1.0, .bad_validations = st.lr_bad_validations});
+  nn::EarlyStopping stop = make_stopping(options, st);
+  record_parts(st, stop, decay, options.select_by());
+
+  const std::int64_t per_epoch = batches_per_epoch(data, options, st.batch_in_epoch);
+  const std::int64_t total_steps = options.steps() > 0 ? options.steps() : options.epochs() * per_epoch;
+  const std::int64_t total_epochs = options.steps() > 0 ? (total_steps + per_epoch - 1) / per_epoch : options.epochs();
+  auto reached = [&] { return options.steps() > 0 ? st.step >= options.steps() : st.epoch >= options.epochs(); };
   bool out_of_time = options.max_seconds() > 0 && st.elapsed_s >= options.max_seconds();
-  auto finished = [&] {
-    return (by_steps ? st.step >= options.steps() : st.epoch >= options.epochs()) || stopped_early() || out_of_time;
-  };
+  auto finished = [&] { return reached() || stop.should_stop() || out_of_time; };
 
   TrainResult result;
-  // A ring of the last history() records: `next` is where the following one goes once it is full.
-  const auto history = static_cast<std::size_t>(
-      std::min<std::int64_t>(options.history(), std::max<std::int64_t>(0, total_steps - st.step)));
-  result.steps.reserve(history);
-  std::size_t next = 0;
-  CsvLog csv(lead ? options.log_csv() : std::string(), resuming ? st.step : -1, options.dev() != nullptr);
-  ProgressBar bar(options.progress() && lead);
-  const auto generators = dropout_generators(model);
+  result.total_steps = total_steps;
+  StepLog log(options, lead, options.resume_from().empty() ? -1 : st.step,
+              static_cast<std::size_t>(std::min(options.history(), std::max<std::int64_t>(0, total_steps - st.step))));
   const auto params = model.parameters();
   const double max_norm = options.clip() > 0 ? options.clip() : std::numeric_limits<double>::infinity();
-  const double elapsed_before = st.elapsed_s;
-  const auto t0 = Clock::now();
-  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-  const std::int64_t first_step = st.step;
-
-  // With an EMA, weights.npz gets the average (swapped in for the save) and training_weights.npz
-  // the raw weights (then in the EMA's buffers).
-  auto save_to = [&](const std::string& dir) {
-    nn::EmaSwapGuard swap(ema ? &*ema : nullptr);
-    save_checkpoint(dir, model, src_vocab, tgt_vocab, &optimizer, &st, options.subword() ? &*options.subword() : nullptr,
-                    ema ? &ema->averages() : nullptr);
-  };
+  const Stopwatch clock(st.elapsed_s);
+  const CheckpointPolicy checkpoints(options, lead, model, src_vocab, tgt_vocab, optimizer, ema ? &*ema : nullptr);
   auto checkpoint = [&] {
-    st.elapsed_s = elapsed_before + seconds();
-    if (options.out_dir().empty() || !lead) return;
-    save_to(options.out_dir());
-    result.saved = true;
+    st.elapsed_s = clock.elapsed();
+    if (checkpoints.to_out_dir(st)) result.saved = true;
   };
-  result.total_steps = total_steps;
   const bool nothing_to_do = finished();  // a resume from a checkpoint already at the target
-
   // Validation: every rank computes it (the weights are the same everywhere), so every rank takes
   // the same decisions; only the lead saves and reports.
-  Seq2SeqDataset dev_data;
-  std::vector<std::vector<std::string>> dev_sources;
-  std::vector<std::string> dev_refs;
-  if (const DevSet* dev = options.dev()) {
-    dev_data = Seq2SeqDataset(dev->pairs, src_vocab, tgt_vocab, model.config().num_steps);
-    const std::size_t n = options.dev_bleu_pairs() > 0
-                              ? std::min(dev->pairs.size(), static_cast<std::size_t>(options.dev_bleu_pairs()))
-                              : dev->pairs.size();
-    dev_sources.assign(dev->pairs.src.begin(), dev->pairs.src.begin() + static_cast<std::ptrdiff_t>(n));
-    dev_refs = dev_references(*dev, n);
-  }
-  // Validation in the training's precision.
-  const DecodeOptions dev_decode = DecodeOptions(options.dev_decode()).precision(options.precision());
-  auto validate = [&](std::int64_t epoch_of_step) {
+  const DevScorer dev(options, model, src_vocab, tgt_vocab);
+  auto validate = [&](std::int64_t epoch) {
     const auto v0 = Clock::now();
-    ValidationRecord v;
-    v.step = st.step;
-    v.epoch = epoch_of_step;
-    {
-      nn::EmaSwapGuard swap(ema ? &*ema : nullptr);  // the averaged weights are the ones validated
-      {
-        const autocast::Guard precision(options.precision());
-        v.dev_loss = evaluate_loss(model, dev_data);
-      }
-      const auto out = translate_tokens(model, dev_sources, src_vocab, tgt_vocab, dev_decode);
-      std::vector<std::string> hyps;
-      hyps.reserve(out.size());
-      for (const auto& t : out) hyps.push_back(options.subword() ? options.subword()->decode(t.tokens) : join(t.tokens));
-      v.dev_bleu = sacre_bleu(hyps, dev_refs).score;
-      v.bleu_pairs = static_cast<std::int64_t>(hyps.size());
-    }
-    ++st.validations;
-    st.last_validation_step = st.step;
-    const bool first = st.best_step == 0;
-    v.best = first || (options.select_by() == SelectBy::kLoss
-                           ? v.dev_loss < st.best_dev_loss
-                           : v.dev_bleu > st.best_dev_bleu || (v.dev_bleu == st.best_dev_bleu && v.dev_loss < st.best_dev_loss));
-    if (v.best) {
-      st.best_step = st.step;
-      st.best_dev_bleu = v.dev_bleu;
-      st.best_dev_loss = v.dev_loss;
-      st.bad_validations = 0;
-      st.lr_bad_validations = 0;
-    } else {
-      ++st.bad_validations;
-      ++st.lr_bad_validations;
-      if (options.lr_decay() < 1 && st.lr_bad_validations >= options.lr_patience()) {
-        // Never below the smallest normal double: training.json's loader needs lr_scale > 0, and
-        // enough decays would round the product to 0 (lr × 2.2e-308 already moves no weight).
-        st.lr_scale = std::max(st.lr_scale * options.lr_decay(), std::numeric_limits<double>::min());
-        optimizer.set_lr(options.lr() * st.lr_scale);
-        st.lr_bad_validations = 0;
-        v.lr_decayed = true;
-      }
-    }
-    v.lr = options.lr_anneal_to() > 0 ? annealed_lr() : optimizer.lr();  // what the next step uses
-    st.elapsed_s = elapsed_before + seconds();
-    if (v.best && lead && !options.best_dir().empty()) save_to(options.best_dir());
+    ValidationRecord v = dev.score(model, ema ? &*ema : nullptr, st.step, epoch);
+    const bool by_loss = options.select_by() == SelectBy::kLoss;
+    v.best = stop.step(st.step, by_loss ? v.dev_loss : v.dev_bleu, by_loss ? v.dev_bleu : v.dev_loss);
+    v.lr_decayed = decay.step(v.best);
+    v.lr = optimizer.lr();  // what the next step uses
+    record_parts(st, stop, decay, options.select_by());
+    st.elapsed_s = clock.elapsed();
+    if (v.best) checkpoints.best(st);
     v.seconds = std::chrono::duration<double>(Clock::now() - v0).count();
-    if (lead && options.progress()) {
-      bar.finish();
-      std::fprintf(stderr, "validation at step %lld (epoch %lld): dev loss %.4f, dev BLEU %.2f (%lld pairs), %.1f s%s%s%s\n",
-                   static_cast<long long>(v.step), static_cast<long long>(v.epoch), v.dev_loss, v.dev_bleu,
-                   static_cast<long long>(v.bleu_pairs), v.seconds,
-                   v.best ? (options.best_dir().empty() ? ", best so far" : ", best so far, saved") : "",
-                   v.lr_decayed ? ", lr decayed" : "",
-                   stopped_early() ? ", early stop (no new best in the last patience validations)" : "");
-    }
-    result.validations.push_back(v);
-    return v;
+    log.validation(v, stop.should_stop());
+    return result.validations.emplace_back(v);
   };
-
-  // The sharded step: this rank's shards, gradients exchanged in buckets during the last backward.
-  std::unique_ptr<nn::DistributedDataParallel> ddp;
-  if (shards > 1 || world > 1)
-    ddp = std::make_unique<nn::DistributedDataParallel>(model.named_parameters(), nn::DDPOptions().average(false));
-  const std::int64_t local_shards = shards / world;
-  std::vector<double> shard_loss(static_cast<std::size_t>(local_shards)), all_loss(static_cast<std::size_t>(shards));
-  auto sharded_step = [&](const Seq2SeqBatch& full) -> double {
-    const std::int64_t rows = full.src.size(0);
-    const std::int64_t batch_tokens = sum_i64(full.tgt_valid_len);
-    for (std::int64_t j = 0; j < local_shards; ++j) {
-      const std::int64_t s = rank * local_shards + j;
-      const std::int64_t r0 = s * rows / shards, r1 = (s + 1) * rows / shards;
-      Tensor loss;
-      shard_loss[static_cast<std::size_t>(j)] = 0.0;
-      if (r1 > r0) {  // a short last batch can leave a shard empty: it contributes zeros
-        Seq2SeqBatch b = batch_rows(full, r0, r1);
-        if (model.padding_is_inert()) b = trim_padding(std::move(b));
-        for (std::size_t g = 0; g < generators.size(); ++g)
-          *generators[g] = Generator(mix(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g),
-                                         kShardStream, static_cast<std::uint64_t>(s)));
-        const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
-        // The shard's mean loss scaled to its share of the batch's tokens: the shards' gradients
-        // then sum to the gradient of the whole batch's mean loss.
-        const double share = batch_tokens > 0 ? static_cast<double>(sum_i64(b.tgt_valid_len)) / batch_tokens : 0.0;
-        const autocast::Guard precision(options.precision());
-        loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing()) * share;
-        shard_loss[static_cast<std::size_t>(j)] = loss.item();
-      }
-      const autocast::Guard precision(options.precision());  // backward as the forward (see below)
-      ddp->backward(loss, j == local_shards - 1);
-    }
-    ddp->synchronize();
-    dist::iallgather(shard_loss.data(), shard_loss.size() * sizeof(double), all_loss.data(), "shard losses").wait();
-    std::vector<const double*> parts(all_loss.size());
-    for (std::size_t s = 0; s < parts.size(); ++s) parts[s] = &all_loss[s];
-    double total = 0.0;
-    dist::tree_sum(parts.data(), parts.size(), 1, &total);
-    return total;
-  };
+  BatchStep batch_step(model, options, shards, world, rank);
 
   model.train();
   bool saved_at_end = false;
+  auto every = [&](std::int64_t n) { return n > 0 && st.step % n == 0; };
   while (!finished()) {
     const std::int64_t epoch = st.epoch + 1;
-    auto batches = epoch_batches(epoch);
+    std::vector<Seq2SeqBatch> batches;
+    for (const auto& rows : epoch_batch_rows(data, options, epoch)) batches.push_back(data.batch(rows));
     bool epoch_done = false;
     for (auto i = static_cast<std::size_t>(st.batch_in_epoch); i < batches.size() && !finished(); ++i) {
-      // Each batch is used once: moved, not copied (a step allocates nothing for its rows).
-      double loss_value = 0.0;
-      std::int64_t batch_tokens = 0;
-      if (ddp) {
-        const Seq2SeqBatch full = std::move(batches[i]);
-        batch_tokens = sum_i64(full.tgt_valid_len);
-        loss_value = sharded_step(full);
-      } else {
-        const Seq2SeqBatch b =
-            model.padding_is_inert() ? trim_padding(std::move(batches[i])) : std::move(batches[i]);
-        for (std::size_t g = 0; g < generators.size(); ++g)
-          *generators[g] = Generator(mix(options.seed(), kDropoutStream, static_cast<std::uint64_t>(st.step), g));
-        const Tensor dec_input = teacher_forcing_input(b.tgt, Vocab::kBos);
-        // The step's forward and backward under autocast (bf16: products recorded here run their
-        // backward with bf16 operands too, and products the backward itself records, if any,
-        // take the same state); clipping, Adam and the EMA below stay outside, in float32.
-        const autocast::Guard precision(options.precision());
-        const Tensor loss = model.loss(b.src, b.src_valid_len, dec_input, b.tgt, b.tgt_valid_len, options.label_smoothing());
-        loss.backward();
-        loss_value = loss.item();
-        batch_tokens = sum_i64(b.tgt_valid_len);
-      }
-      const double grad_norm = nn::clip_grad_norm(params, max_norm);
-      if (options.lr_anneal_to() > 0) optimizer.set_lr(annealed_lr());
-      const double lr = optimizer.lr();
+      StepRecord r{.step = st.step + 1, .epoch = epoch, .tokens = sum_i64(batches[i].tgt_valid_len)};
+      r.loss = batch_step.run(std::move(batches[i]), st.step);
+      r.grad_norm = nn::clip_grad_norm(params, max_norm);
+      r.lr = optimizer.lr();
       optimizer.step();
-      if (ema) {
-        ema->update();
-        st.ema_updates = ema->updates();
-      }
-      if (schedule) schedule->step();
+      if (ema) ema->update();
+      schedule->step();
       optimizer.zero_grad();  // now, not before the next backward: no gradient sits beside the next forward's activations
-      ++st.step;
-      st.batch_in_epoch = static_cast<std::int64_t>(i) + 1;
-      if (st.batch_in_epoch == static_cast<std::int64_t>(batches.size())) {
-        ++st.epoch;
-        st.batch_in_epoch = 0;
-        epoch_done = true;
-      }
-      if (options.max_seconds() > 0) {
-        out_of_time = elapsed_before + seconds() >= options.max_seconds();
-        if (world > 1) {  // the ranks' clocks differ: rank 0 decides for all, or one would wait forever
-          char flag = out_of_time ? 1 : 0;
-          dist::ibroadcast(&flag, 1, 0, "time limit").wait();
-          out_of_time = flag != 0;
-        }
-      }
-
-      StepRecord r;
-      r.step = st.step;
-      r.epoch = epoch;
-      r.loss = loss_value;
-      r.tokens = batch_tokens;
-      r.grad_norm = grad_norm;
-      r.lr = lr;
-      r.elapsed_s = elapsed_before + seconds();
+      epoch_done = advance(st, i, batches.size());
+      if (options.max_seconds() > 0) out_of_time = out_of_time_now(options, clock.elapsed(), world);
+      r.elapsed_s = clock.elapsed();
       st.last_loss = r.loss;
-      ++result.steps_run;
-      result.tokens += r.tokens;
-      if (result.steps.size() < history) {
-        result.steps.push_back(r);
-      } else if (history > 0) {
-        result.steps[next] = r;
-        next = (next + 1) % history;
-      }
-      if (!std::isfinite(r.loss)) {
-        csv.write(r);
-        throw std::runtime_error("train: the loss became " + std::to_string(r.loss) + " at step " +
-                                 std::to_string(r.step) + " (try a smaller --lr or --clip)");
-      }
+      log.check_finite(r);
       // Validate at epoch ends, every validate_every steps, and after the run's last step.
       std::optional<ValidationRecord> v;
-      if (options.dev() && st.last_validation_step != st.step &&
-          (epoch_done || finished() || (options.validate_every() > 0 && st.step % options.validate_every() == 0)))
+      if (options.dev() && stop.state().last_step != st.step && (epoch_done || finished() || every(options.validate_every())))
         v = validate(epoch);
-      csv.write(r, v ? &*v : nullptr);
-      const double run_s = seconds();
-      const double done = static_cast<double>(st.step - first_step);
-      double eta = done > 0 ? run_s / done * static_cast<double>(total_steps - st.step) : NAN;
-      if (options.max_seconds() > 0) eta = std::min(eta, std::max(0.0, options.max_seconds() - r.elapsed_s));
-      bar.update(epoch, total_epochs, st.step, total_steps, r.loss, run_s > 0 ? result.tokens / run_s : 0.0,
-                 r.elapsed_s, eta, finished());
+      log.step(r, v ? &*v : nullptr);
+      log.progress(r, total_epochs, total_steps, clock.seconds(), finished());
     }
-    saved_at_end = false;
-    if (epoch_done) {
-      if (options.checkpoint_every() > 0 && st.epoch % options.checkpoint_every() == 0) {
-        checkpoint();
-        saved_at_end = true;
-      }
-    }
+    saved_at_end = epoch_done && checkpoints.epoch_due(st.epoch);
+    if (saved_at_end) checkpoint();
   }
   if (nothing_to_do && saved) {
     // Keep the checkpoint's own record (its options and time); rewrite it only to copy it elsewhere.
     // Its EMA fields follow the weights a copy holds (an average dropped by ema_decay 0 is gone).
     st = *saved;
     st.ema_decay = options.ema_decay();
-    st.ema_updates = ema ? ema->updates() : 0;
-    std::error_code ec;
-    if (!lead) {
-    } else if (!options.out_dir().empty() && !std::filesystem::equivalent(options.out_dir(), options.resume_from(), ec)) {
-      save_to(options.out_dir());
-      result.saved = true;
-    } else if (!options.out_dir().empty()) {
-      // No save follows to clean up after a run killed inside its final save.
-      remove_stale_checkpoint_temporaries(options.out_dir());
-    }
+    result.saved = checkpoints.copy_resumed(st);
   } else {
     if (!saved_at_end) checkpoint();
-    st.elapsed_s = elapsed_before + seconds();
+    st.elapsed_s = clock.elapsed();
   }
-  csv.close();
-  bar.finish();
-  std::rotate(result.steps.begin(), result.steps.begin() + static_cast<std::ptrdiff_t>(next), result.steps.end());
+  st.ema_updates = ema ? ema->updates() : 0;
+  result.steps = log.close();
+  result.steps_run = log.steps();
+  result.tokens = log.tokens();
   result.state = st;
-  result.seconds = seconds();
+  result.seconds = clock.seconds();
+  result.stopped_early = stop.should_stop();
+  result.time_limit_reached = out_of_time && !reached();
   result.shards = shards;
   result.ranks = world;
-  result.stopped_early = stopped_early();
-  result.time_limit_reached = out_of_time && !(by_steps ? st.step >= options.steps() : st.epoch >= options.epochs());
-  if (ddp) result.ddp = ddp->stats();
+  result.ddp = batch_step.stats();
   if (ema) {
-    // The model ends holding the average, as weights.npz: the model to translate with.
-    ema->swap();
+    ema->swap();  // the model ends holding the average, as weights.npz: the model to translate with
     result.training_weights = ema->averages();
   }
   return result;
