@@ -1,5 +1,5 @@
 // Smoke tests of the example programs (build/bin/char_lm, build/bin/mlp_classifier, cnn_classifier,
-// char_gpt, ...): each is run
+// char_gpt, train_regression, ...): each is run
 // as a child process with tiny settings, and its exit code and printed numbers are checked.
 #include <gtest/gtest.h>
 
@@ -183,6 +183,39 @@ TEST_F(Examples, TrainMlpRunsAndRejectsBadArguments) {
     r = run("train_mlp", args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_NE(r.err.find("usage: train_mlp"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+TEST_F(Examples, TrainRegressionLearnsAndResumesExactly) {
+  // The nn:: training parts on a non-translation model: a straight run and one stopped after 90
+  // steps and resumed from its checkpoint end with the same files, array by array.
+  const std::string a = (dir() / "reg_straight").string(), b = (dir() / "reg_resumed").string();
+  const Result straight = run("train_regression", "150 " + a);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  const std::vector<double> val = numbers(straight.out, R"(validation mse \(ema\) ([0-9.]+))");
+  ASSERT_EQ(val.size(), 6u) << straight.out;  // every 25 steps
+  EXPECT_LT(val.back(), val.front() / 4) << straight.out;
+  const Result first = run("train_regression", "150 " + b + " 90");
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_EQ(numbers(first.out, R"(validation mse \(ema\) ([0-9.]+))").size(), 3u) << first.out;
+  const Result second = run("train_regression", "150 " + b);
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_EQ(second.out.substr(second.out.rfind("best validation")), straight.out.substr(straight.out.rfind("best validation")));
+  for (const char* file : {"weights.npz", "training_weights.npz", "optimizer.npz", "parts.npz", "best.npz"}) {
+    const auto x = tg::nn::load_npz((fs::path(a) / file).string()), y = tg::nn::load_npz((fs::path(b) / file).string());
+    ASSERT_EQ(x.size(), y.size()) << file;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      EXPECT_EQ(x[i].first, y[i].first) << file;
+      const auto u = x[i].second.to_vector<double>(), v = y[i].second.to_vector<double>();
+      ASSERT_EQ(u.size(), v.size()) << file << " " << x[i].first;
+      for (std::size_t k = 0; k < u.size(); ++k)  // equal, or both NaN (no second figure recorded)
+        EXPECT_TRUE(u[k] == v[k] || (std::isnan(u[k]) && std::isnan(v[k]))) << file << " " << x[i].first << "[" << k << "]";
+    }
+  }
+  for (const std::string& args : std::vector<std::string>{"1", "abc", "10 " + b + " 1", "10 " + b + " 5 extra"}) {
+    const Result r = run("train_regression", args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_NE(r.err.find("usage: train_regression"), std::string::npos) << args << ": " << r.err;
   }
 }
 
