@@ -8,7 +8,8 @@
 //
 // One optimizer step: teacher forcing (decoder input = `<bos>` + the target shifted right), loss =
 // sequence_loss (mean cross-entropy over the valid target tokens, optionally label-smoothed),
-// backward, clip_grad_norm, Adam (constant lr, or warmup + inverse square root).
+// backward, clip_grad_norm, Adam with one lr schedule (constant, warmup + inverse square root, or
+// a linear anneal) that a plateau decay scales: the nn:: parts of docs/training.md.
 //
 // Reproducibility. Every random choice is a function of (seed, position), never of history:
 //   - epoch e's batch order is drawn from Generator(mix(seed, "shuffle", e));
@@ -29,8 +30,9 @@
 //
 // Validation (TrainOptions::dev): dev loss and dev BLEU at epoch ends, every validate_every()
 // steps and after the last step; they draw no random numbers, so the steps do not change. What
-// they drive (the best checkpoint, early stopping, lr decay on a plateau) is decided from counters
-// kept in TrainingState, so a resumed run takes the same decisions as the straight one.
+// they drive (the best checkpoint, early stopping, lr decay on a plateau: nn::EarlyStopping and
+// nn::PlateauDecay) is decided from counters kept in TrainingState, so a resumed run takes the same
+// decisions as the straight one.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -82,9 +84,9 @@ class TrainOptions {
   /// 0 (default): lr is constant. > 0: nn::WarmupInverseSqrtLR, rising linearly to lr at this step
   /// and decaying as 1/sqrt(step) after it (the Transformer's schedule).
   TrainOptions& warmup_steps(std::int64_t v) { warmup_steps_ = v; return *this; }
-  /// Linear lr annealing for a fixed budget (nn::LinearLR(optimizer, 1, 0, to - from) begun after
-  /// `from` steps, here a function of the step, so a resume repeats it): after
-  /// `from` steps, step s + 1 (s steps done) uses lr × (to - s) / (to - from), reaching 0 at `to`;
+  /// Linear lr annealing for a fixed budget (nn::LinearAnnealLR, a function of the step, so a resume
+  /// repeats it): after `from` steps, step s + 1 (s steps done) uses lr × (to - s) / (to - from),
+  /// reaching 0 at `to`;
   /// give steps(to) with it. Both 0 (default): off. Multiplies the plateau decay's factor; not
   /// combinable with warmup_steps().
   TrainOptions& lr_anneal(std::int64_t from, std::int64_t to) {
