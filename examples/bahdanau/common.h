@@ -76,16 +76,6 @@ void set_threads(int threads);
 /// "Architecture:" and one line per registered model (--model of train and gradcheck).
 std::string model_help();
 
-/// A number from a checkpoint's training.json notes; the error names the file and the note.
-template <class T> T note_value(const std::map<std::string, std::string>& notes, const char* key, const std::string& ckpt) {
-  const std::string& text = notes.at(key);
-  T value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size())
-    throw UsageError(ckpt + "/training.json: note '" + key + "' = '" + elide(text) + "' is not " +
-                     (std::is_integral_v<T> ? "a whole number" : "a number"));
-  return value;
-}
 
 // ---- the subcommands --------------------------------------------------------------------------
 

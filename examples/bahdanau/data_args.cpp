@@ -4,7 +4,6 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 
 #include "autograd/random.h"
@@ -33,54 +32,43 @@ void DataArgs::add_options(CLI::App* app, CLI::Option*& data_opt, CLI::Option*& 
   app->add_option("--max-len", max_len, "Longest task source (reverse, copy, primes)")->capture_default_str();
 }
 
-std::map<std::string, std::string> DataArgs::notes() const {
-  std::map<std::string, std::string> n;
+void DataArgs::record(RunRecord& r) const {
   // Absolute, so that eval --split and train --init-from find it from any working directory.
-  if (!data.empty()) n["data"] = std::filesystem::absolute(data).lexically_normal().string();
-  if (reverse) n["reverse"] = "1";
-  if (subword > 0) {
-    n["subword"] = std::to_string(subword);
-    n["subword_type"] = subword_type;
-  }
-  if (!task.empty()) n["task"] = task;
-  n["num_examples"] = std::to_string(num_examples);
-  n["task_seed"] = std::to_string(task_seed);
-  n["min_len"] = std::to_string(min_len);
-  n["max_len"] = std::to_string(max_len);
-  n["min_freq"] = std::to_string(min_freq);
-  std::ostringstream h;
-  h.precision(17);
-  h << holdout;
-  n["holdout"] = h.str();
-  return n;
+  r.data = data.empty() ? std::string() : std::filesystem::absolute(data).lexically_normal().string();
+  r.reverse = reverse;
+  r.subword = subword;
+  r.subword_type = subword > 0 ? subword_type : std::string();
+  r.task = task;
+  r.num_examples = num_examples;
+  r.task_seed = task_seed;
+  r.min_len = min_len;
+  r.max_len = max_len;
+  r.min_freq = min_freq;
+  r.holdout = holdout;
 }
 
-void DataArgs::from_notes(const std::map<std::string, std::string>& n, const std::string& ckpt) {
-  auto get = [&](const char* key) -> std::string {
-    auto it = n.find(key);
-    if (it == n.end()) throw UsageError(ckpt + "/training.json does not record the training data; give --data or --task");
-    return it->second;
-  };
-  reverse = n.count("reverse") && n.at("reverse") == "1";
-  if (n.count("data")) {
-    data = n.at("data");
+void DataArgs::from_record(const RunRecord& r, const std::string& ckpt) {
+  const std::string missing = ckpt + "/training.json does not record the training data; give --data or --task";
+  reverse = r.reverse;
+  if (!r.data.empty()) {
+    data = r.data;
     std::error_code ec;
     if (!std::filesystem::exists(data, ec))
       throw UsageError(ckpt + "/training.json records the training data as " + data + ", which does not exist here; give --data");
-  } else if (n.count("task")) {
-    task = n.at("task");
+  } else if (!r.task.empty()) {
+    task = r.task;
   } else {
-    get("data");
+    throw UsageError(missing);
   }
-  for (const char* key : {"num_examples", "task_seed", "min_len", "max_len", "min_freq", "holdout"}) get(key);
-  num_examples = note_value<std::int64_t>(n, "num_examples", ckpt);
-  task_seed = note_value<std::int64_t>(n, "task_seed", ckpt);
-  min_len = note_value<std::int64_t>(n, "min_len", ckpt);
-  max_len = note_value<std::int64_t>(n, "max_len", ckpt);
-  min_freq = note_value<std::int64_t>(n, "min_freq", ckpt);
-  holdout = note_value<double>(n, "holdout", ckpt);
-  subword = n.count("subword") ? note_value<std::int64_t>(n, "subword", ckpt) : 0;
-  if (n.count("subword_type")) subword_type = n.at("subword_type");
+  if (!r.num_examples || !r.task_seed || !r.min_len || !r.max_len || !r.min_freq || !r.holdout) throw UsageError(missing);
+  num_examples = *r.num_examples;
+  task_seed = *r.task_seed;
+  min_len = *r.min_len;
+  max_len = *r.max_len;
+  min_freq = *r.min_freq;
+  holdout = *r.holdout;
+  subword = r.subword;
+  if (!r.subword_type.empty()) subword_type = r.subword_type;
 }
 
 std::vector<SentencePair> DataArgs::pairs() const {

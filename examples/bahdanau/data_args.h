@@ -1,6 +1,6 @@
 #pragma once
 // The training data's flags, shared by train and eval: a sentence-pair file or a built-in task, how
-// it is split and tokenised, and how a checkpoint's training.json notes record them.
+// it is split and tokenised, and how a checkpoint's training.json records them (RunRecord).
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -11,6 +11,7 @@
 
 #include "models/text/data.h"
 #include "models/text/subword.h"
+#include "models/training/checkpoint.h"
 
 namespace tg::cli {
 
@@ -31,11 +32,11 @@ struct DataArgs {
   /// (data_opt and task_opt: the first two).
   void add_options(CLI::App* app, CLI::Option*& data_opt, CLI::Option*& task_opt, std::int64_t default_task_seed);
 
-  /// What training.json records of the data, as notes (read back by from_notes).
-  std::map<std::string, std::string> notes() const;
+  /// Sets the data fields of `r`, what training.json records of the data (read back by from_record).
+  void record(models::RunRecord& r) const;
 
-  /// Fills unset fields from a checkpoint's notes (train --init-from / eval --split).
-  void from_notes(const std::map<std::string, std::string>& n, const std::string& ckpt);
+  /// Fills the fields from a checkpoint's record (train --init-from / eval --split).
+  void from_record(const models::RunRecord& r, const std::string& ckpt);
 
   /// The sentence pairs: --data's (the first --num-examples; reversed with --reverse) or --task's.
   std::vector<models::SentencePair> pairs() const;

@@ -41,16 +41,16 @@ int run_eval(EvalArgs& a) {
   const SubwordModel* sp = ck.subword ? &*ck.subword : nullptr;
   const bool have_data = a.opts.at("data")->count() > 0 || a.opts.at("task")->count() > 0;
   if (!a.split.empty()) {
-    // Reproduce the training run's data and split from the checkpoint's notes.
+    // Reproduce the training run's data and split from the checkpoint's record.
     if (!ck.training) throw UsageError(a.model + ": no training.json, so --split cannot reproduce the training data");
     if (!have_data) {
-      a.data.from_notes(ck.training->notes, a.model);
+      a.data.from_record(ck.training->run, a.model);
       // The training data recorded in the checkpoint is an input too.
       require_distinct({{a.model + "/training.json's data", a.data.data}}, {{"--output", a.output}});
     } else {
-      const auto& n = ck.training->notes;
-      if (n.count("min_freq")) a.data.min_freq = note_value<std::int64_t>(n, "min_freq", a.model);
-      if (n.count("holdout")) a.data.holdout = note_value<double>(n, "holdout", a.model);
+      const RunRecord& r = ck.training->run;
+      if (r.min_freq) a.data.min_freq = *r.min_freq;
+      if (r.holdout) a.data.holdout = *r.holdout;
     }
     TranslationData data = a.data.make(ck.config.num_steps, ck.training->seed, sp);
     pairs = a.split == "train" ? data.train_pairs : data.heldout_pairs;

@@ -341,15 +341,13 @@ void continue_training_run(TrainArgs& a, const TrainingState& t) {
   if (!a.given("precision")) a.precision = precision_name(t.precision);
   if (!a.given("no-shuffle")) a.no_shuffle = !t.shuffle;
   if (!a.given("batch-tokens")) a.batch_tokens = t.batch_tokens;
-  if (!a.given("data") && !a.given("task")) a.data.from_notes(t.notes, a.init_from);
-  // The validation settings continue too (the dev file and its BLEU settings from the notes).
-  if (!a.given("dev") && t.notes.count("dev")) {
-    a.dev = t.notes.at("dev");
-    if (!a.given("dev-bleu-pairs") && t.notes.count("dev_bleu_pairs"))
-      a.dev_bleu_pairs = note_value<std::int64_t>(t.notes, "dev_bleu_pairs", a.init_from);
-    if (!a.given("dev-beam") && t.notes.count("dev_beam"))
-      a.dev_beam = note_value<std::int64_t>(t.notes, "dev_beam", a.init_from);
-    if (!a.given("best") && t.notes.count("best")) a.best = t.notes.at("best");
+  if (!a.given("data") && !a.given("task")) a.data.from_record(t.run, a.init_from);
+  // The validation settings continue too (the dev file and its BLEU settings from the record).
+  if (!a.given("dev") && !t.run.dev.empty()) {
+    a.dev = t.run.dev;
+    if (!a.given("dev-bleu-pairs") && t.run.dev_bleu_pairs) a.dev_bleu_pairs = *t.run.dev_bleu_pairs;
+    if (!a.given("dev-beam") && t.run.dev_beam) a.dev_beam = *t.run.dev_beam;
+    if (!a.given("best") && !t.run.best.empty()) a.best = t.run.best;
   }
   if (!a.given("select-by")) a.select_by = t.select_by;
   if (!a.given("patience")) a.patience = t.patience;
@@ -357,16 +355,9 @@ void continue_training_run(TrainArgs& a, const TrainingState& t) {
   if (!a.given("lr-patience")) a.lr_patience = t.lr_patience;
   if (!a.given("validate-every")) a.validate_every = t.validate_every;
   // The target too: a run stopped early (a time limit, a killed job) continues to the same end.
-  if (!a.given("epochs") && !a.given("steps")) {
-    const bool by_steps = t.notes.count("steps") > 0;
-    const char* key = by_steps ? "steps" : "epochs";
-    if (t.notes.count(key)) {
-      const auto target = note_value<std::int64_t>(t.notes, key, a.init_from);
-      if (target < 1)
-        throw UsageError(a.init_from + "/training.json: note '" + key + "' = " + std::to_string(target) +
-                         " is not a target (must be >= 1)");
-      (by_steps ? a.steps : a.epochs) = target;
-    }
+  if (!a.given("epochs") && !a.given("steps")) {  // training.json's loader checked that a target is >= 1
+    if (t.run.steps) a.steps = *t.run.steps;
+    else if (t.run.epochs) a.epochs = *t.run.epochs;
   }
 }
 
@@ -468,19 +459,20 @@ std::shared_ptr<Seq2Seq> make_train_model(const TrainArgs& a, ModelConfig& confi
 
 // ---- the run ----------------------------------------------------------------------------------
 
-/// The trainer's options from the flags, with the notes training.json records and the dev set.
+/// The trainer's options from the flags, with the run record training.json keeps and the dev set.
 TrainOptions make_train_options(TrainArgs& a, const std::optional<Checkpoint>& ck,
                                 const std::optional<SubwordModel>& subword) {
-  auto notes = a.data.notes();
-  if (a.steps > 0) notes["steps"] = std::to_string(a.steps);
-  else notes["epochs"] = std::to_string(a.epochs);
+  RunRecord run;
+  a.data.record(run);
+  if (a.steps > 0) run.steps = a.steps;
+  else run.epochs = a.epochs;
   std::optional<DevSet> dev;
   if (!a.dev.empty()) {
     dev = make_dev_set(a, subword ? &*subword : nullptr);
-    notes["dev"] = a.dev;
-    notes["dev_bleu_pairs"] = std::to_string(a.dev_bleu_pairs);
-    notes["dev_beam"] = std::to_string(a.dev_beam);
-    if (!a.best.empty()) notes["best"] = a.best;
+    run.dev = a.dev;
+    run.dev_bleu_pairs = a.dev_bleu_pairs;
+    run.dev_beam = a.dev_beam;
+    run.best = a.best;
   } else {
     a.patience = 0;  // settings continued from a checkpoint that had a dev set: nothing to drive them
     a.lr_decay = 1.0;
@@ -490,7 +482,7 @@ TrainOptions make_train_options(TrainArgs& a, const std::optional<Checkpoint>& c
   opts.batch_size(a.batch_size).lr(a.lr).clip(a.clip).seed(a.seed).shuffle(!a.no_shuffle).log_csv(a.log_csv)
       .warmup_steps(a.warmup_steps).lr_anneal(a.lr_anneal_from, a.lr_anneal_to).label_smoothing(a.label_smoothing)
       .ema_decay(a.ema_decay)
-      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).notes(notes).subword(subword)
+      .out_dir(a.out).checkpoint_every(a.checkpoint_every).progress(!a.quiet).run(run).subword(subword)
       .batch_tokens(a.batch_tokens).max_seconds(a.max_minutes * 60.0)
       .precision(parse_precision(a.precision, "--precision"));
   if (dev) {

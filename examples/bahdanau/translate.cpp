@@ -69,8 +69,8 @@ int run_translate(TranslateArgs& a) {
   }
   if (sentences.empty()) return 0;
   // A model trained on a built-in task reads that task's tokenisation ("3rd" -> "3 rd").
-  if (ck.training && ck.training->notes.count("task"))
-    for (auto& s : sentences) s = task_input(ck.training->notes.at("task"), s);
+  if (ck.training && !ck.training->run.task.empty())
+    for (auto& s : sentences) s = task_input(ck.training->run.task, s);
   const DecodeOptions decode_options = a.decode.options();
   note_precision(decode_options.precision());
   std::vector<Translation> out;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -293,10 +294,119 @@ void check_training_state(const TrainingState& s, const std::string& source) {
   check_real("clip", s.clip);
   if (!(s.label_smoothing >= 0 && s.label_smoothing < 1))
     bad(source, "label_smoothing = " + std::to_string(s.label_smoothing) + " is out of range [0, 1)");
-  for (const auto& [key, value] : s.notes)  // JSON strings are UTF-8: nlohmann refuses to write others
-    for (const std::string* text : {&key, &value})
-      if (find_invalid_utf8(*text) != std::string::npos)
-        bad(source, "notes '" + elide(key) + "' holds invalid UTF-8 (not representable in JSON)");
+  const RunRecord& r = s.run;
+  for (const auto& [key, text] : {std::pair<const char*, const std::string*>{"data", &r.data}, {"task", &r.task},
+                                  {"subword_type", &r.subword_type}, {"dev", &r.dev}, {"best", &r.best}})
+    if (find_invalid_utf8(*text) != std::string::npos)  // JSON strings are UTF-8: nlohmann refuses to write others
+      bad(source, std::string("run.") + key + " holds invalid UTF-8 (not representable in JSON)");
+  for (const auto& [key, v] : {std::pair<const char*, std::optional<std::int64_t>>{"num_examples", r.num_examples},
+                               {"min_freq", r.min_freq}, {"dev_bleu_pairs", r.dev_bleu_pairs}})
+    if (v && *v < 0) bad(source, std::string("run.") + key + " = " + std::to_string(*v) + " must be >= 0");
+  if (r.subword < 0) bad(source, "run.subword = " + std::to_string(r.subword) + " must be >= 0");
+  if (r.dev_beam && *r.dev_beam < 1) bad(source, "run.dev_beam = " + std::to_string(*r.dev_beam) + " must be >= 1");
+  for (const auto& [key, v] : {std::pair<const char*, std::optional<std::int64_t>>{"steps", r.steps}, {"epochs", r.epochs}})
+    if (v && *v < 1) bad(source, std::string("run.") + key + " = " + std::to_string(*v) + " is not a target (must be >= 1)");
+  if (r.holdout && !(*r.holdout >= 0 && std::isfinite(*r.holdout)))
+    bad(source, "run.holdout = " + std::to_string(*r.holdout) + " must be finite and >= 0");
+}
+
+// The run record's fields: strings, whole numbers, the holdout (a number) and reverse (a bool).
+constexpr const char* kRunStrings[] = {"data", "task", "subword_type", "dev", "best"};
+constexpr const char* kRunCounts[] = {"num_examples", "task_seed", "min_len", "max_len", "min_freq",
+                                      "steps", "epochs", "dev_bleu_pairs", "dev_beam"};
+
+std::string* run_string(RunRecord& r, const std::string& key) {
+  if (key == "data") return &r.data;
+  if (key == "task") return &r.task;
+  if (key == "subword_type") return &r.subword_type;
+  if (key == "dev") return &r.dev;
+  if (key == "best") return &r.best;
+  return nullptr;
+}
+
+std::optional<std::int64_t>* run_count(RunRecord& r, const std::string& key) {
+  if (key == "num_examples") return &r.num_examples;
+  if (key == "task_seed") return &r.task_seed;
+  if (key == "min_len") return &r.min_len;
+  if (key == "max_len") return &r.max_len;
+  if (key == "min_freq") return &r.min_freq;
+  if (key == "steps") return &r.steps;
+  if (key == "epochs") return &r.epochs;
+  if (key == "dev_bleu_pairs") return &r.dev_bleu_pairs;
+  if (key == "dev_beam") return &r.dev_beam;
+  return nullptr;
+}
+
+json run_to_json(RunRecord r) {
+  json j = json::object();
+  for (const char* key : kRunStrings)
+    if (!run_string(r, key)->empty()) j[key] = *run_string(r, key);
+  for (const char* key : kRunCounts)
+    if (*run_count(r, key)) j[key] = **run_count(r, key);
+  if (r.holdout) j["holdout"] = *r.holdout;
+  if (r.reverse) j["reverse"] = true;
+  if (r.subword > 0) j["subword"] = r.subword;
+  return j;
+}
+
+RunRecord run_from_json(const json& j, const std::string& source) {
+  if (!j.is_object()) bad(source, "'run' must be an object");
+  RunRecord r;
+  for (const auto& [key, v] : j.items()) {
+    const std::string where = "run." + key;
+    if (std::string* text = run_string(r, key)) {
+      if (!v.is_string()) bad(source, where + " must be a string, got " + elide(v.dump()));
+      *text = v.get<std::string>();
+    } else if (auto* count = run_count(r, key); count || key == "subword") {
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)))
+        bad(source, where + " must be a 64-bit integer, got " + elide(v.dump()));
+      if (count) *count = v.get<std::int64_t>();
+      else r.subword = v.get<std::int64_t>();
+    } else if (key == "holdout") {
+      if (!v.is_number()) bad(source, where + " must be a number, got " + elide(v.dump()));
+      r.holdout = v.get<double>();
+    } else if (key == "reverse") {
+      if (!v.is_boolean()) bad(source, where + " must be true or false, got " + elide(v.dump()));
+      r.reverse = v.get<bool>();
+    } else {
+      bad(source, "unknown key '" + elide(where) + "'");
+    }
+  }
+  return r;
+}
+
+/// A training.json from before RunRecord: "notes", strings only. The notes of the record's names
+/// fill it (numbers parsed whole from their text, as the CLI read them); others are ignored.
+RunRecord run_from_notes(const json& notes, const std::string& source) {
+  if (!notes.is_object()) bad(source, "'notes' must be an object of strings");
+  RunRecord r;
+  for (const auto& [key, v] : notes.items()) {
+    if (!v.is_string()) bad(source, "notes '" + elide(key) + "' must be a string");
+    const std::string text = v.get<std::string>();
+    auto whole = [&] {
+      std::int64_t value = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (ec != std::errc() || end != text.data() + text.size())
+        bad(source, "note '" + elide(key) + "' = '" + elide(text) + "' is not a whole number");
+      return value;
+    };
+    if (std::string* field = run_string(r, key)) {
+      *field = text;
+    } else if (auto* count = run_count(r, key)) {
+      *count = whole();
+    } else if (key == "subword") {
+      r.subword = whole();
+    } else if (key == "reverse") {
+      r.reverse = text == "1";
+    } else if (key == "holdout") {
+      double value = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (ec != std::errc() || end != text.data() + text.size())
+        bad(source, "note 'holdout' = '" + elide(text) + "' is not a number");
+      r.holdout = value;
+    }
+  }
+  return r;
 }
 
 }  // namespace
@@ -342,9 +452,9 @@ std::string training_to_json(const TrainingState& s) {
   j["ema_decay"] = s.ema_decay;
   j["ema_updates"] = s.ema_updates;
   j["precision"] = precision_name(s.precision);
-  j["notes"] = s.notes;
+  j["run"] = run_to_json(s.run);
   std::string text = j.dump(2) + "\n";
-  if (text.size() > nn::io::limits::kSmallJson)  // only notes can make it this large
+  if (text.size() > nn::io::limits::kSmallJson)  // only the run record's strings can make it this large
     throw std::runtime_error("training.json: " + std::to_string(text.size()) +
                              " bytes, above the limit of 16 MiB its loader reads (not saved)");
   return text;
@@ -356,7 +466,7 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
                        "clip", "warmup_steps", "lr_anneal_from", "lr_anneal_to", "label_smoothing", "shuffle", "shards", "batch_tokens",
                        "validations", "last_validation_step", "best_step", "best_dev_bleu", "best_dev_loss",
                        "bad_validations", "lr_bad_validations", "lr_scale", "select_by", "patience", "lr_decay",
-                       "lr_patience", "validate_every", "ema_decay", "ema_updates", "precision", "notes"},
+                       "lr_patience", "validate_every", "ema_decay", "ema_updates", "precision", "run", "notes"},
                    source);
   TrainingState s;
   if (j.contains("step")) s.step = get_int(j, "step", source);
@@ -396,13 +506,9 @@ TrainingState training_from_json(const std::string& text, const std::string& sou
     else if (p == "bf16") s.precision = autocast::Precision::bf16;
     else bad(source, "precision = '" + elide(p) + "' is not 'fp32' or 'bf16'");
   }
-  if (j.contains("notes")) {
-    if (!j["notes"].is_object()) bad(source, "'notes' must be an object of strings");
-    for (const auto& [k, v] : j["notes"].items()) {
-      if (!v.is_string()) bad(source, "notes '" + elide(k) + "' must be a string");
-      s.notes[k] = v.get<std::string>();
-    }
-  }
+  if (j.contains("run") && j.contains("notes")) bad(source, "both 'run' and 'notes' (the older form of 'run')");
+  if (j.contains("run")) s.run = run_from_json(j["run"], source);
+  if (j.contains("notes")) s.run = run_from_notes(j["notes"], source);  // written before RunRecord
   check_training_state(s, source);
   return s;
 }
@@ -770,7 +876,7 @@ Checkpoint load_checkpoint(const std::string& dir_arg) {
           throw std::runtime_error(tokenizer_path.string() + " does not match " + (dir / file).string() + ": token '" +
                                    tokens[id] + "' (id " + std::to_string(id) + ") is not one of its pieces");
     }
-  } else if (ck.training && ck.training->notes.count("subword")) {
+  } else if (ck.training && ck.training->run.subword > 0) {
     throw std::runtime_error(tokenizer_path.string() + ": missing (training.json records a subword model)");
   }
   return ck;

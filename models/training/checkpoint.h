@@ -7,7 +7,7 @@
 //   DIR/src_vocab.txt   one token per line, line i = id i (Vocab::save)
 //   DIR/tgt_vocab.txt
 //   DIR/optimizer.npz   optional: Optimizer::state_dict (Adam moments and step counts)
-//   DIR/training.json   optional: TrainingState (progress, training options, free-form notes)
+//   DIR/training.json   optional: TrainingState (progress, training options, the run's RunRecord)
 //   DIR/training_weights.npz  optional, with a weight EMA (TrainOptions::ema_decay): the raw
 //                       training weights, as weights.npz; weights.npz then holds the averaged
 //                       weights, which translate, eval and average read
@@ -53,7 +53,7 @@
 // throws std::runtime_error whose message starts with the offending file's path; nothing is
 // half-loaded. tokenizer.model must parse as a SentencePiece model and hold every non-reserved token
 // of both vocabularies ("DIR/tokenizer.model does not match DIR/src_vocab.txt: ..."); a
-// training.json that records a subword model (note "subword") without the file is refused.
+// training.json that records a subword model (RunRecord::subword) without the file is refused.
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -73,6 +73,34 @@ class Optimizer;
 }
 
 namespace tg::models {
+
+/// What a run was trained on and toward, as the program that trained it records it (`bahdanau
+/// train` fills it from its flags), so that a continued run (`--init-from`), `eval --split` and
+/// `translate` can repeat it. An empty string or an absent number was not recorded. training.json
+/// holds it as the object "run" of typed fields; a training.json written before it (with "notes",
+/// an object of strings) still loads: its notes of these names fill these fields, numbers parsed
+/// from their text, and other notes are ignored.
+struct RunRecord {
+  // The data: a sentence-pair file or a built-in task, and how it was split and tokenised.
+  std::string data;                         ///< the pairs file, an absolute path
+  bool reverse = false;                     ///< the file's second column was the source
+  std::string task;                         ///< the built-in task (models/text/tasks.h)
+  std::optional<std::int64_t> num_examples;  ///< pairs read or generated (0 = the whole file / 1000)
+  std::optional<std::int64_t> task_seed, min_len, max_len;  ///< the task generator's settings
+  std::optional<std::int64_t> min_freq;     ///< vocabulary cut-off
+  std::optional<double> holdout;            ///< held-out pairs: a fraction < 1 or a count
+  std::int64_t subword = 0;                 ///< SentencePiece pieces asked for (0 = word or character level)
+  std::string subword_type;                 ///< "unigram" or "bpe", with subword
+  // The target of the training (one of them, >= 1).
+  std::optional<std::int64_t> steps, epochs;
+  // Validation.
+  std::string dev;                           ///< the dev pairs file ("" = no dev set)
+  std::optional<std::int64_t> dev_bleu_pairs;  ///< dev BLEU on the first N pairs (0 = all)
+  std::optional<std::int64_t> dev_beam;     ///< beam size of the dev translations
+  std::string best;                          ///< where the best checkpoint is kept
+
+  bool operator==(const RunRecord&) const = default;
+};
 
 /// Where a training is: its position and its validation state, which a resumed run takes over
 /// whole from the checkpoint (TrainOptions::resume_from).
@@ -128,8 +156,8 @@ struct TrainingState : TrainingProgress {
   /// training.json, "fp32" or "bf16" (models/decoding/decode.h's names); absent in a training.json
   /// written before mixed precision, which reads as f32.
   autocast::Precision precision = autocast::Precision::f32;
-  /// Free-form string metadata (the CLI records its data source here).
-  std::map<std::string, std::string> notes;
+  /// What the run was trained on and toward (the CLI's data source, target and dev set).
+  RunRecord run;
 };
 
 /// A loaded checkpoint.
@@ -155,7 +183,7 @@ ModelConfig config_from_json(const std::string& text, const std::string& source 
 
 /// TrainingState as a JSON object, and back: the same rules as config_from_json; counts and rates
 /// are range-checked (models/translators/limits.h) with a message naming the field. The writer
-/// checks the same ranges (and that every note is valid UTF-8) and throws std::runtime_error
+/// checks the same ranges (and that the run record's strings are valid UTF-8) and throws std::runtime_error
 /// "training.json: FIELD = V is out of range [...] (not saved: its loader would refuse it)"
 /// instead of writing a file its loader refuses.
 std::string training_to_json(const TrainingState& state);

@@ -371,7 +371,7 @@ void record_settings(TrainingState& st, const TrainOptions& options, std::int64_
   st.lr_decay = options.lr_decay();
   st.lr_patience = options.lr_patience();
   st.validate_every = options.validate_every();
-  st.notes = options.notes();
+  st.run = options.run();
   st.shards = shards;
 }
 

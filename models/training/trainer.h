@@ -138,8 +138,8 @@ class TrainOptions {
   /// divide it, else one shard per rank. 1 shard on 1 rank is the plain single-process step.
   /// Only rank 0 writes the CSV log, the progress bar and checkpoints.
   TrainOptions& shards(std::int64_t v) { shards_ = v; return *this; }
-  /// Stored in the checkpoint's TrainingState::notes.
-  TrainOptions& notes(std::map<std::string, std::string> v) { notes_ = std::move(v); return *this; }
+  /// What the run is trained on and toward, stored in the checkpoint as TrainingState::run.
+  TrainOptions& run(RunRecord v) { run_ = std::move(v); return *this; }
   /// The SentencePiece model the data was encoded with, saved in every checkpoint as
   /// tokenizer.model (default none: word- or character-level vocabularies).
   TrainOptions& subword(std::optional<SubwordModel> v) { subword_ = std::move(v); return *this; }
@@ -211,7 +211,7 @@ class TrainOptions {
   const std::string& resume_from() const { return resume_from_; }
   std::int64_t history() const { return history_; }
   std::int64_t shards() const { return shards_; }
-  const std::map<std::string, std::string>& notes() const { return notes_; }
+  const RunRecord& run() const { return run_; }
   const std::optional<SubwordModel>& subword() const { return subword_; }
   std::int64_t batch_tokens() const { return batch_tokens_; }
   double max_seconds() const { return max_seconds_; }
@@ -249,7 +249,7 @@ class TrainOptions {
   std::string resume_from_;
   std::int64_t history_ = 4096;
   std::int64_t shards_ = 0;
-  std::map<std::string, std::string> notes_;
+  RunRecord run_;
   std::optional<SubwordModel> subword_;
   std::int64_t batch_tokens_ = 0;
   double max_seconds_ = 0.0;

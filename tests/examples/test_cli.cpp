@@ -280,15 +280,15 @@ TEST_F(Cli, ResumeContinuesToTheCheckpointsTarget) {
   r = run("train --init-from " + ck.string() + " --epochs 13 --quiet");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(read_file(ck / "training.json").find("\"epoch\": 13,"), std::string::npos) << read_file(ck / "training.json");
-  // A crafted target note is refused with the file and the note named.
+  // A crafted target is refused with the file and the field named.
   fs::remove(ck / "manifest.json");  // an older checkpoint: its files get only their own checks
   const std::string state = read_file(ck / "training.json");
-  const std::size_t at = state.find("\"epochs\": \"13\"");
+  const std::size_t at = state.find("\"epochs\": 13");
   ASSERT_NE(at, std::string::npos) << state;
-  for (const auto& [value, message] : {std::pair<std::string, std::string>{"-5", "note 'epochs' = -5 is not a target (must be >= 1)"},
-                                       {"x", "note 'epochs' = 'x' is not a whole number"}}) {
+  for (const auto& [value, message] : {std::pair<std::string, std::string>{"-5", "run.epochs = -5 is not a target (must be >= 1)"},
+                                       {"\"x\"", "run.epochs must be a 64-bit integer, got \"x\""}}) {
     std::string crafted = state;
-    crafted.replace(at, 14, "\"epochs\": \"" + value + "\"");
+    crafted.replace(at, 12, "\"epochs\": " + value);
     std::ofstream(ck / "training.json", std::ios::trunc) << crafted;
     r = run("train --init-from " + ck.string() + " --quiet");
     EXPECT_EQ(r.status, 2);
@@ -751,7 +751,7 @@ TEST_F(Cli, SubwordTrainTranslateEvalWithPlainSentences) {
                  "--num-steps 8 --steps 5 --quiet --out " + ck.string());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::exists(ck / "tokenizer.model"));
-  EXPECT_NE(read_file(ck / "training.json").find("\"subword\": \"120\""), std::string::npos);
+  EXPECT_NE(read_file(ck / "training.json").find("\"subword\": 120"), std::string::npos);
   // Plain sentences in and out: no SentencePiece marks in the output.
   r = run("translate --model " + ck.string() + " --quiet \"No way!\" \"Wait!\"");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     st.epoch = 1;
     st.batch_size = 2;
     st.lr = 0.005;
-    st.notes["data"] = "fuzz seed";
+    st.run.data = "fuzz seed";
     const fs::path dir = tmp / ("ck_" + kind);
     save_checkpoint(dir.string(), *model, src, tgt, nullptr, &st);
     // With the manifest (its digests hold only while the files are unchanged) and without it

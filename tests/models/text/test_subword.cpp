@@ -238,7 +238,7 @@ TEST(Subword, MissingTokenizerModelRecordedInTrainingJsonIsRefused) {
   const fs::path root = tg::models::testing::per_test_dir("tg_subword", true);
   SubwordCheckpoint f;
   TrainingState st;
-  st.notes["subword"] = "120";
+  st.run.subword = 120;
   save_checkpoint((root / "ck").string(), *f.model, f.src, f.tgt, nullptr, &st);  // no tokenizer.model
   const std::string err = load_error(root / "ck");
   EXPECT_NE(err.find((root / "ck" / "tokenizer.model").string() + ": missing"), std::string::npos) << err;

@@ -102,7 +102,7 @@ TEST(Checkpoint, RoundTripGivesIdenticalLogitsForEveryModel) {
     st.lr = 0.005;
     st.clip = 1.0;
     st.shuffle = false;
-    st.notes["task"] = "dates";
+    st.run.task = "dates";
     save_checkpoint((root / name).string(), *model, f.src_vocab, f.tgt_vocab, nullptr, &st);
     const Checkpoint ck = load_checkpoint((root / name).string());
     EXPECT_EQ(ck.config.model, name);
@@ -117,7 +117,7 @@ TEST(Checkpoint, RoundTripGivesIdenticalLogitsForEveryModel) {
     EXPECT_EQ(ck.training->batch_in_epoch, 3);
     EXPECT_EQ(ck.training->seed, 0xfedcba9876543210ULL);
     EXPECT_FALSE(ck.training->shuffle);
-    EXPECT_EQ(ck.training->notes.at("task"), "dates");
+    EXPECT_EQ(ck.training->run.task, "dates");
     EXPECT_FALSE(ck.has_optimizer);
   }
   // The vocabulary files are one token per line, line i = id i.

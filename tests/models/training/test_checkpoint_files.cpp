@@ -134,6 +134,59 @@ TEST(CheckpointFiles, FilesAboveTheirLimitAreRefusedBeforeTheyAreRead) {
 // limits round-trips exactly; one past a limit is refused by training_to_json and save_checkpoint,
 // which then writes nothing. Before: the writer wrote what its own loader refused, so the run's
 // last checkpoint could not be resumed.
+// training.json as `bahdanau train` wrote it before RunRecord (build/bin/bahdanau at 1201fbf,
+// a bf16 Transformer run with a dev set): its "notes" load into the typed fields.
+TEST(CheckpointFiles, TrainingJsonWithNotesLoadsIntoTheRunRecord) {
+  const std::string old = R"({
+  "bad_validations": 1, "batch_in_epoch": 0, "batch_size": 8, "batch_tokens": 0,
+  "best_dev_bleu": 0.44368348140227776, "best_dev_loss": 1.5359418392181396, "best_step": 36, "clip": 1.0,
+  "elapsed_s": 1.466324722, "ema_decay": 0.95, "ema_updates": 40, "epoch": 5, "label_smoothing": 0.0,
+  "last_loss": 1.9419159889221191, "last_validation_step": 40, "lr": 0.005, "lr_bad_validations": 1,
+  "lr_decay": 1.0, "lr_patience": 1, "lr_scale": 1.0,
+  "notes": {
+    "best": "/tmp/issue41-before/cr.best", "data": "/tmp/issue41/train.tsv", "dev": "/tmp/issue41/dev.tsv",
+    "dev_beam": "1", "dev_bleu_pairs": "0", "holdout": "0", "max_len": "8", "min_freq": "2", "min_len": "1",
+    "num_examples": "0", "steps": "40", "task_seed": "0"
+  },
+  "patience": 3, "precision": "bf16", "seed": 0, "select_by": "bleu", "shards": 1, "shuffle": true, "step": 40,
+  "validate_every": 6, "validations": 11, "warmup_steps": 10
+})";
+  const TrainingState s = training_from_json(old);
+  EXPECT_EQ(s.step, 40);
+  EXPECT_EQ(s.best_dev_bleu, 0.44368348140227776);
+  RunRecord want;
+  want.best = "/tmp/issue41-before/cr.best";
+  want.data = "/tmp/issue41/train.tsv";
+  want.dev = "/tmp/issue41/dev.tsv";
+  want.dev_beam = 1;
+  want.dev_bleu_pairs = 0;
+  want.holdout = 0.0;
+  want.max_len = 8;
+  want.min_freq = 2;
+  want.min_len = 1;
+  want.num_examples = 0;
+  want.steps = 40;
+  want.task_seed = 0;
+  EXPECT_EQ(s.run, want);
+  EXPECT_FALSE(s.run.epochs);
+  // Written again, the record is typed JSON, and reads back the same.
+  const std::string now = training_to_json(s);
+  EXPECT_NE(now.find("\"steps\": 40"), std::string::npos) << now;
+  EXPECT_EQ(now.find("\"notes\""), std::string::npos) << now;
+  EXPECT_EQ(training_from_json(now).run, want);
+  // The older form's numbers are parsed whole, as the CLI read them; both forms at once are refused.
+  EXPECT_EQ(error_of<std::runtime_error>([] { training_from_json(R"({"notes": {"epochs": "x"}})"); }),
+            "training.json: note 'epochs' = 'x' is not a whole number");
+  EXPECT_EQ(error_of<std::runtime_error>([] { training_from_json(R"({"notes": {"epochs": "0"}})"); }),
+            "training.json: run.epochs = 0 is not a target (must be >= 1)");
+  EXPECT_EQ(error_of<std::runtime_error>([] { training_from_json(R"({"run": {"epochs": 2}, "notes": {}})"); }),
+            "training.json: both 'run' and 'notes' (the older form of 'run')");
+  EXPECT_EQ(error_of<std::runtime_error>([] { training_from_json(R"({"run": {"epoch": 2}})"); }),
+            "training.json: unknown key 'run.epoch'");
+  EXPECT_EQ(error_of<std::runtime_error>([] { training_from_json(R"({"run": {"dev": 2}})"); }),
+            "training.json: run.dev must be a string, got 2");
+}
+
 TEST(CheckpointFiles, TrainingStateAtTheLoaderLimitsRoundTripsAndPastThemIsNotSaved) {
   constexpr std::int64_t kMax = limits::kMaxCount;
   TrainingState s;
@@ -149,7 +202,7 @@ TEST(CheckpointFiles, TrainingStateAtTheLoaderLimitsRoundTripsAndPastThemIsNotSa
   s.lr_scale = s.lr_decay = DBL_MIN;
   s.label_smoothing = s.ema_decay = std::nextafter(1.0, 0.0);
   s.last_loss = -DBL_MAX;
-  s.notes["data"] = "caf\xc3\xa9.tsv";
+  s.run.data = "caf\xc3\xa9.tsv";
   const TrainingState back = training_from_json(training_to_json(s));
   EXPECT_EQ(training_to_json(back), training_to_json(s));
   EXPECT_EQ(back.step, kMax);
@@ -160,7 +213,7 @@ TEST(CheckpointFiles, TrainingStateAtTheLoaderLimitsRoundTripsAndPastThemIsNotSa
   EXPECT_EQ(back.lr_scale, DBL_MIN);
   EXPECT_EQ(back.label_smoothing, s.label_smoothing);
   EXPECT_EQ(back.last_loss, -DBL_MAX);
-  EXPECT_EQ(back.notes, s.notes);
+  EXPECT_EQ(back.run, s.run);
 
   const std::string suffix = " (not saved: its loader would refuse it)";
   auto refused = [&](auto change) {
@@ -184,12 +237,12 @@ TEST(CheckpointFiles, TrainingStateAtTheLoaderLimitsRoundTripsAndPastThemIsNotSa
   EXPECT_EQ(refused([](TrainingState& t) { t.lr = NAN; }), "training.json: lr = nan must be finite and >= 0" + suffix);
   EXPECT_EQ(refused([](TrainingState& t) { t.best_dev_loss = INFINITY; }),
             "training.json: best_dev_loss = inf must be finite and >= 0" + suffix);
-  EXPECT_EQ(refused([](TrainingState& t) { t.notes["data"] = "caf\xe9.tsv"; }),
-            "training.json: notes 'data' holds invalid UTF-8 (not representable in JSON)" + suffix);
+  EXPECT_EQ(refused([](TrainingState& t) { t.run.data = "caf\xe9.tsv"; }),
+            "training.json: run.data holds invalid UTF-8 (not representable in JSON)" + suffix);
   TrainingState noted;
-  noted.notes["data"] = std::string(nn::io::limits::kSmallJson, 'x');
+  noted.run.data = std::string(nn::io::limits::kSmallJson, 'x');
   EXPECT_EQ(error_of<std::runtime_error>([&] { training_to_json(noted); }),
-            "training.json: 16777786 bytes, above the limit of 16 MiB its loader reads (not saved)");
+            "training.json: 16777784 bytes, above the limit of 16 MiB its loader reads (not saved)");
 
   // save_checkpoint refuses it before writing anything: the previous checkpoint stays as it was.
   const fs::path root = tg::models::testing::per_test_dir("tg_ckfiles", true);

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "../../autograd/error_of.h"
 #include "../scripted_model.h"
 #include "../test_dirs.h"
@@ -694,6 +696,53 @@ TEST(Trainer, EarlyStoppingAndLrDecayOnAPlateauResumeExactly) {
   EXPECT_EQ(more.state.epoch, 6);
   EXPECT_TRUE(more.stopped_early);
   EXPECT_EQ(more.state.bad_validations, 5);
+  fs::remove_all(root);
+}
+
+// A checkpoint written before RunRecord keeps the run's record as "notes", strings only: it loads
+// into the typed fields and resumes exactly (plateau decay, early-stopping counters and EMA
+// included), and the next save writes "run".
+TEST(Trainer, ResumeFromATrainingJsonWithNotesRepeatsTheStraightRun) {
+  const fs::path root = temp_dir();
+  const TranslationData data = reverse_data(50);  // 4 batches per epoch
+  RunRecord run;
+  run.task = "reverse";
+  run.num_examples = 50;
+  run.holdout = 0.25;
+  run.steps = 12;
+  run.dev = "dev.tsv";
+  run.dev_beam = 1;
+  const auto options = TrainOptions().batch_size(16).lr(0.01).seed(3).progress(false).dev(reverse_dev(10))
+                           .validate_every(3).lr_decay(0.5).lr_patience(1).patience(10).ema_decay(0.9).run(run);
+  Generator gen_a(1);
+  auto straight = make_model(tiny_config(data), gen_a);
+  const auto full = train(*straight, data, TrainOptions(options).steps(12));
+  Generator gen_b(1);
+  auto first = make_model(tiny_config(data), gen_b);
+  const auto part1 = train(*first, data, TrainOptions(options).steps(6).out_dir((root / "ck").string()));
+  // training.json as the code before RunRecord wrote it, without the manifest of that time.
+  auto j = nlohmann::json::parse(read_file_text(root / "ck" / "training.json"));
+  ASSERT_TRUE(j.contains("run"));
+  j.erase("run");
+  j["notes"] = {{"task", "reverse"}, {"num_examples", "50"}, {"holdout", "0.25"}, {"steps", "12"},
+                {"dev", "dev.tsv"}, {"dev_beam", "1"}, {"from_a_newer_program", "ignored"}};
+  std::ofstream(root / "ck" / "training.json", std::ios::trunc) << j.dump(2) << "\n";
+  fs::remove(root / "ck" / "manifest.json");
+  Checkpoint ck = load_checkpoint((root / "ck").string());
+  ASSERT_TRUE(ck.training);
+  EXPECT_EQ(ck.training->run, run);
+  EXPECT_EQ(ck.training->lr_scale, part1.state.lr_scale);
+  const auto part2 = train(*ck.model, data, TrainOptions(options).steps(12).resume_from(ck.dir).out_dir(ck.dir));
+  std::vector<double> resumed = losses(part1);
+  for (double l : losses(part2)) resumed.push_back(l);
+  EXPECT_EQ(resumed, losses(full));
+  EXPECT_TRUE(weights(*ck.model) == weights(*straight));
+  EXPECT_EQ(part2.state.lr_scale, full.state.lr_scale);
+  EXPECT_EQ(part2.state.best_step, full.state.best_step);
+  EXPECT_LT(full.state.lr_scale, 1.0);  // the decay was exercised
+  const std::string rewritten = read_file_text(root / "ck" / "training.json");
+  EXPECT_EQ(rewritten.find("\"notes\""), std::string::npos) << rewritten;
+  EXPECT_EQ(nlohmann::json::parse(rewritten)["run"]["num_examples"], 50) << rewritten;
   fs::remove_all(root);
 }
 
