@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -144,6 +145,65 @@ std::int64_t sample(const Tensor& logits, double temperature, Generator& gen) {
   return static_cast<std::int64_t>(p.size()) - 1;  // rounding left u just above the total
 }
 
+/// The vocabulary: every code point of `text`, in code point order (so ids do not depend on the
+/// order of the text); `to_id` maps a code point to its id, `to_char` an id to its code point.
+void build_vocabulary(const std::vector<char32_t>& text, std::map<char32_t, std::int64_t>& to_id,
+                      std::vector<char32_t>& to_char) {
+  for (char32_t c : text) to_id.emplace(c, 0);
+  for (auto& [c, id] : to_id) {
+    id = static_cast<std::int64_t>(to_char.size());
+    to_char.push_back(c);
+  }
+}
+
+/// `start` and `n` code points sampled after it at `temperature`, drawn from Generator(seed).
+std::string generate(CharLM& model, const std::vector<char32_t>& start, const std::map<char32_t, std::int64_t>& to_id,
+                     const std::vector<char32_t>& to_char, int n, double temperature, std::uint64_t seed) {
+  NoGradGuard no_grad;  // nothing is recorded: constant memory however long the sample
+  model->eval();
+  std::string out;
+  Tensor state;
+  Tensor logits;
+  for (char32_t c : start) {  // run the prime through the model to set up the state
+    std::tie(logits, state) = model(Tensor::from_vector(std::vector<std::int64_t>{to_id.at(c)}, {1, 1}), state);
+    out += encode_utf8(c);
+  }
+  Generator sample_gen(seed);
+  for (int i = 0; i < n; ++i) {
+    const std::int64_t id = sample(logits, temperature, sample_gen);
+    out += encode_utf8(to_char[id]);
+    std::tie(logits, state) = model(Tensor::from_vector(std::vector<std::int64_t>{id}, {1, 1}), state);
+  }
+  return out;
+}
+
+/// Parses the command line: nullopt to go on, or the status to exit with (--help: 0, its text on
+/// stdout; a bad flag: CLI11's status).
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);
+    if (status != 0) return status;
+    try {
+      nn::io::flush_stdout_or_throw();
+    } catch (const std::exception& flush_error) {
+      std::fprintf(stderr, "char_lm: %s\n", flush_error.what());
+      return 1;
+    }
+    return 0;
+  }
+}
+
+/// Reports an allocation failure on stderr (tapegrad's allocator names the bytes and the tensor).
+void report_out_of_memory(const std::bad_alloc& e) {
+  const std::string what = e.what();
+  if (what.rfind("out of memory", 0) == 0) std::fprintf(stderr, "char_lm: %s\n", what.c_str());
+  else if (what.empty() || what == "std::bad_alloc") std::fprintf(stderr, "char_lm: out of memory\n");
+  else std::fprintf(stderr, "char_lm: out of memory: %s\n", what.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,19 +230,7 @@ int main(int argc, char** argv) {
   app.add_option("--prime", prime, "text the sample starts from (default: the first character)");
   app.add_option("--seed", seed, "seed of the initialisation and of the sampling");
   app.add_option("--threads", threads, "kernel threads (0 = all)")->check(CLI::NonNegativeNumber);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int status = app.exit(e);  // --help: status 0, the text on stdout
-    if (status != 0) return status;
-    try {
-      nn::io::flush_stdout_or_throw();
-    } catch (const std::exception& flush_error) {
-      std::fprintf(stderr, "char_lm: %s\n", flush_error.what());
-      return 1;
-    }
-    return 0;
-  }
+  if (const std::optional<int> status = parse(app, argc, argv)) return *status;
 
   try {
     set_num_threads(threads);
@@ -193,13 +241,9 @@ int main(int argc, char** argv) {
     // most the size of a corpus; a read error is an error, never a shorter text.
     if (!file.empty()) bytes = nn::io::read_file(file, nn::io::limits::kTextData);
     const std::vector<char32_t> text = decode_utf8(bytes, file.empty() ? "built-in text" : file);
-    std::map<char32_t, std::int64_t> to_id;  // sorted: ids do not depend on the order of the text
-    for (char32_t c : text) to_id.emplace(c, 0);
+    std::map<char32_t, std::int64_t> to_id;
     std::vector<char32_t> to_char;
-    for (auto& [c, id] : to_id) {
-      id = static_cast<std::int64_t>(to_char.size());
-      to_char.push_back(c);
-    }
+    build_vocabulary(text, to_id, to_char);
     const auto vocab = static_cast<std::int64_t>(to_char.size());
     // The sample's start, checked before training rather than after it.
     const std::vector<char32_t> start = prime.empty() ? std::vector<char32_t>{text[0]} : decode_utf8(prime, "--prime");
@@ -266,29 +310,12 @@ int main(int argc, char** argv) {
 
     // ---- sampling --------------------------------------------------------------------------------
     if (sample_len > 0) {
-      NoGradGuard no_grad;  // nothing is recorded: constant memory however long the sample
-      model->eval();
-      std::string out;
-      Tensor state;
-      Tensor logits;
-      for (char32_t c : start) {  // run the prime through the model to set up the state
-        std::tie(logits, state) = model(Tensor::from_vector(std::vector<std::int64_t>{to_id.at(c)}, {1, 1}), state);
-        out += encode_utf8(c);
-      }
-      Generator sample_gen(seed);
-      for (int i = 0; i < sample_len; ++i) {
-        const std::int64_t id = sample(logits, temperature, sample_gen);
-        out += encode_utf8(to_char[id]);
-        std::tie(logits, state) = model(Tensor::from_vector(std::vector<std::int64_t>{id}, {1, 1}), state);
-      }
+      const std::string out = generate(model, start, to_id, to_char, sample_len, temperature, seed);
       std::printf("--- sample (temperature %.2f) ---\n%s\n", temperature, out.c_str());
     }
     nn::io::flush_stdout_or_throw();  // a sample lost on a full disk is an error, not status 0
   } catch (const std::bad_alloc& e) {
-    const std::string what = e.what();  // tapegrad's allocator names the bytes and the tensor
-    if (what.rfind("out of memory", 0) == 0) std::fprintf(stderr, "char_lm: %s\n", what.c_str());
-    else if (what.empty() || what == "std::bad_alloc") std::fprintf(stderr, "char_lm: out of memory\n");
-    else std::fprintf(stderr, "char_lm: out of memory: %s\n", what.c_str());
+    report_out_of_memory(e);
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "char_lm: %s\n", e.what());
