@@ -10,11 +10,20 @@
 #include "autograd/kernels/gemm_bf16.h"
 #include "autograd/tensor.h"
 
+namespace tg::detail {
+// Defined in tensor.cpp beside Storage, declared here rather than in tensor.h: only the cache reads
+// the mark (autocast::mark_cacheable).
+void mark_storage_cacheable(Storage& storage);
+bool storage_cacheable(const Storage& storage);
+}  // namespace tg::detail
+
 namespace tg::autocast {
 
 namespace {
 
-/// One cached weight in one orientation. Valid while its storage lives at the same address and the
+/// One cached weight (a parameter, or a buffer marked by mark_cacheable) in one orientation, keyed
+/// on its storage, its data pointer (a view of some of a parameter's rows is an entry of its own),
+/// shape and orientation. Valid while its storage lives at the same address and the
 /// storage's version counter (every write to a weight bumps it: in-place ops, copy_, fill_, the
 /// optimizers, nn::init, the EMA swap; see autocast.h) is the one it was packed at. No
 /// post-accumulate-grad hook is needed: an optimizer step bumps the version itself.
@@ -100,6 +109,16 @@ const char* bf16_path() { return kernels::bf16::path_name(kernels::bf16::default
 
 void clear_cache() { t_state.entries.clear(); }
 
+void mark_cacheable(const Tensor& t) {
+  if (t.defined() && t.impl()->storage) detail::mark_storage_cacheable(*t.impl()->storage);
+}
+
+bool is_cacheable(const Tensor& t) {
+  if (!t.defined() || t.dtype() != DType::f32) return false;
+  if (t.is_leaf() && t.requires_grad()) return true;
+  return t.impl()->storage && detail::storage_cacheable(*t.impl()->storage);
+}
+
 CacheStats cache_stats() {
   CacheStats s;
   for (const Entry& e : t_state.entries) {
@@ -122,8 +141,7 @@ bool autocast_applies(const Tensor& a, const Tensor& b) {
 CachedWeight cached_weight(const Tensor& w, bool trans_b, std::int64_t K, std::int64_t N, std::int64_t ldb) {
   using autocast::Entry;
   auto& st = autocast::t_state;
-  if (!st.enabled || !st.cache || st.depth == 0 || w.dtype() != DType::f32 || !w.is_leaf() || !w.requires_grad())
-    return {};
+  if (!st.enabled || !st.cache || st.depth == 0 || !autocast::is_cacheable(w)) return {};
   const void* data = w.data<float>();
   const Storage* storage = w.impl()->storage.get();
   for (Entry& e : st.entries) {

@@ -11,6 +11,10 @@
 // Design, kernels and figures: docs/performance.md, "bf16 mixed precision".
 #include <cstdint>
 
+namespace tg {
+class Tensor;
+}
+
 namespace tg::autocast {
 
 enum class Precision : std::uint8_t { f32, bf16 };
@@ -48,6 +52,26 @@ bool is_enabled();
 bool bf16_hardware();
 /// The kernel path bf16 products take on this machine, for logs and --version lines.
 const char* bf16_path();
+
+/// Lets the weight cache keep a bf16 copy of t's buffer as it keeps a parameter's (a float32 leaf
+/// that requires grad): under a caching Guard, a product whose right operand (linear's weight,
+/// matmul's b) is t or another tensor viewing t's buffer reads a packed bf16 copy made once, renewed
+/// when the buffer's version counter changes and dropped once the buffer is freed (at the outermost
+/// Guard's exit after that, or at clear_cache()). Such a product is then read in bf16 at any number
+/// of rows, as a parameter's: without the mark, a product of at most kernels::bf16::kDirectRows
+/// rows runs in float32 on the unrounded operands, and a larger one rounds and packs its operand
+/// at every call. For tensors that are not parameters but stay constant while products use them: a
+/// frozen weight (requires_grad false), or views of a parameter's rows (what
+/// nn::TransformerDecoderLayer::forward_step keeps for its projections; marking a view marks the
+/// parameter's buffer, which changes nothing for the parameter itself). The caller promises what
+/// the cache asks of parameters: every write to the buffer goes through an in-place op, copy_ or
+/// fill_, or is followed by tg::autograd::increment_version. The mark belongs to the buffer for its
+/// whole life and is shared by every tensor viewing it; a new buffer, even one at a freed buffer's
+/// address, starts unmarked. An undefined tensor is ignored.
+void mark_cacheable(const Tensor& t);
+/// Whether products under a caching Guard may read t's bf16 copy from the cache: t is float32 and
+/// is a leaf that requires grad (a parameter) or its buffer was marked by mark_cacheable.
+bool is_cacheable(const Tensor& t);
 
 /// Drops this thread's cached bf16 weights (their memory goes back to the caching allocator).
 /// Never needed for correctness when every write bumps the weight's version (see Guard).

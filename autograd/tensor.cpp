@@ -54,6 +54,7 @@ struct Storage {
   void* data;
   std::size_t bytes;
   std::atomic<std::uint32_t> version{0};  // in-place writes so far (Tensor::_version)
+  std::atomic<bool> cacheable{false};     // autocast::mark_cacheable: bf16 copies may be cached
 
   explicit Storage(std::size_t n_bytes) : data(memory::allocate_at_least(n_bytes, &block_bytes)), bytes(n_bytes) {
     g_live_bytes.fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
@@ -76,6 +77,12 @@ std::int64_t live_buffers() { return g_live_buffers.load(); }
 void write_pending(const TensorImpl& impl) { impl.pending->run(); }
 
 std::uint32_t detail::storage_version(const Storage& storage) { return storage.version.load(std::memory_order_relaxed); }
+namespace detail {
+// The mark of autocast::mark_cacheable, kept by the buffer for its life (declared in autocast.cpp,
+// its only reader): a new buffer, even at a freed one's address, starts unmarked.
+void mark_storage_cacheable(Storage& storage) { storage.cacheable.store(true, std::memory_order_relaxed); }
+bool storage_cacheable(const Storage& storage) { return storage.cacheable.load(std::memory_order_relaxed); }
+}  // namespace detail
 
 void autograd::increment_version(const Tensor& t) {
   if (t.defined() && t.impl()->storage) t.impl()->storage->version.fetch_add(1, std::memory_order_relaxed);

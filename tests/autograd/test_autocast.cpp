@@ -385,6 +385,169 @@ TEST(AutocastCache, RecurrenceGradientsEqualUncached) {
   EXPECT_EQ(grads(true), grads(false));
 }
 
+/// linear(x, w) with w's rows rounded and packed for this call (kernels::bf16::pack_b, as the cache
+/// packs) and read by gemm_packed at any number of rows: what a product on a cached copy of w's
+/// current values must give, bit for bit.
+std::vector<float> packed_linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor()) {
+  const std::int64_t rows = x.numel() / x.size(-1), K = w.size(1), N = w.size(0);
+  const kernels::bf16::PackedB P = kernels::bf16::pack_b(true, K, N, w.data<float>(), K);
+  std::vector<float> y(static_cast<std::size_t>(rows * N));
+  kernels::bf16::gemm_packed(false, rows, x.data<float>(), K, P, 0.0f, y.data(), N,
+                             bias.defined() ? bias.data<float>() : nullptr);
+  return y;
+}
+
+// is_cacheable: parameters, and buffers marked by mark_cacheable (through any view of them).
+TEST(AutocastCache, WhatIsCacheable) {
+  Generator gen(21);
+  Tensor p = Tensor::normal({6, 4}, 0, 1, gen).requires_grad_();
+  const Tensor plain = Tensor::normal({6, 4}, 0, 1, gen);
+  EXPECT_TRUE(autocast::is_cacheable(p));
+  EXPECT_FALSE(autocast::is_cacheable(plain));
+  EXPECT_FALSE(autocast::is_cacheable(Tensor()));
+  NoGradGuard no_grad;
+  const auto rows = split(plain, 2, 0);  // views sharing plain's buffer
+  EXPECT_FALSE(autocast::is_cacheable(rows[1]));
+  autocast::mark_cacheable(rows[1]);
+  EXPECT_TRUE(autocast::is_cacheable(rows[0]));  // the mark is the buffer's
+  EXPECT_TRUE(autocast::is_cacheable(plain));
+  EXPECT_FALSE(autocast::is_cacheable(plain.clone()));  // a copy is a new, unmarked buffer
+  const Tensor d = Tensor::normal({6, 4}, 0, 1, gen, DType::f64);
+  autocast::mark_cacheable(d);
+  EXPECT_FALSE(autocast::is_cacheable(d));  // float64 is never converted
+  autocast::mark_cacheable(Tensor());       // ignored
+}
+
+// A view of some of a parameter's rows (not a leaf that requires grad) is packed once when marked,
+// and read in bf16 at one row: the bits of a fresh packing of those rows, not the float32 product
+// an unmarked view of one row gets.
+TEST(AutocastCache, MarkedRowViewsOfAParameterAreCached) {
+  autocast::clear_cache();
+  Generator gen(22);
+  const Tensor x = Tensor::normal({1, 40}, 0, 1, gen);
+  Tensor w = Tensor::normal({90, 40}, 0, 1, gen).requires_grad_();
+  Tensor b = Tensor::normal({90}, 0, 1, gen).requires_grad_();
+  NoGradGuard no_grad;
+  const auto rows = split(w, 30, 0), biases = split(b, 30, 0);
+  ASSERT_TRUE(rows[1].shares_storage(w));
+  const auto f32 = linear(x, rows[1], biases[1]).to_vector<float>();
+  {
+    autocast::Guard on;
+    EXPECT_EQ(linear(x, rows[1], biases[1]).to_vector<float>(), f32);  // not marked: float32 at one row
+    EXPECT_EQ(autocast::cache_stats().entries, 0);
+  }
+  autocast::mark_cacheable(rows[1]);
+  autocast::Guard on;
+  const auto s0 = autocast::cache_stats();
+  const auto y1 = linear(x, rows[1], biases[1]).to_vector<float>();
+  const auto y2 = linear(x, rows[1], biases[1]).to_vector<float>();
+  const auto s1 = autocast::cache_stats();
+  EXPECT_EQ(s1.packs - s0.packs, 1);
+  EXPECT_EQ(s1.hits - s0.hits, 1);
+  EXPECT_EQ(s1.entries, 1);
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(y1, packed_linear(x, rows[1], biases[1]));
+  EXPECT_NE(y1, f32);  // read in bf16
+  // Another view of the same buffer is an entry of its own (its own rows), marked already.
+  EXPECT_EQ(linear(x, rows[2]).to_vector<float>(), packed_linear(x, rows[2]));
+  EXPECT_EQ(autocast::cache_stats().entries, 2);
+  autocast::clear_cache();
+}
+
+// A marked buffer's copy is renewed exactly when its version changes (an in-place op, copy_, a
+// write through data() announced with increment_version), into the bits of a fresh packing; the
+// writes reach it through the parameter or through the view itself.
+TEST(AutocastCache, MarkedCopyRenewedAfterAnInPlaceWrite) {
+  autocast::clear_cache();
+  Generator gen(23);
+  const Tensor x = Tensor::normal({1, 40}, 0, 1, gen);
+  Tensor w = Tensor::normal({60, 40}, 0, 1, gen).requires_grad_();
+  nn::SGD sgd(std::vector<Tensor>{w}, nn::SGDOptions(0.1));
+  Tensor view;
+  {
+    NoGradGuard no_grad;
+    view = split(w, 20, 0)[2];
+  }
+  autocast::mark_cacheable(view);
+  autocast::Guard on;
+  auto product_packs = [&](const char* what) {
+    const auto before = autocast::cache_stats();
+    const auto y = linear(x, view).to_vector<float>();
+    const auto after = autocast::cache_stats();
+    EXPECT_EQ(y, packed_linear(x, view)) << what;
+    EXPECT_EQ(after.entries, 1) << what;  // renewed, not added
+    EXPECT_EQ(after.hits + after.packs - before.hits - before.packs, 1) << what;
+    return after.packs - before.packs;
+  };
+  EXPECT_EQ(product_packs("first use"), 1);
+  EXPECT_EQ(product_packs("unchanged"), 0);
+  {
+    NoGradGuard no_grad;
+    w.mul_(0.5);  // the parameter, in place
+  }
+  EXPECT_EQ(product_packs("after the parameter's mul_"), 1);
+  EXPECT_EQ(product_packs("unchanged after mul_"), 0);
+  {
+    autocast::Guard off(autocast::Precision::f32);  // w itself stays out of the cache
+    sum(linear(x, w)).backward();
+  }
+  sgd.step();
+  EXPECT_EQ(product_packs("after an optimizer step"), 1);
+  {
+    NoGradGuard no_grad;
+    view.add_(1.0);  // the view itself, in place
+  }
+  EXPECT_EQ(product_packs("after the view's add_"), 1);
+  view.copy_(Tensor::normal({20, 40}, 0, 1, gen));
+  EXPECT_EQ(product_packs("after copy_"), 1);
+  view.data<float>()[3] += 0.75f;
+  autograd::increment_version(view);
+  EXPECT_EQ(product_packs("after a write through data()"), 1);
+  autocast::clear_cache();
+}
+
+// A marked buffer that is freed leaves no copy to be served: a new buffer of the same shape, at the
+// freed one's address (the caching allocator hands the block out again) and at version 0 as it was,
+// is not marked, so its one-row product runs in float32 without touching the cache; marked in turn,
+// it gets a copy of its own values.
+TEST(AutocastCache, MarkedCopyNeverServedForAFreedAndReusedBuffer) {
+  autocast::clear_cache();
+  Generator gen(24);
+  const Tensor x = Tensor::normal({1, 40}, 0, 1, gen);
+  const Tensor A = Tensor::normal({50, 40}, 0, 1, gen), B = Tensor::normal({50, 40}, 0, 1, gen);
+  NoGradGuard no_grad;
+  autocast::Guard on;
+  Tensor c = Tensor::empty({50, 40});
+  detail::copy_elements(c, A);  // leaves the version at 0
+  autocast::mark_cacheable(c);
+  EXPECT_EQ(c._version(), 0u);
+  EXPECT_EQ(linear(x, c).to_vector<float>(), packed_linear(x, A));
+  const void* address = c.data<float>();
+  c = Tensor();  // freed
+  Tensor d = Tensor::empty({50, 40});
+  ASSERT_EQ(static_cast<const void*>(d.data<float>()), address) << "the allocator did not reuse the block";
+  detail::copy_elements(d, B);
+  EXPECT_EQ(d._version(), 0u);
+  EXPECT_FALSE(autocast::is_cacheable(d));
+  const auto s0 = autocast::cache_stats();
+  std::vector<float> f32;
+  {
+    autocast::Guard off(autocast::Precision::f32);
+    f32 = linear(x, d).to_vector<float>();
+  }
+  EXPECT_EQ(linear(x, d).to_vector<float>(), f32);
+  const auto s1 = autocast::cache_stats();
+  EXPECT_EQ(s1.hits, s0.hits);
+  EXPECT_EQ(s1.packs, s0.packs);
+  autocast::mark_cacheable(d);
+  EXPECT_EQ(linear(x, d).to_vector<float>(), packed_linear(x, B));
+  const auto s2 = autocast::cache_stats();
+  EXPECT_EQ(s2.packs - s1.packs, 1);
+  EXPECT_EQ(s2.hits, s1.hits);
+  EXPECT_EQ(s2.entries, 1);  // the freed buffer's entry was dropped at the miss
+  autocast::clear_cache();
+}
+
 TEST(Autocast, OneAndTwoThreadsIdentical) {
   Generator gen(18);
   const Tensor X = Tensor::normal({300, 200}, 0, 1, gen), W0 = Tensor::normal({520, 200}, 0, 1, gen);
