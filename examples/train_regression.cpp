@@ -6,14 +6,15 @@
 //
 //   build/bin/train_regression [steps] [checkpoint_dir] [stop_after]
 //
-// `steps` is the training's length (the lr anneals to 0 there). With checkpoint_dir, the checkpoint
-// is written there at every validation and at the end of the run, and the run resumes from it if
-// it holds one; `stop_after` ends the run after that many steps in total, as an interruption would:
-// `train_regression 400 a` gives the same files as `train_regression 400 b 190` followed by
-// `train_regression 400 b`. The directory holds weights.npz (the
-// averaged weights: the model to use), training_weights.npz (the raw ones), optimizer.npz and
-// parts.npz (the step, the EMA's update count and the state_dict of the early stopping and the
-// plateau decay); best.npz holds the averaged weights of the best validation.
+// `steps` is the training's length (the lr anneals to 0 there); it validates every 25 steps. With
+// checkpoint_dir, the checkpoint is written there every 100 steps and at the end of the run, and
+// the run resumes from it if it holds one; `stop_after` ends the run after that many steps in
+// total, as an interruption would: `train_regression 400 a` gives the same files as
+// `train_regression 400 b 190` followed by `train_regression 400 b`. The directory holds
+// weights.npz (the averaged weights: the model to use), training_weights.npz (the raw ones),
+// optimizer.npz and parts.npz (the step, the EMA's update count and the state_dict of the early
+// stopping and the plateau decay); best.npz holds the averaged weights of the best validation.
+// `train_regression 2000` reaches a plateau, where the lr decays.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -34,7 +35,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::int64_t kBatch = 32, kValidateEvery = 25;
+constexpr std::int64_t kBatch = 32, kValidateEvery = 25, kCheckpointEvery = 100;
 
 // n points: x uniform in [-2, 2], y = sin(2x) + 0.3 x + N(0, 0.05^2), as (n, 1) columns.
 void make_data(std::int64_t n, Generator& gen, Tensor& x, Tensor& y) {
@@ -168,6 +169,7 @@ int run(std::int64_t steps, const fs::path& dir, std::int64_t stop_after) {
     const bool decayed = decay.step(best);
     std::printf("step %4lld  batch mse %.5f  lr %.6f  validation mse (ema) %.5f%s%s\n", static_cast<long long>(step),
                 loss.item(), lr, val, best ? "  best" : "", decayed ? "  lr decayed" : "");
+    if (step % kCheckpointEvery != 0) continue;
     if (!dir.empty()) save(dir, step, model, p);
     saved = true;
   }

@@ -186,6 +186,19 @@ TEST_F(Examples, TrainMlpRunsAndRejectsBadArguments) {
   }
 }
 
+/// The arrays of `file` in checkpoint directories `a` and `b` are equal (NaN equal to NaN).
+void expect_same_arrays(const fs::path& a, const fs::path& b, const std::string& file) {
+  const auto x = tg::nn::load_npz((a / file).string()), y = tg::nn::load_npz((b / file).string());
+  ASSERT_EQ(x.size(), y.size()) << file;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(x[i].first, y[i].first) << file;
+    const auto u = x[i].second.to_vector<double>(), v = y[i].second.to_vector<double>();
+    ASSERT_EQ(u.size(), v.size()) << file << " " << x[i].first;
+    for (std::size_t k = 0; k < u.size(); ++k)  // equal, or both NaN (no second figure recorded)
+      EXPECT_TRUE(u[k] == v[k] || (std::isnan(u[k]) && std::isnan(v[k]))) << file << " " << x[i].first << "[" << k << "]";
+  }
+}
+
 TEST_F(Examples, TrainRegressionLearnsAndResumesExactly) {
   // The nn:: training parts on a non-translation model: a straight run and one stopped after 90
   // steps and resumed from its checkpoint end with the same files, array by array.
@@ -201,22 +214,33 @@ TEST_F(Examples, TrainRegressionLearnsAndResumesExactly) {
   const Result second = run("train_regression", "150 " + b);
   ASSERT_EQ(second.status, 0) << second.err;
   EXPECT_EQ(second.out.substr(second.out.rfind("best validation")), straight.out.substr(straight.out.rfind("best validation")));
-  for (const char* file : {"weights.npz", "training_weights.npz", "optimizer.npz", "parts.npz", "best.npz"}) {
-    const auto x = tg::nn::load_npz((fs::path(a) / file).string()), y = tg::nn::load_npz((fs::path(b) / file).string());
-    ASSERT_EQ(x.size(), y.size()) << file;
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      EXPECT_EQ(x[i].first, y[i].first) << file;
-      const auto u = x[i].second.to_vector<double>(), v = y[i].second.to_vector<double>();
-      ASSERT_EQ(u.size(), v.size()) << file << " " << x[i].first;
-      for (std::size_t k = 0; k < u.size(); ++k)  // equal, or both NaN (no second figure recorded)
-        EXPECT_TRUE(u[k] == v[k] || (std::isnan(u[k]) && std::isnan(v[k]))) << file << " " << x[i].first << "[" << k << "]";
-    }
-  }
+  for (const char* file : {"weights.npz", "training_weights.npz", "optimizer.npz", "parts.npz", "best.npz"})
+    expect_same_arrays(a, b, file);
   for (const std::string& args : std::vector<std::string>{"1", "abc", "10 " + b + " 1", "10 " + b + " 5 extra"}) {
     const Result r = run("train_regression", args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_NE(r.err.find("usage: train_regression"), std::string::npos) << args << ": " << r.err;
   }
+}
+
+TEST_F(Examples, TrainRegressionResumesExactlyAcrossLrDecays) {
+  // 2000 steps reach the plateau: the lr decays at steps 1300, 1525, 1625 and 1675. Stopped at 1400,
+  // between two decays, the resumed run takes the same decisions from the saved counters.
+  const std::string a = (dir() / "reg_long").string(), b = (dir() / "reg_long_resumed").string();
+  const Result straight = run("train_regression", "2000 " + a);
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  const auto decays = [](const std::string& out) { return numbers(out, R"(step +([0-9]+) [^\n]*lr decayed)"); };
+  EXPECT_GE(decays(straight.out).size(), 2u) << straight.out;
+  ASSERT_EQ(run("train_regression", "2000 " + b + " 1400").status, 0);
+  const Result second = run("train_regression", "2000 " + b);
+  ASSERT_EQ(second.status, 0) << second.err;
+  std::vector<double> after;
+  for (double step : decays(straight.out))
+    if (step > 1400) after.push_back(step);
+  EXPECT_FALSE(after.empty()) << straight.out;
+  EXPECT_EQ(decays(second.out), after);
+  for (const char* file : {"weights.npz", "training_weights.npz", "optimizer.npz", "parts.npz", "best.npz"})
+    expect_same_arrays(a, b, file);
 }
 
 }  // namespace
