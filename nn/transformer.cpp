@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "autograd/autocast.h"
 #include "autograd/ops_attention.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_matmul.h"
@@ -87,12 +88,16 @@ std::shared_ptr<Layer> clone_layer(const Layer& layer, const char* what) {
 // ---- incremental attention (forward_step), from MultiheadAttention's public parameters ----------
 
 /// x (N, T, E) -> (N, H, T, D): the query (part 0), key (1) or value (2) projection of `mha`, its
-/// rows of the in-projection kept in `weight` and `bias` (cut on the first call).
+/// rows of the in-projection kept in `weight` and `bias` (cut on the first call). They are views of
+/// the parameters' buffers (split along axis 0), not copies, marked cacheable: under autocast their
+/// bf16 copies come from the weight cache, renewed when the parameter changes, and outlive the decode
+/// as the parameter's own copy does (a batch-1 product then reads half the bytes of float32).
 Tensor project_heads(const MultiheadAttentionImpl& mha, const Tensor& x, int part, Tensor& weight, Tensor& bias) {
   const std::int64_t E = mha.options().embed_dim, H = mha.options().num_heads;
   if (!weight.defined()) {
-    weight = narrow(mha.in_proj_weight, 0, part * E, E);
-    if (mha.in_proj_bias.defined()) bias = narrow(mha.in_proj_bias, 0, part * E, E);
+    weight = split(mha.in_proj_weight, E, 0)[part];
+    autocast::mark_cacheable(weight);
+    if (mha.in_proj_bias.defined()) bias = split(mha.in_proj_bias, E, 0)[part];
   }
   return permute(reshape(linear(x, weight, bias), Shape{x.size(0), x.size(1), H, E / H}), {0, 2, 1, 3});
 }

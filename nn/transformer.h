@@ -139,7 +139,9 @@ struct TransformerDecoderLayerCache {
   Tensor self_key, self_value;      ///< (N, nhead, T, d_model / nhead)
   Tensor memory_key, memory_value;  ///< (N, nhead, S, d_model / nhead)
   /// The rows of in_proj_weight / in_proj_bias for self q, k, v and cross q, cut at the first step
-  /// rather than at every step: a cache belongs to one decode with fixed weights.
+  /// rather than at every step: views sharing the parameters' buffers (not copies), marked with
+  /// autocast::mark_cacheable, so that under autocast their bf16 copies are cached as the
+  /// parameters' are (renewed when a parameter is written in place, kept across decodes).
   Tensor projection_weights[4], projection_biases[4];
   /// Target positions seen so far (T).
   std::int64_t length() const { return self_key.defined() ? self_key.size(2) : 0; }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops_elementwise.h"
 #include "autograd/ops_reduce.h"
@@ -360,9 +361,68 @@ TEST(TransformerDecoder, ForwardStepEqualsCausalForward) {
     EXPECT_EQ(tg::nn::testing::max_abs_diff(cache.projection_weights[part], tg::narrow(mha.in_proj_weight, 0, row, 4)), 0.0);
     EXPECT_EQ(tg::nn::testing::max_abs_diff(cache.projection_biases[part], tg::narrow(mha.in_proj_bias, 0, row, 4)), 0.0);
   }
+  // Views of the parameters' buffers, not copies, marked for the bf16 weight cache.
+  for (int part = 0; part < 4; ++part) {
+    const auto& mha = part < 3 ? *layer->self_attn : *layer->multihead_attn;
+    EXPECT_TRUE(cache.projection_weights[part].shares_storage(mha.in_proj_weight)) << part;
+    EXPECT_TRUE(cache.projection_biases[part].shares_storage(mha.in_proj_bias)) << part;
+    EXPECT_TRUE(tg::autocast::is_cacheable(cache.projection_weights[part])) << part;
+  }
   const Tensor kept = cache.projection_weights[0];
   layer->forward_step(Tensor::zeros({1, 2, 4}), Tensor::zeros({3, 2, 4}), cache);
   EXPECT_EQ(cache.projection_weights[0].data<float>(), kept.data<float>());  // not cut again
+}
+
+// Under bf16 autocast the in-projection rows forward_step keeps (views of in_proj_weight, marked
+// cacheable) are read from the weight cache. At 8 rows (over kDirectRows, where a product on an
+// uncached operand rounds and packs it at every call) the steps give the bits of the path without
+// the cache; the copies are packed once, kept for the next decode (at batch 1 too) and renewed
+// after an in-place write to the parameter.
+TEST(TransformerDecoder, ForwardStepBf16ReadsCachedProjectionRows) {
+  Generator gen(9);
+  TransformerDecoderLayer layer({.d_model = 64, .nhead = 4, .dim_feedforward = 96, .dropout = 0.0, .batch_first = true},
+                                gen);
+  layer->eval();
+  tg::NoGradGuard no_grad;
+  const std::int64_t S = 6, T = 4;
+  const Tensor tgt = Tensor::normal({8, T, 64}, 0, 1, gen), memory = Tensor::normal({8, S, 64}, 0, 1, gen);
+  auto decode = [&](std::int64_t N, bool cache_enabled) {
+    tg::autocast::Guard bf16(tg::autocast::Precision::bf16, true, cache_enabled);
+    tg::nn::TransformerDecoderLayerCache cache;
+    const Tensor mem = tg::narrow(memory, 0, 0, N);
+    std::vector<float> out;
+    for (std::int64_t t = 0; t < T; ++t) {
+      const auto y = layer->forward_step(tg::narrow(tg::narrow(tgt, 0, 0, N), 1, t, 1), mem, cache).to_vector<float>();
+      out.insert(out.end(), y.begin(), y.end());
+    }
+    return out;
+  };
+  tg::autocast::clear_cache();
+  const auto s0 = tg::autocast::cache_stats();
+  const auto cached = decode(8, true);
+  const auto s1 = tg::autocast::cache_stats();
+  EXPECT_EQ(cached, decode(8, false));
+  // Self q, k, v rows, cross q, k, v rows (k and v on the memory, at the first step), both
+  // out_proj, linear1 and linear2: 10 copies, and 8 products a step.
+  EXPECT_EQ(s1.entries, 10);
+  EXPECT_EQ(s1.packs - s0.packs, 10);
+  EXPECT_EQ(s1.hits - s0.hits, 8 * (T - 1));
+  EXPECT_EQ(decode(8, true), cached);  // a new decode: nothing packed
+  const auto s2 = tg::autocast::cache_stats();
+  EXPECT_EQ(s2.packs - s1.packs, 0);
+  EXPECT_EQ(s2.hits - s1.hits, 8 * T + 2);
+  decode(1, true);  // batch 1: the same copies
+  const auto s3 = tg::autocast::cache_stats();
+  EXPECT_EQ(s3.packs - s2.packs, 0);
+  EXPECT_EQ(s3.hits - s2.hits, 8 * T + 2);
+  layer->self_attn->in_proj_weight.mul_(0.5);  // in place: the self-attention's three rows renewed
+  const auto renewed = decode(8, true);
+  const auto s4 = tg::autocast::cache_stats();
+  EXPECT_EQ(s4.packs - s3.packs, 3);
+  EXPECT_EQ(s4.entries, 10);
+  EXPECT_EQ(renewed, decode(8, false));
+  EXPECT_NE(renewed, cached);
+  tg::autocast::clear_cache();
 }
 
 // ---- positional encodings ----------------------------------------------------------------------
