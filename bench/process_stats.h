@@ -1,6 +1,7 @@
 #pragma once
 // Wall-clock, CPU-time and memory readings of the benchmark process, shared by the programs that
-// print bench/compare's JSON (bench_seq2seq, bench_encoder, bench_conv_step).
+// print bench/compare's JSON (bench_seq2seq, bench_encoder, bench_conv_step, and the LibTorch
+// references through bench/libtorch/common.h). Header-only and C++17, as those need.
 #include <sys/resource.h>
 
 #include <chrono>

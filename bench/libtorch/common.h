@@ -4,7 +4,6 @@
 // of bench_seq2seq.
 #include <ATen/autocast_mode.h>
 #include <dlfcn.h>
-#include <sys/resource.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -22,23 +21,15 @@
 #include <thread>
 #include <vector>
 
+#include "../process_stats.h"
+
 namespace ltbench {
 
-using Clock = std::chrono::steady_clock;
-inline double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-inline double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-inline double peak_rss_mib() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
+// The same clock, CPU-time and peak-RSS readings as tapegrad's bench programs.
+using tg::bench::Clock;
+using tg::bench::cpu_seconds;
+using tg::bench::peak_rss_mib;
+using tg::bench::since;
 
 inline std::string num(double v) {
   char buf[64];
