@@ -311,38 +311,38 @@ void check_training_state(const TrainingState& s, const std::string& source) {
 }
 
 // The run record's fields: strings, whole numbers, the holdout (a number) and reverse (a bool).
-constexpr const char* kRunStrings[] = {"data", "task", "subword_type", "dev", "best"};
-constexpr const char* kRunCounts[] = {"num_examples", "task_seed", "min_len", "max_len", "min_freq",
-                                      "steps", "epochs", "dev_bleu_pairs", "dev_beam"};
+// One table per kind names each field once, for the writer and both readers.
+template <class T>
+struct RunField {
+  const char* key;
+  T RunRecord::*member;
+};
+constexpr RunField<std::string> kRunStrings[] = {
+    {"data", &RunRecord::data}, {"task", &RunRecord::task}, {"subword_type", &RunRecord::subword_type},
+    {"dev", &RunRecord::dev},   {"best", &RunRecord::best}};
+constexpr RunField<std::optional<std::int64_t>> kRunCounts[] = {
+    {"num_examples", &RunRecord::num_examples}, {"task_seed", &RunRecord::task_seed},
+    {"min_len", &RunRecord::min_len},           {"max_len", &RunRecord::max_len},
+    {"min_freq", &RunRecord::min_freq},         {"steps", &RunRecord::steps},
+    {"epochs", &RunRecord::epochs},             {"dev_bleu_pairs", &RunRecord::dev_bleu_pairs},
+    {"dev_beam", &RunRecord::dev_beam}};
 
-std::string* run_string(RunRecord& r, const std::string& key) {
-  if (key == "data") return &r.data;
-  if (key == "task") return &r.task;
-  if (key == "subword_type") return &r.subword_type;
-  if (key == "dev") return &r.dev;
-  if (key == "best") return &r.best;
+/// The field of `r` that `key` names in `table`, or null.
+template <class T, std::size_t N>
+T* run_field(const RunField<T> (&table)[N], RunRecord& r, const std::string& key) {
+  for (const RunField<T>& f : table)
+    if (key == f.key) return &(r.*f.member);
   return nullptr;
 }
-
-std::optional<std::int64_t>* run_count(RunRecord& r, const std::string& key) {
-  if (key == "num_examples") return &r.num_examples;
-  if (key == "task_seed") return &r.task_seed;
-  if (key == "min_len") return &r.min_len;
-  if (key == "max_len") return &r.max_len;
-  if (key == "min_freq") return &r.min_freq;
-  if (key == "steps") return &r.steps;
-  if (key == "epochs") return &r.epochs;
-  if (key == "dev_bleu_pairs") return &r.dev_bleu_pairs;
-  if (key == "dev_beam") return &r.dev_beam;
-  return nullptr;
-}
+std::string* run_string(RunRecord& r, const std::string& key) { return run_field(kRunStrings, r, key); }
+std::optional<std::int64_t>* run_count(RunRecord& r, const std::string& key) { return run_field(kRunCounts, r, key); }
 
 json run_to_json(RunRecord r) {
   json j = json::object();
-  for (const char* key : kRunStrings)
-    if (!run_string(r, key)->empty()) j[key] = *run_string(r, key);
-  for (const char* key : kRunCounts)
-    if (*run_count(r, key)) j[key] = **run_count(r, key);
+  for (const auto& f : kRunStrings)
+    if (!(r.*f.member).empty()) j[f.key] = r.*f.member;
+  for (const auto& f : kRunCounts)
+    if (r.*f.member) j[f.key] = *(r.*f.member);
   if (r.holdout) j["holdout"] = *r.holdout;
   if (r.reverse) j["reverse"] = true;
   if (r.subword > 0) j["subword"] = r.subword;
